@@ -1,0 +1,81 @@
+# nvshare build. Plain GNU make: the project is C only, the parts are few and
+# a fragment per component (*/module.mk) keeps each one's rules beside its
+# sources. See README.md "Building".
+#
+#   make                 build everything into build/
+#   make SAN=1           ASan+UBSan build into build-san/
+#   make test            build and run the test suite (tests/run)
+#   make install         PREFIX=/usr/local DESTDIR=
+#   make format | lint
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+CUDA_HOME ?= /usr/local/cuda
+CC ?= gcc
+
+SAN ?= 0
+ifeq ($(SAN),1)
+B ?= build-san
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+B ?= build
+SANFLAGS :=
+endif
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-parameter
+CFLAGS ?= -O2 -g
+BASE_CFLAGS := -std=gnu11 $(WARN) $(SANFLAGS) -D_GNU_SOURCE -I. -Icommon -I$(CUDA_HOME)/include
+LDFLAGS_ALL := $(SANFLAGS)
+
+ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
+
+TARGETS :=
+TEST_TARGETS :=
+
+.PHONY: all clean install test test-san format lint
+all: targets
+
+include common/module.mk
+include client/module.mk
+include scheduler/module.mk
+include ctl/module.mk
+-include device-plugin/module.mk
+include tests/module.mk
+
+targets: $(TARGETS) $(TEST_TARGETS)
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -MMD -MP -c $< -o $@
+
+$(B)/%.o: %.S
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -c $< -o $@
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)
+
+test: targets
+	NVS_BUILD=$(B) tests/run
+
+test-san:
+	$(MAKE) SAN=1 test
+
+install: $(B)/libnvshare.so $(B)/nvshare-scheduler $(B)/nvsharectl
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(B)/libnvshare.so $(DESTDIR)$(PREFIX)/lib/libnvshare.so
+	install -m 0755 $(B)/nvshare-scheduler $(DESTDIR)$(PREFIX)/sbin/nvshare-scheduler
+	install -m 0755 $(B)/nvsharectl $(DESTDIR)$(PREFIX)/bin/nvsharectl
+	if [ -f $(B)/nvshare-device-plugin ]; then install -m 0755 $(B)/nvshare-device-plugin $(DESTDIR)$(PREFIX)/sbin/nvshare-device-plugin; fi
+
+SOURCES := $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+
+format:
+	clang-format -i $(SOURCES)
+
+lint:
+	cppcheck --quiet --error-exitcode=1 --std=c11 --enable=warning,portability \
+	  --inline-suppr --suppress=missingIncludeSystem -I common -I client \
+	  common client scheduler ctl tests/sim
+
+clean:
+	rm -rf build build-san

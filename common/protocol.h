@@ -1,0 +1,207 @@
+/*
+ * nvshare wire protocol: framed, versioned messages on a UNIX stream socket.
+ *
+ * Every message is a 16-byte header followed by `length` payload bytes:
+ *
+ *   u32 magic   'NVSH' (0x4853564e as little-endian bytes "NVSH")
+ *   u16 version NVS_PROTO_VERSION
+ *   u16 type    enum nvs_msg_type
+ *   u32 length  payload bytes, <= NVS_MAX_PAYLOAD
+ *   u32 seq     sender's sequence number (echoed in control replies)
+ *
+ * All integers are little-endian. Payloads are fixed layouts per type (see
+ * docs/protocol.md); strings travel as u16 length + bytes, never NUL-padded
+ * arrays, so no fixed-size buffer takes input without a bound.
+ *
+ * Identity (pid, uid) is never carried: the scheduler reads it from
+ * SO_PEERCRED. The pid a client reports in HELLO is informational only (its
+ * own pid namespace view).
+ */
+#ifndef NVSHARE_COMMON_PROTOCOL_H
+#define NVSHARE_COMMON_PROTOCOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NVS_PROTO_MAGIC 0x4853564eu /* bytes "NVSH" */
+#define NVS_PROTO_VERSION 1u
+#define NVS_HEADER_SIZE 16u
+#define NVS_MAX_PAYLOAD (256u * 1024u)
+#define NVS_MAX_STR 4096u
+#define NVS_UUID_LEN 96u /* NVML_DEVICE_UUID_V2_BUFFER_SIZE */
+
+enum nvs_msg_type {
+	/* client -> scheduler */
+	NVS_MSG_HELLO = 1,	   /* process registers (once per connection) */
+	NVS_MSG_ATTACH_GPU = 2,	   /* client starts using a GPU */
+	NVS_MSG_REQ_LOCK = 3,	   /* client wants to run on a serialized GPU */
+	NVS_MSG_LOCK_RELEASED = 4, /* client drained and gave the GPU back */
+	NVS_MSG_MEM_UPDATE = 5,	   /* client's allocated bytes on a GPU changed */
+	NVS_MSG_SWAP_STATS = 6,	   /* bytes/time swapped in and out */
+	/* scheduler -> client */
+	NVS_MSG_LOCK_OK = 32,	   /* lock granted */
+	NVS_MSG_DROP_LOCK = 33,	   /* release the lock soon */
+	NVS_MSG_GPU_MODE = 34,	   /* GPU switched serialized <-> concurrent */
+	NVS_MSG_SET_LIMITS = 35,   /* memory / compute limits changed */
+	NVS_MSG_WAITERS = 36,	   /* number of clients waiting for this GPU */
+	NVS_MSG_WELCOME = 37,	   /* reply to HELLO */
+	/* control (nvsharectl) <-> scheduler */
+	NVS_MSG_CTL_SET = 64,	   /* change a GPU setting */
+	NVS_MSG_CTL_SET_CLIENT = 65, /* change a client's limits */
+	NVS_MSG_CTL_STATUS = 66,   /* ask for status */
+	NVS_MSG_CTL_REPLY = 96,	   /* status code + text (JSON for status) */
+};
+
+/* GPU scheduling modes (NVS_MSG_CTL_SET field MODE, nvsharectl -S). */
+enum nvs_mode {
+	NVS_MODE_OFF = 0,  /* everyone runs at once */
+	NVS_MODE_ON = 1,   /* anti-thrash: one holder at a time */
+	NVS_MODE_AUTO = 2, /* together while memory fits, else serialized */
+};
+
+/* Settings that nvsharectl can change per GPU. */
+enum nvs_ctl_field {
+	NVS_CTL_MODE = 1,	 /* value: enum nvs_mode */
+	NVS_CTL_TQ_MS = 2,	 /* value: time quantum in ms */
+	NVS_CTL_CAPACITY = 3,	 /* value: bytes, 0 = GPU memory minus reserve */
+	NVS_CTL_IDLE_RELEASE_MS = 4,
+};
+
+/* Flags in LOCK_OK / DROP_LOCK. */
+#define NVS_LOCK_SWAP_IN 0x1u  /* holder should prefetch its ranges to GPU */
+#define NVS_LOCK_SWAP_OUT 0x2u /* releaser should move its ranges to host */
+
+/* "No limit" value for limits. */
+#define NVS_NO_LIMIT UINT64_MAX
+
+struct nvs_hello {
+	uint32_t client_pid;   /* informational: pid in the client's namespace */
+	uint32_t flags;	       /* reserved, 0 */
+	uint32_t core_limit;   /* NVSHARE_GPU_CORE_LIMIT, 1..100, 100 = none */
+	uint64_t mem_limit;    /* NVSHARE_GPU_MEMORY_LIMIT bytes, NVS_NO_LIMIT */
+	char name[256];	       /* program name, for status views */
+};
+
+struct nvs_welcome {
+	uint32_t client_id;	/* scheduler's id for this connection */
+	uint32_t idle_release_ms;
+};
+
+struct nvs_attach_gpu {
+	uint32_t local_gpu;	/* client's CUDA ordinal; key in later messages */
+	uint64_t total_mem;	/* bytes, as the driver reports */
+	uint64_t allocated;	/* bytes already allocated (re-registration) */
+	char uuid[NVS_UUID_LEN]; /* "GPU-xxxxxxxx-..." */
+};
+
+/* REQ_LOCK, WAITERS and GPU_MODE share this layout. */
+struct nvs_gpu_msg {
+	uint32_t local_gpu;
+	uint32_t value; /* WAITERS: count; GPU_MODE: 1 serialized, 0 not */
+};
+
+struct nvs_lock_ok {
+	uint32_t local_gpu;
+	uint32_t flags;	      /* NVS_LOCK_SWAP_IN */
+	uint32_t quantum_ms;  /* time slice granted, 0 = until asked */
+};
+
+struct nvs_drop_lock {
+	uint32_t local_gpu;
+	uint32_t flags;	      /* NVS_LOCK_SWAP_OUT */
+	uint32_t grace_ms;    /* release within this or be revoked */
+};
+
+struct nvs_lock_released {
+	uint32_t local_gpu;
+	uint32_t flags;	      /* 1 = idle release (not asked) */
+	uint64_t drain_ns;    /* time from DROP_LOCK (or idle) to drained */
+};
+
+struct nvs_mem_update {
+	uint32_t local_gpu;
+	uint64_t allocated;   /* bytes now allocated on that GPU */
+};
+
+struct nvs_swap_stats {
+	uint32_t local_gpu;
+	uint64_t bytes_in, bytes_out;
+	uint64_t ns_in, ns_out;
+};
+
+struct nvs_set_limits {
+	uint32_t local_gpu;
+	uint32_t core_limit;  /* 1..100 */
+	uint64_t mem_limit;   /* bytes or NVS_NO_LIMIT */
+};
+
+struct nvs_ctl_set {
+	int32_t gpu;	      /* GPU index, -1 = all */
+	uint32_t field;	      /* enum nvs_ctl_field */
+	uint64_t value;
+};
+
+struct nvs_ctl_set_client {
+	uint32_t pid;	      /* host pid of the client */
+	int32_t gpu;	      /* GPU index, -1 = all its GPUs */
+	uint32_t core_limit;  /* 0 = unchanged, 1..100 */
+	uint32_t flags;	      /* NVS_CTL_CLIENT_* */
+	uint64_t mem_limit;   /* bytes; see flags */
+};
+#define NVS_CTL_CLIENT_SET_MEM 0x1u   /* mem_limit is meaningful */
+#define NVS_CTL_CLIENT_CLEAR_CORE 0x2u /* drop run-time core override */
+
+struct nvs_ctl_status {
+	uint32_t flags;	      /* reserved, 0 */
+};
+
+struct nvs_msg {
+	uint16_t type;
+	uint32_t seq;
+	union {
+		struct nvs_hello hello;
+		struct nvs_welcome welcome;
+		struct nvs_attach_gpu attach;
+		struct nvs_gpu_msg gpu;
+		struct nvs_lock_ok lock_ok;
+		struct nvs_drop_lock drop;
+		struct nvs_lock_released released;
+		struct nvs_mem_update mem;
+		struct nvs_swap_stats swap;
+		struct nvs_set_limits limits;
+		struct nvs_ctl_set ctl_set;
+		struct nvs_ctl_set_client ctl_client;
+		struct nvs_ctl_status ctl_status;
+	} u;
+	/* CTL_REPLY keeps its text out of the union: it is large. */
+	int32_t reply_status;
+	const char *reply_text; /* encode: borrowed; decode: points into buf */
+	uint32_t reply_len;
+};
+
+enum nvs_decode_result {
+	NVS_DECODE_OK = 0,	/* one message decoded, *consumed set */
+	NVS_DECODE_NEED_MORE = 1, /* incomplete frame: read more */
+	NVS_DECODE_BAD = -1,	/* malformed: close the connection */
+};
+
+/*
+ * Encode `m` into buf (cap bytes). Returns the frame length, or 0 when it does
+ * not fit or the message is invalid.
+ */
+size_t nvs_msg_encode(const struct nvs_msg *m, uint8_t *buf, size_t cap);
+
+/*
+ * Decode one frame from buf[0..len). On NVS_DECODE_OK sets *consumed to the
+ * frame length. A CTL_REPLY's reply_text points into buf (not NUL-terminated;
+ * use reply_len).
+ */
+enum nvs_decode_result nvs_msg_decode(const uint8_t *buf, size_t len,
+				      struct nvs_msg *m, size_t *consumed);
+
+const char *nvs_msg_type_name(unsigned type);
+const char *nvs_mode_name(unsigned mode);
+/* Parses "on", "off", "auto" (also 1/0). Returns -1 if unknown. */
+int nvs_mode_parse(const char *s);
+
+#endif
