@@ -42,7 +42,13 @@ include ctl/module.mk
 -include device-plugin/module.mk
 include tests/module.mk
 
-targets: $(TARGETS) $(TEST_TARGETS)
+targets: $(TARGETS) $(TEST_TARGETS) $(B)/.san-marker
+
+# tests/lib.sh reads $(B)/.san to preload the ASan runtime before libnvshare.
+$(B)/.san-marker:
+	@mkdir -p $(B)
+	@if [ "$(SAN)" = 1 ]; then touch $(B)/.san; else rm -f $(B)/.san; fi
+	@touch $@
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -1,0 +1,45 @@
+/*
+ * Per-process, per-GPU memory accounting and limits (client/accounting.c).
+ *
+ * Every allocation reserves its size atomically against the limit before the
+ * driver is asked (no check-then-allocate race) and releases the reservation
+ * if the driver fails. The limit for a device is the smallest of: the GPU's
+ * memory (unless NVSHARE_ENABLE_SINGLE_OVERSUB=1), NVSHARE_GPU_MEMORY_LIMIT,
+ * and what the scheduler set at run time.
+ */
+#ifndef NVSHARE_CLIENT_ACCOUNTING_H
+#define NVSHARE_CLIENT_ACCOUNTING_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+#define NVS_MAX_GPUS 64
+
+enum nvs_alloc_kind {
+	NVS_ALLOC_MANAGED = 0,	/* ours (converted) or the application's */
+	NVS_ALLOC_PINNED_DEVICE = 1, /* VMM handles, pools, arrays: not swappable */
+};
+
+/* Reserve `bytes` on dev; 0 if within the limit, else -1 (logged). */
+int nvs_acct_reserve(int dev, uint64_t bytes);
+/* Undo a reservation whose allocation failed, or account a free. */
+void nvs_acct_unreserve(int dev, uint64_t bytes);
+
+/* Remember / forget an allocation so frees can be un-accounted and managed
+ * ranges prefetched on swap. */
+void nvs_acct_track(int dev, CUdeviceptr ptr, uint64_t bytes, enum nvs_alloc_kind kind);
+/* Returns the bytes the allocation had (0 if unknown) and forgets it. */
+uint64_t nvs_acct_untrack(CUdeviceptr ptr, int *dev);
+
+uint64_t nvs_acct_used(int dev);
+/* Effective limit in bytes (NVS_NO_LIMIT-like UINT64_MAX if none). */
+uint64_t nvs_acct_limit(int dev);
+/* Run-time limit from the scheduler; UINT64_MAX removes it. */
+void nvs_acct_set_runtime_limit(int dev, uint64_t bytes);
+
+/* Calls cb for each managed range on dev, largest first. */
+void nvs_acct_foreach_managed(int dev, void (*cb)(CUdeviceptr, uint64_t, void *), void *ctx);
+
+void nvs_acct_atfork_child(void);
+
+#endif

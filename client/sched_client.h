@@ -1,0 +1,60 @@
+/*
+ * The client's side of the scheduler lock (client/sched_client.c).
+ *
+ * One background thread per process owns the scheduler connection: it
+ * connects (retrying while the scheduler is absent, the process running
+ * ungated meanwhile), sends HELLO and one ATTACH_GPU per device in use,
+ * receives LOCK_OK / DROP_LOCK / GPU_MODE / SET_LIMITS / WAITERS, drains and
+ * answers LOCK_RELEASED, and releases an idle lock by itself.
+ *
+ * Application threads only touch the gate: nvs_gate() on every launch, graph
+ * launch, memcpy and memset. While no GPU of this process is serialized, or
+ * every serialized one is held, it is one relaxed atomic load and one relaxed
+ * store (activity mark for idle detection): no syscall, no synchronize.
+ */
+#ifndef NVSHARE_CLIENT_SCHED_CLIENT_H
+#define NVSHARE_CLIENT_SCHED_CLIENT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* Nonzero while some gated call must take the slow path (a serialized GPU
+ * not held, a DROP_LOCK being served, a compute limit throttling us). */
+extern atomic_int nvs_gate_closed;
+/* Set to 1 by every gated call; the client thread clears it to detect
+ * idleness. */
+extern atomic_int nvs_gate_activity;
+
+/* Slow path: finds the calling thread's current device, asks for its lock if
+ * needed and waits for it. Never fails: if the scheduler is gone it returns
+ * and the work runs ungated. */
+void nvs_gate_slow(void);
+
+static inline void nvs_gate(void)
+{
+	if (__builtin_expect(atomic_load_explicit(&nvs_gate_closed, memory_order_acquire), 0))
+		nvs_gate_slow();
+	atomic_store_explicit(&nvs_gate_activity, 1, memory_order_relaxed);
+}
+
+/* Started once from the library's lazy init (after real driver pointers are
+ * resolved). Does not block on the scheduler. NVSHARE_DISABLE=1 or the
+ * absence of any CUDA use means it is never called. */
+void nvs_sched_start(void);
+
+/* The process uses device ordinal `dev` (first context / allocation /
+ * launch on it). Idempotent and cheap after the first call per device. */
+void nvs_sched_attach_gpu(int dev);
+
+/* Allocated bytes on `dev` changed (accounting calls this; coalesced). */
+void nvs_sched_mem_changed(int dev, uint64_t allocated);
+
+/* Stream capture began / ended on some stream: while any capture is active
+ * the client never synchronizes the context (it would break the capture). */
+void nvs_sched_capture_begin(void);
+void nvs_sched_capture_end(void);
+
+/* In a forked child: forget the parent's connection and lock state. */
+void nvs_sched_atfork_child(void);
+
+#endif

@@ -1,0 +1,70 @@
+# Shared helpers for shell tests. Source it first thing:
+#   . "$(dirname "$0")/../lib.sh"
+# It gives each test a private temporary directory, a private scheduler
+# socket directory, the simulated GPU on the library path, TAP output
+# helpers, and a cleanup that kills everything the test started.
+set -u
+NVS_ROOT=${NVS_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+NVS_BUILD=${NVS_BUILD:-build}
+case "$NVS_BUILD" in /*) B=$NVS_BUILD;; *) B=$NVS_ROOT/$NVS_BUILD;; esac
+export B NVS_ROOT
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/nvs-test.XXXXXX")
+export NVSHARE_SOCK_DIR=$T/sock
+# Simulated GPU: fake libcuda.so.1 / libnvidia-ml.so.1 first on the path,
+# its shared state (memory, residency, kernels) in a private directory.
+export NVSHARE_SIM_STATE_DIR=$T/simgpu
+mkdir -p "$NVSHARE_SIM_STATE_DIR"
+export LD_LIBRARY_PATH=$B/tests/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+LIBNVSHARE=$B/libnvshare.so
+# Under the sanitizer build the ASan runtime must come first in LD_PRELOAD.
+if [ -f "$B/.san" ]; then
+  ASAN_RT=$(${CC:-gcc} -print-file-name=libasan.so)
+  PRELOAD="$ASAN_RT:$LIBNVSHARE"
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=0}
+else
+  PRELOAD=$LIBNVSHARE
+fi
+export PRELOAD LIBNVSHARE
+
+_tap_n=0
+ok()     { _tap_n=$((_tap_n + 1)); echo "ok $_tap_n - $*"; }
+not_ok() { _tap_n=$((_tap_n + 1)); echo "not ok $_tap_n - $*"; }
+# check "description" command...   -> ok/not ok by exit status
+check()  { local d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; fi; }
+diag()   { echo "# $*"; }
+
+_pids=()
+# bg cmd... : start a background process that cleanup() will kill.
+bg() { "$@" & _pids+=($!); }
+
+cleanup() {
+  local p
+  for p in "${_pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  sleep 0.1
+  for p in "${_pids[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  if [ -n "${NVS_KEEP_TMP:-}" ]; then echo "# kept $T"; else rm -rf "$T"; fi
+}
+trap cleanup EXIT
+
+# start_scheduler [args...]: starts nvshare-scheduler on $NVSHARE_SOCK_DIR,
+# logging to $T/scheduler.log, and waits for its socket.
+start_scheduler() {
+  bg "$B/nvshare-scheduler" "$@" >>"$T/scheduler.log" 2>&1
+  SCHED_PID=${_pids[-1]}
+  wait_for 5 test -S "$NVSHARE_SOCK_DIR/scheduler.sock"
+}
+
+# wait_for SECONDS cmd... : polls cmd every 20 ms until it succeeds.
+wait_for() {
+  local limit=$1; shift
+  local end=$(( $(date +%s%N) + limit * 1000000000 ))
+  while [ "$(date +%s%N)" -lt "$end" ]; do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.02
+  done
+  return 1
+}
+
+# wait_log SECONDS FILE PATTERN : waits until FILE has a line matching PATTERN.
+wait_log() { wait_for "$1" grep -qE "$3" "$2"; }
