@@ -67,6 +67,8 @@ int nvs_parse_size(const char *s, uint64_t bare_unit, uint64_t *out)
 		p++;
 		digits++;
 	}
+	if (!digits) /* ".5" is too easy to mistype for "5" */
+		return -1;
 	/* Fraction: up to 9 digits, kept as an exact numerator. */
 	uint64_t frac = 0, frac_den = 1;
 	if (*p == '.') {
