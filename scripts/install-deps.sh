@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what nvshare's build and tests need on Debian bookworm (a fresh
+# machine with gcc, make and the CUDA toolkit). Used by the README's first
+# command and by .ci/run, so both stay in step. Idempotent: installs only
+# what is missing.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+SUDO=
+[ "$(id -u)" = 0 ] || SUDO=sudo
+
+PKGS=(
+  build-essential pkg-config git ca-certificates
+  libcmocka-dev            # unit tests
+  libcjson-dev             # scheduler status JSON, Pod annotations
+  libmicrohttpd-dev        # Prometheus exporter
+  libcurl4-openssl-dev     # Kubernetes API watch
+  libgrpc-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler-grpc  # device plugin
+  python3 python3-grpcio python3-protobuf  # fake kubelet in tests
+  prometheus               # promtool check metrics, live scrape test
+  clang libclang-rt-14-dev # libFuzzer targets
+  cppcheck clang-format    # make lint / format
+  util-linux procps psmisc # setpriv, pkill, fuser in tests
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing: ${missing[*]}"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "== build and test dependencies already installed"
+fi
+if [ ! -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ]; then
+  echo "CUDA toolkit headers not found at ${CUDA_HOME:-/usr/local/cuda}/include (set CUDA_HOME)" >&2
+  exit 1
+fi
