@@ -1,0 +1,12 @@
+# libFuzzer targets (clang). Built only when clang can link -fsanitize=fuzzer.
+# tests/fuzz/t_fuzz.sh runs each for a bounded time in CI; for a longer run:
+#   make fuzz && build/fuzz/fuzz_protocol -max_total_time=3600 tests/fuzz/corpus/protocol
+FUZZ_CC ?= clang
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -std=gnu11 -D_GNU_SOURCE -Icommon
+FUZZ_TARGETS := fuzz_protocol fuzz_parse
+.PHONY: fuzz
+fuzz: $(FUZZ_TARGETS:%=build/fuzz/%)
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRCS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^
