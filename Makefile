@@ -5,6 +5,7 @@
 #   make                 build everything into build/
 #   make SAN=1           ASan+UBSan build into build-san/
 #   make test            build and run the test suite (tests/run)
+#   make demo            two clients sharing a GPU (demo/run-demo.sh)
 #   make install         PREFIX=/usr/local DESTDIR=
 #   make format | lint
 
@@ -32,7 +33,7 @@ ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 TARGETS :=
 TEST_TARGETS :=
 
-.PHONY: all clean install test test-san format lint
+.PHONY: all clean install test test-san format lint demo
 all: targets
 
 include common/module.mk
@@ -62,6 +63,10 @@ $(B)/%.o: %.S
 
 test: targets
 	NVS_BUILD=$(B) tests/run
+
+# The README's main job: two clients sharing a GPU (real or simulated).
+demo: targets
+	NVS_BUILD=$(B) demo/run-demo.sh
 
 test-san:
 	$(MAKE) SAN=1 test
