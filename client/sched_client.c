@@ -544,6 +544,22 @@ static void handle_msg(const struct nvs_msg *m)
 				  lock_name(s));
 			break;
 		}
+		if (m->u.drop.grace_ms == 0) {
+			/* Revoked: the scheduler already gave the lock away and
+			 * would ignore a LOCK_RELEASED. Stop submitting now. */
+			pthread_mutex_lock(&mu);
+			g->lock = L_NONE;
+			if (g->blocked > 0 && g->serialized) {
+				g->lock = L_REQUESTED;
+				queue_gpu_msg(NVS_MSG_REQ_LOCK, (int)m->u.drop.local_gpu, 0);
+			}
+			recompute_gate();
+			pthread_cond_broadcast(&cv);
+			pthread_mutex_unlock(&mu);
+			NVS_WARN("GPU %u: lock revoked by the scheduler (did not drain in time)",
+				 m->u.drop.local_gpu);
+			break;
+		}
 		release_lock((int)m->u.drop.local_gpu, m->u.drop.flags, 0);
 		break;
 	}
