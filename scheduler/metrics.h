@@ -1,0 +1,57 @@
+/*
+ * Prometheus exporter (docs/metrics.md). Off unless enabled
+ * (NVSHARE_METRICS_ENABLE=1 or --metrics): then an HTTP server with its own
+ * thread (libmicrohttpd) serves /metrics and /healthz.
+ *
+ * The event loop never waits for a scrape: once per iteration it calls
+ * nvs_metrics_loop(), which at most every NVS_METRICS_PUBLISH_MS copies the
+ * numbers it needs from the scheduler state into a fresh snapshot and swaps
+ * a pointer under a mutex held only for the swap. The HTTP thread renders
+ * text from the latest snapshot and queries NVML (utilization, memory) on
+ * its own; the loop never calls NVML for metrics.
+ *
+ * Everything here except the HTTP thread's own work runs on the loop thread.
+ */
+#ifndef NVSHARE_SCHEDULER_METRICS_H
+#define NVSHARE_SCHEDULER_METRICS_H
+
+#include <stdint.h>
+
+#define NVS_METRICS_DEFAULT_PORT 9402u
+#define NVS_METRICS_DEFAULT_ADDR "0.0.0.0"
+/* Snapshots are published at most this often (after state changes). */
+#define NVS_METRICS_PUBLISH_MS 200u
+/* ... and at least this often while some GPU has a lock holder, so hold
+ * time counters advance without events. */
+#define NVS_METRICS_REFRESH_MS 1000u
+
+struct nvs_metrics_config {
+	int enable;
+	unsigned port; /* 0: any free port (logged) */
+	char addr[64]; /* IPv4 or IPv6 literal */
+};
+
+extern struct nvs_metrics_config nvs_metrics_cfg;
+
+/* Defaults: off, NVS_METRICS_DEFAULT_ADDR:NVS_METRICS_DEFAULT_PORT. */
+void nvs_metrics_config_defaults(struct nvs_metrics_config *mc);
+/* NVSHARE_METRICS_ENABLE, NVSHARE_METRICS_PORT, NVSHARE_METRICS_ADDR. Bad
+ * values are logged and ignored; returns their number. */
+int nvs_metrics_config_from_env(struct nvs_metrics_config *mc);
+/* Flag values (--metrics-port, --metrics-addr). 0 or -1 (logged). */
+int nvs_metrics_set_port(struct nvs_metrics_config *mc, const char *s);
+int nvs_metrics_set_addr(struct nvs_metrics_config *mc, const char *s);
+
+/* Starts the HTTP server when nvs_metrics_cfg.enable (after the GPUs are
+ * discovered). A failure (address in use, bad address) is logged and the
+ * scheduler goes on without metrics: returns -1; 0 when started or off. */
+int nvs_metrics_start(void);
+/* Call once per loop iteration, after events and timers are handled. */
+void nvs_metrics_loop(uint64_t now);
+/* Earliest CLOCK_MONOTONIC ns at which nvs_metrics_loop() should run
+ * again, 0 none (fold into the epoll timeout). */
+uint64_t nvs_metrics_next_deadline(uint64_t now);
+/* Stops the server and frees the snapshots. */
+void nvs_metrics_stop(void);
+
+#endif

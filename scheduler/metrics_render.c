@@ -1,0 +1,430 @@
+/*
+ * Snapshot -> Prometheus text exposition format 0.0.4. Runs on the HTTP
+ * thread; touches nothing but the snapshot and the NVML samples it is given.
+ *
+ * Conventions: base units (seconds, bytes, ratios 0..1), counters end in
+ * _total, every family is written in one block (HELP, TYPE, samples). A
+ * GPU's series carry gpu (index) and uuid; a client's carry gpu, pid (its
+ * own namespace), host_pid, uid, and pod / namespace when known.
+ */
+#include "metrics_snap.h"
+
+#include "protocol.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void mbuf_reserve(struct mbuf *b, size_t more)
+{
+	if (b->failed || b->len + more + 1 <= b->cap)
+		return;
+	size_t cap = b->cap ? b->cap : 16384;
+	while (cap < b->len + more + 1)
+		cap *= 2;
+	char *p = realloc(b->p, cap);
+	if (!p) {
+		b->failed = 1;
+		return;
+	}
+	b->p = p;
+	b->cap = cap;
+}
+
+void mbuf_printf(struct mbuf *b, const char *fmt, ...)
+{
+	if (b->failed)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		b->failed = 1;
+		return;
+	}
+	if (!b->p || (size_t)n >= b->cap - b->len) {
+		mbuf_reserve(b, (size_t)n);
+		if (b->failed)
+			return;
+		va_start(ap, fmt);
+		vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+	}
+	b->len += (size_t)n;
+}
+
+static void mbuf_putc(struct mbuf *b, char c)
+{
+	mbuf_reserve(b, 1);
+	if (b->failed)
+		return;
+	b->p[b->len++] = c;
+	b->p[b->len] = '\0';
+}
+
+void mbuf_label_value(struct mbuf *b, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '\\':
+			mbuf_putc(b, '\\');
+			mbuf_putc(b, '\\');
+			break;
+		case '"':
+			mbuf_putc(b, '\\');
+			mbuf_putc(b, '"');
+			break;
+		case '\n':
+			mbuf_putc(b, '\\');
+			mbuf_putc(b, 'n');
+			break;
+		default:
+			mbuf_putc(b, *s);
+		}
+	}
+}
+
+static void family(struct mbuf *b, const char *name, const char *type, const char *help)
+{
+	mbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void ns_seconds(struct mbuf *b, uint64_t ns)
+{
+	mbuf_printf(b, "%llu.%09llu", (unsigned long long)(ns / 1000000000ull),
+		    (unsigned long long)(ns % 1000000000ull));
+}
+
+/* ---- label sets ---- */
+
+static void gpu_labels(struct mbuf *b, const struct msnap_gpu *g)
+{
+	mbuf_printf(b, "gpu=\"%d\",uuid=\"", g->index);
+	mbuf_label_value(b, g->uuid);
+	mbuf_putc(b, '"');
+}
+
+/* Identity of a client, without gpu (for nvshare_client_info). */
+static void client_id_labels(struct mbuf *b, const struct msnap_client *c)
+{
+	mbuf_printf(b, "pid=\"%u\",host_pid=\"%d\",uid=\"%u\"", c->pid, (int)c->host_pid, c->uid);
+	if (c->pod[0]) {
+		mbuf_printf(b, ",pod=\"");
+		mbuf_label_value(b, c->pod);
+		mbuf_putc(b, '"');
+	}
+	if (c->pod_namespace[0]) {
+		mbuf_printf(b, ",namespace=\"");
+		mbuf_label_value(b, c->pod_namespace);
+		mbuf_putc(b, '"');
+	}
+}
+
+static void entry_labels(struct mbuf *b, const struct msnap *s, const struct msnap_entry *e)
+{
+	mbuf_printf(b, "gpu=\"%d\",", e->gpu);
+	client_id_labels(b, &s->clients[e->client]);
+}
+
+/* ---- families over GPUs and over client entries ---- */
+
+enum vkind {
+	V_INT = 0,	/* uint64_t as is */
+	V_SECONDS = 1,	/* uint64_t nanoseconds */
+};
+
+static void v_put(struct mbuf *b, enum vkind k, uint64_t v)
+{
+	if (k == V_SECONDS)
+		ns_seconds(b, v);
+	else
+		mbuf_printf(b, "%llu", (unsigned long long)v);
+}
+
+#define U64_AT(base, off) (*(const uint64_t *)((const char *)(base) + (off)))
+
+static void gpu_family(struct mbuf *b, const struct msnap *s, const char *name, const char *type,
+		       const char *help, size_t off, enum vkind k)
+{
+	family(b, name, type, help);
+	for (unsigned i = 0; i < s->ngpus; i++) {
+		const struct msnap_gpu *g = &s->gpus[i];
+		mbuf_printf(b, "%s{", name);
+		gpu_labels(b, g);
+		mbuf_printf(b, "} ");
+		v_put(b, k, U64_AT(g, off));
+		mbuf_putc(b, '\n');
+	}
+}
+
+static void entry_family(struct mbuf *b, const struct msnap *s, const char *name,
+			 const char *type, const char *help, size_t off, enum vkind k)
+{
+	family(b, name, type, help);
+	for (unsigned i = 0; i < s->nentries; i++) {
+		const struct msnap_entry *e = &s->entries[i];
+		mbuf_printf(b, "%s{", name);
+		entry_labels(b, s, e);
+		mbuf_printf(b, "} ");
+		v_put(b, k, U64_AT(e, off));
+		mbuf_putc(b, '\n');
+	}
+}
+
+#define GOFF(field) offsetof(struct msnap_gpu, field)
+#define EOFF(field) offsetof(struct msnap_entry, field)
+
+static const char *const mode_names[] = {"off", "on", "auto"};
+static const char *const state_names[] = {"idle", "waiting", "holding"};
+
+static void render_gpus(struct mbuf *b, const struct msnap *s, const struct msample *samples)
+{
+	family(b, "nvshare_gpu_info", "gauge", "GPU known to the scheduler (value 1), with its name.");
+	for (unsigned i = 0; i < s->ngpus; i++) {
+		const struct msnap_gpu *g = &s->gpus[i];
+		mbuf_printf(b, "nvshare_gpu_info{");
+		gpu_labels(b, g);
+		mbuf_printf(b, ",name=\"");
+		mbuf_label_value(b, g->name);
+		mbuf_printf(b, "\",source=\"%s\"} 1\n", g->from_nvml ? "nvml" : "client");
+	}
+
+	if (samples) {
+		family(b, "nvshare_gpu_utilization_ratio", "gauge",
+		       "Fraction of the last NVML sample period in which a kernel ran (0-1).");
+		for (unsigned i = 0; i < s->ngpus; i++) {
+			if (!samples[i].have_util)
+				continue;
+			mbuf_printf(b, "nvshare_gpu_utilization_ratio{");
+			gpu_labels(b, &s->gpus[i]);
+			mbuf_printf(b, "} %u.%02u\n", samples[i].util_gpu / 100,
+				    samples[i].util_gpu % 100);
+		}
+		family(b, "nvshare_gpu_memory_used_bytes", "gauge",
+		       "GPU memory in use by all processes, from NVML.");
+		for (unsigned i = 0; i < s->ngpus; i++) {
+			if (!samples[i].have_mem)
+				continue;
+			mbuf_printf(b, "nvshare_gpu_memory_used_bytes{");
+			gpu_labels(b, &s->gpus[i]);
+			mbuf_printf(b, "} %llu\n", (unsigned long long)samples[i].mem_used);
+		}
+	}
+	family(b, "nvshare_gpu_memory_total_bytes", "gauge",
+	       "GPU memory size (NVML; for GPUs learned from clients, what they report).");
+	for (unsigned i = 0; i < s->ngpus; i++) {
+		const struct msnap_gpu *g = &s->gpus[i];
+		uint64_t total = samples && samples[i].have_mem ? samples[i].mem_total : g->total_mem;
+		if (!total)
+			continue;
+		mbuf_printf(b, "nvshare_gpu_memory_total_bytes{");
+		gpu_labels(b, g);
+		mbuf_printf(b, "} %llu\n", (unsigned long long)total);
+	}
+
+	family(b, "nvshare_gpu_capacity_bytes", "gauge",
+	       "Managed memory the scheduler lets clients allocate together before serializing "
+	       "(mode auto). Absent when the GPU's memory is unknown.");
+	for (unsigned i = 0; i < s->ngpus; i++) {
+		const struct msnap_gpu *g = &s->gpus[i];
+		if (g->capacity == UINT64_MAX)
+			continue;
+		mbuf_printf(b, "nvshare_gpu_capacity_bytes{");
+		gpu_labels(b, g);
+		mbuf_printf(b, "} %llu\n", (unsigned long long)g->capacity);
+	}
+	gpu_family(b, s, "nvshare_gpu_allocated_bytes", "gauge",
+		   "Managed memory allocated by the GPU's clients together, as they report it.",
+		   GOFF(allocated_sum), V_INT);
+
+	family(b, "nvshare_gpu_mode", "gauge",
+	       "Scheduling mode setting of the GPU: 1 for the current mode, 0 for the others.");
+	for (unsigned i = 0; i < s->ngpus; i++) {
+		for (unsigned m = 0; m < 3; m++) {
+			mbuf_printf(b, "nvshare_gpu_mode{");
+			gpu_labels(b, &s->gpus[i]);
+			mbuf_printf(b, ",mode=\"%s\"} %d\n", mode_names[m], s->gpus[i].mode == m);
+		}
+	}
+	family(b, "nvshare_gpu_serialized", "gauge",
+	       "1 while clients must hold the GPU's lock to run (mode on, or auto when "
+	       "oversubscribed), else 0.");
+	for (unsigned i = 0; i < s->ngpus; i++) {
+		mbuf_printf(b, "nvshare_gpu_serialized{");
+		gpu_labels(b, &s->gpus[i]);
+		mbuf_printf(b, "} %d\n", s->gpus[i].serialized ? 1 : 0);
+	}
+	gpu_family(b, s, "nvshare_gpu_time_quantum_seconds", "gauge",
+		   "Time quantum: a holder is asked to release after this long if others wait.",
+		   GOFF(tq_ns), V_SECONDS);
+	gpu_family(b, s, "nvshare_gpu_attached_clients", "gauge",
+		   "Clients using the GPU (connected and attached).", GOFF(nattached), V_INT);
+	gpu_family(b, s, "nvshare_gpu_queue_length", "gauge",
+		   "Clients waiting for the GPU's lock.", GOFF(qlen), V_INT);
+	gpu_family(b, s, "nvshare_scheduler_running_clients", "gauge",
+		   "Clients allowed to run on the GPU now: the lock holder when serialized, every "
+		   "attached client when not.",
+		   GOFF(running), V_INT);
+	gpu_family(b, s, "nvshare_gpu_handoffs_total", "counter",
+		   "Lock passed straight from a holder to a waiting client.", GOFF(handoffs),
+		   V_INT);
+	gpu_family(b, s, "nvshare_gpu_revocations_total", "counter",
+		   "Locks taken back from holders that did not release within the grace period.",
+		   GOFF(st.revocations), V_INT);
+	gpu_family(b, s, "nvshare_gpu_lock_grants_total", "counter", "Locks granted.",
+		   GOFF(st.grants), V_INT);
+	gpu_family(b, s, "nvshare_gpu_lock_drop_requests_total", "counter",
+		   "DROP_LOCK requests sent to holders (time quantum expiry or quota).",
+		   GOFF(st.drops), V_INT);
+	gpu_family(b, s, "nvshare_gpu_lock_idle_releases_total", "counter",
+		   "Locks given back by idle holders without being asked.",
+		   GOFF(st.idle_releases), V_INT);
+	gpu_family(b, s, "nvshare_gpu_mode_switches_total", "counter",
+		   "Switches between serialized and concurrent.", GOFF(mode_switches), V_INT);
+	gpu_family(b, s, "nvshare_gpu_lock_held_seconds_total", "counter",
+		   "Time the GPU's lock was held, the current hold included.", GOFF(held_ns),
+		   V_SECONDS);
+	gpu_family(b, s, "nvshare_gpu_lock_drain_seconds_total", "counter",
+		   "Time holders took from DROP_LOCK to release.", GOFF(st.drain_ns), V_SECONDS);
+
+	family(b, "nvshare_lock_wait_seconds", "histogram",
+	       "Time clients waited in the GPU's queue before they got the lock.");
+	for (unsigned i = 0; i < s->ngpus; i++) {
+		const struct msnap_gpu *g = &s->gpus[i];
+		uint64_t cum = 0;
+		for (unsigned k = 0; k < NVS_WAIT_BUCKETS; k++) {
+			cum += g->st.wait_hist[k];
+			mbuf_printf(b, "nvshare_lock_wait_seconds_bucket{");
+			gpu_labels(b, g);
+			if (k < NVS_WAIT_BUCKETS - 1) {
+				uint64_t us = nvs_wait_bucket_le_us[k];
+				/* Shortest decimal: 0.0001, 0.001, 5, 120. */
+				char le[32];
+				snprintf(le, sizeof le, "%llu.%06llu", (unsigned long long)(us / 1000000),
+					 (unsigned long long)(us % 1000000));
+				char *e = le + strlen(le) - 1;
+				while (*e == '0')
+					*e-- = '\0';
+				if (*e == '.')
+					*e = '\0';
+				mbuf_printf(b, ",le=\"%s\"} %llu\n", le, (unsigned long long)cum);
+			} else {
+				mbuf_printf(b, ",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+			}
+		}
+		mbuf_printf(b, "nvshare_lock_wait_seconds_sum{");
+		gpu_labels(b, g);
+		mbuf_printf(b, "} ");
+		ns_seconds(b, g->st.wait_ns);
+		mbuf_printf(b, "\nnvshare_lock_wait_seconds_count{");
+		gpu_labels(b, g);
+		mbuf_printf(b, "} %llu\n", (unsigned long long)cum);
+	}
+}
+
+static void render_clients(struct mbuf *b, const struct msnap *s)
+{
+	family(b, "nvshare_client_info", "gauge",
+	       "Connected client process (value 1), with its program name.");
+	for (unsigned i = 0; i < s->nclients; i++) {
+		const struct msnap_client *c = &s->clients[i];
+		mbuf_printf(b, "nvshare_client_info{");
+		client_id_labels(b, c);
+		mbuf_printf(b, ",client_id=\"%u\",name=\"", c->id);
+		mbuf_label_value(b, c->name);
+		mbuf_printf(b, "\"} 1\n");
+	}
+	family(b, "nvshare_client_state", "gauge",
+	       "Client's lock state on a GPU: 1 for the current state, 0 for the others.");
+	for (unsigned i = 0; i < s->nentries; i++) {
+		for (unsigned k = 0; k < 3; k++) {
+			mbuf_printf(b, "nvshare_client_state{");
+			entry_labels(b, s, &s->entries[i]);
+			mbuf_printf(b, ",state=\"%s\"} %d\n", state_names[k],
+				    s->entries[i].state == k);
+		}
+	}
+	entry_family(b, s, "nvshare_client_managed_allocated_bytes", "gauge",
+		     "Managed memory the client has allocated on the GPU, as it reports it.",
+		     EOFF(allocated), V_INT);
+	family(b, "nvshare_client_memory_limit_bytes", "gauge",
+	       "Client's memory limit on the GPU. Absent when it has none.");
+	for (unsigned i = 0; i < s->nentries; i++) {
+		const struct msnap_entry *e = &s->entries[i];
+		if (e->mem_limit == NVS_NO_LIMIT)
+			continue;
+		mbuf_printf(b, "nvshare_client_memory_limit_bytes{");
+		entry_labels(b, s, e);
+		mbuf_printf(b, "} %llu\n", (unsigned long long)e->mem_limit);
+	}
+	family(b, "nvshare_client_core_limit_ratio", "gauge",
+	       "Client's compute limit on the GPU as a fraction of its time (1: none).");
+	for (unsigned i = 0; i < s->nentries; i++) {
+		const struct msnap_entry *e = &s->entries[i];
+		mbuf_printf(b, "nvshare_client_core_limit_ratio{");
+		entry_labels(b, s, e);
+		mbuf_printf(b, "} %u.%02u\n", e->core_limit / 100, e->core_limit % 100);
+	}
+	entry_family(b, s, "nvshare_client_lock_held_seconds_total", "counter",
+		     "Time the client held the GPU's lock, the current hold included.",
+		     EOFF(held_ns), V_SECONDS);
+	entry_family(b, s, "nvshare_client_throttled_seconds_total", "counter",
+		     "Time a compute quota kept the client from the GPU's lock.",
+		     EOFF(throttled_ns), V_SECONDS);
+	entry_family(b, s, "nvshare_client_lock_wait_seconds_total", "counter",
+		     "Time the client waited for the GPU's lock (completed waits).",
+		     EOFF(wait_ns), V_SECONDS);
+	entry_family(b, s, "nvshare_client_lock_grants_total", "counter",
+		     "Locks granted to the client.", EOFF(grants), V_INT);
+	entry_family(b, s, "nvshare_client_lock_revocations_total", "counter",
+		     "Locks taken back from the client after the grace period.",
+		     EOFF(revocations), V_INT);
+	entry_family(b, s, "nvshare_client_swap_in_bytes_total", "counter",
+		     "Managed memory the client moved to the GPU when it got the lock.",
+		     EOFF(swap_bytes_in), V_INT);
+	entry_family(b, s, "nvshare_client_swap_out_bytes_total", "counter",
+		     "Managed memory the client moved to host memory when it released the lock.",
+		     EOFF(swap_bytes_out), V_INT);
+	entry_family(b, s, "nvshare_client_swap_in_seconds_total", "counter",
+		     "Time the client spent moving memory to the GPU.", EOFF(swap_ns_in),
+		     V_SECONDS);
+	entry_family(b, s, "nvshare_client_swap_out_seconds_total", "counter",
+		     "Time the client spent moving memory to the host.", EOFF(swap_ns_out),
+		     V_SECONDS);
+}
+
+void nvs_metrics_render(struct mbuf *b, const struct msnap *s, const struct msample *samples,
+			uint64_t now)
+{
+	family(b, "nvshare_scheduler_start_time_seconds", "gauge",
+	       "Start time of the scheduler since the Unix epoch.");
+	mbuf_printf(b, "nvshare_scheduler_start_time_seconds %.3f\n", s->start_time_s);
+	family(b, "nvshare_scheduler_gpus", "gauge", "GPUs known to the scheduler.");
+	mbuf_printf(b, "nvshare_scheduler_gpus %u\n", s->ngpus);
+	family(b, "nvshare_scheduler_clients", "gauge", "Connected client processes.");
+	mbuf_printf(b, "nvshare_scheduler_clients %u\n", s->nclients);
+	family(b, "nvshare_scheduler_connections_accepted_total", "counter",
+	       "Connections accepted (clients and nvsharectl).");
+	mbuf_printf(b, "nvshare_scheduler_connections_accepted_total %llu\n",
+		    (unsigned long long)s->conns_accepted);
+	family(b, "nvshare_scheduler_connections_dropped_total", "counter",
+	       "Connections the scheduler closed: protocol errors, or peers that did not read.");
+	mbuf_printf(b, "nvshare_scheduler_connections_dropped_total{reason=\"protocol\"} %llu\n",
+		    (unsigned long long)s->conns_closed_bad);
+	mbuf_printf(b, "nvshare_scheduler_connections_dropped_total{reason=\"slow\"} %llu\n",
+		    (unsigned long long)s->conns_closed_slow);
+	family(b, "nvshare_metrics_snapshot_age_seconds", "gauge",
+	       "Age of the scheduler state snapshot this scrape was rendered from.");
+	mbuf_printf(b, "nvshare_metrics_snapshot_age_seconds ");
+	ns_seconds(b, now > s->taken_ns ? now - s->taken_ns : 0);
+	mbuf_putc(b, '\n');
+	family(b, "nvshare_metrics_snapshots_total", "counter",
+	       "Snapshots the scheduler loop published for the exporter.");
+	mbuf_printf(b, "nvshare_metrics_snapshots_total %llu\n", (unsigned long long)s->seq);
+
+	render_gpus(b, s, samples);
+	render_clients(b, s);
+}

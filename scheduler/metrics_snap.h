@@ -1,0 +1,97 @@
+/*
+ * The exporter's snapshot: plain numbers copied from the scheduler state by
+ * the loop thread (metrics.c), read-only once published, rendered into the
+ * Prometheus text format by the HTTP thread (metrics_render.c). It holds no
+ * pointers into live state, so rendering needs no lock on the scheduler.
+ */
+#ifndef NVSHARE_SCHEDULER_METRICS_SNAP_H
+#define NVSHARE_SCHEDULER_METRICS_SNAP_H
+
+#include "state.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct msnap_gpu {
+	int index;
+	char uuid[NVS_UUID_LEN];
+	char name[96];
+	uint64_t total_mem; /* scheduler's view (NVML at start, or learned) */
+	int from_nvml;
+	unsigned mode; /* enum nvs_mode */
+	int serialized;
+	uint64_t tq_ns;
+	uint64_t capacity; /* UINT64_MAX: unknown */
+	uint64_t qlen;
+	uint64_t nattached;
+	uint64_t running; /* clients allowed to run now */
+	uint64_t allocated_sum;
+	uint64_t held_ns; /* completed holds + the current one */
+	struct lock_stats st;
+	uint64_t handoffs;
+	uint64_t mode_switches;
+};
+
+struct msnap_client {
+	uint32_t id;
+	int32_t host_pid; /* SO_PEERCRED */
+	uint32_t uid;
+	uint32_t pid; /* reported in HELLO (its own pid namespace) */
+	char name[256];
+	char pod[128]; /* "" unknown: label omitted */
+	char pod_namespace[128];
+	unsigned first_entry, nentries; /* its msnap_entry range */
+};
+
+/* One client's use of one GPU. */
+struct msnap_entry {
+	unsigned client; /* index into clients[] */
+	int gpu;	 /* GPU index */
+	uint64_t allocated;
+	unsigned state; /* enum cg_state */
+	uint32_t core_limit;
+	uint64_t mem_limit; /* NVS_NO_LIMIT: none */
+	uint64_t held_ns;   /* completed holds + the current one */
+	uint64_t throttled_ns; /* time a quota kept it from the lock */
+	uint64_t grants, revocations, waits, wait_ns;
+	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
+};
+
+struct msnap {
+	unsigned refs; /* readers holding it (under the metrics mutex) */
+	uint64_t taken_ns; /* CLOCK_MONOTONIC */
+	double start_time_s; /* scheduler start, Unix seconds */
+	uint64_t seq;	     /* publish number */
+	unsigned nclients;
+	uint64_t conns_accepted, conns_closed_bad, conns_closed_slow;
+	unsigned ngpus, nentries;
+	struct msnap_gpu *gpus;
+	struct msnap_client *clients;
+	struct msnap_entry *entries;
+};
+
+/* What the HTTP thread measured through NVML for one GPU at scrape time. */
+struct msample {
+	int have_util, have_mem;
+	unsigned util_gpu; /* percent */
+	uint64_t mem_used, mem_total;
+};
+
+/* A growing text buffer. On allocation failure `failed` is set and
+ * further appends are dropped. */
+struct mbuf {
+	char *p;
+	size_t len, cap;
+	int failed;
+};
+
+void mbuf_printf(struct mbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends s as a label value: backslash, double quote and newline escaped. */
+void mbuf_label_value(struct mbuf *b, const char *s);
+
+/* Renders the whole exposition. samples: one per snapshot GPU, or NULL.
+ * now: CLOCK_MONOTONIC ns of the scrape. */
+void nvs_metrics_render(struct mbuf *b, const struct msnap *s, const struct msample *samples,
+			uint64_t now);
+
+#endif

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The exporter's text output from a hand-made snapshot (no scheduler):
+# promtool accepts it, label values are escaped, the lock-wait histogram is
+# cumulative with _count equal to the +Inf bucket.
+. "$(dirname "$0")/../lib.sh"
+
+R=$B/tests/metrics/render_sample
+if [ ! -x "$R" ]; then not_ok "render_sample built ($R)"; exit 1; fi
+"$R" >"$T/m.txt"
+check "render_sample exits 0" test -s "$T/m.txt"
+
+if command -v promtool >/dev/null; then
+  if promtool check metrics <"$T/m.txt" >"$T/lint" 2>&1; then ok "promtool check metrics"
+  else not_ok "promtool check metrics"; sed 's/^/# /' "$T/lint"; fi
+  "$R" --no-nvml >"$T/m2.txt"
+  check "promtool check metrics (no NVML samples)" promtool check metrics <"$T/m2.txt"
+else
+  ok "# SKIP promtool not installed"
+  ok "# SKIP promtool not installed"
+fi
+
+# Escaping: backslash, double quote, newline in a label value.
+check "label value escaped (quote, backslash, newline)" \
+  grep -qF 'name="python3 \"train.py\" C:\\x\n"' "$T/m.txt"
+check "GPU name escaped" grep -qF 'name="Sim \"GPU\"\\0\nline2"' "$T/m.txt"
+check "one line per sample (no raw newline in values)" \
+  awk '!/^#/ && !/^nvshare_[a-z_]+(\{.*\})? [-+0-9.eEInf]+$/ {bad=1} END {exit bad}' "$T/m.txt"
+
+G0='gpu="0",uuid="GPU-00000000-1111-2222-3333-444444444444"'
+check "histogram cumulative" grep -qF "nvshare_lock_wait_seconds_bucket{$G0,le=\"0.01\"} 5" "$T/m.txt"
+check "histogram +Inf = count" sh -c "grep -qF 'nvshare_lock_wait_seconds_bucket{$G0,le=\"+Inf\"} 6' '$T/m.txt' && grep -qF 'nvshare_lock_wait_seconds_count{$G0} 6' '$T/m.txt'"
+check "histogram sum in seconds" grep -qF "nvshare_lock_wait_seconds_sum{$G0} 2.500000000" "$T/m.txt"
+check "mode one-hot" sh -c "grep -qF 'nvshare_gpu_mode{$G0,mode=\"auto\"} 1' '$T/m.txt' && grep -qF 'nvshare_gpu_mode{$G0,mode=\"on\"} 0' '$T/m.txt'"
+check "client state one-hot" grep -qF 'nvshare_client_state{gpu="0",pid="1",host_pid="4242",uid="1000",pod="trainer-0",namespace="ml",state="holding"} 1' "$T/m.txt"
+check "pod labels omitted when unknown" grep -qF 'nvshare_client_managed_allocated_bytes{gpu="0",pid="4343",host_pid="4343",uid="0"} 8589934592' "$T/m.txt"
+check "no memory limit: series absent" sh -c "! grep -q 'nvshare_client_memory_limit_bytes{gpu=\"1\"' '$T/m.txt'"
+check "core limit ratio" grep -qF 'nvshare_client_core_limit_ratio{gpu="0",pid="1",host_pid="4242",uid="1000",pod="trainer-0",namespace="ml"} 0.50' "$T/m.txt"
+check "utilization ratio" grep -qF "nvshare_gpu_utilization_ratio{$G0} 0.37" "$T/m.txt"
+check "unknown capacity: series absent" sh -c "! grep -q 'nvshare_gpu_capacity_bytes{gpu=\"1\"' '$T/m.txt'"
+check "no NVML: no utilization samples" sh -c "! grep -q '^nvshare_gpu_utilization_ratio{' '$T/m2.txt'"
