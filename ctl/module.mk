@@ -1,0 +1,7 @@
+# ctl/: nvsharectl, and the blocking scheduler connection it shares with the
+# scheduler's test client and benchmark.
+CTL_SRCS := ctl/nvsharectl.c ctl/status_view.c
+TARGETS += $(B)/nvsharectl
+
+$(B)/nvsharectl: $(CTL_SRCS:%.c=$(B)/%.o) $(B)/ctl/sched_conn.o $(B)/scheduler/settings.o $(COMMON_OBJS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcjson

@@ -1,0 +1,255 @@
+/*
+ * nvsharectl: shows and changes the scheduler's settings.
+ * Exit codes: 0 ok, 1 error (scheduler unreachable, refused, failed), 2 usage.
+ */
+#include "log.h"
+#include "parse.h"
+#include "sched_conn.h"
+#include "scheduler/settings.h"
+#include "sockpath.h"
+#include "status_view.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#ifndef NVS_VERSION
+#define NVS_VERSION "0.1.0"
+#endif
+
+#define TIMEOUT_MS 5000
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: nvsharectl [options]\n"
+		"With no option: show the scheduler's GPUs and clients.\n"
+		"\n"
+		"  -j, --json                 print the raw JSON status\n"
+		"  -S, --anti-thrash MODE     on (one job at a time), off (all at once),\n"
+		"                             auto (together while memory fits)\n"
+		"  -T, --set-tq TIME          time quantum: seconds (30, 0.5) or 300ms\n"
+		"      --capacity SIZE|auto   schedulable memory (16Gi; auto = memory - reserve)\n"
+		"      --idle-release MS      idle release for clients connecting from now on\n"
+		"  -g, --gpu N                apply to GPU N only (default: all GPUs)\n"
+		"      --set-client PID       change a running client's limits:\n"
+		"      --core-limit N|default   compute limit 1..100 %%\n"
+		"      --memory-limit SIZE|none memory limit (bare number = MiB)\n"
+		"  -V, --version\n"
+		"  -h, --help\n"
+		"\n"
+		"Changing settings needs root or the scheduler's uid. The socket is\n"
+		"$NVSHARE_SOCK_DIR/scheduler.sock (default " NVS_DEFAULT_SOCK_DIR ").\n");
+}
+
+static int usage_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_err(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "nvsharectl: ");
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'nvsharectl --help'.\n");
+	return 2;
+}
+
+static int open_conn(struct nvs_sconn *c)
+{
+	int r = nvs_sconn_open(c);
+	if (r == 0)
+		return 0;
+	char path[128] = "?";
+	nvs_sock_path(path, sizeof path);
+	if (r == -ENOENT || r == -ECONNREFUSED)
+		fprintf(stderr,
+			"nvsharectl: the scheduler is not running: cannot connect to %s: %s\n"
+			"(start nvshare-scheduler, or set NVSHARE_SOCK_DIR to its socket directory)\n",
+			path, strerror(-r));
+	else
+		fprintf(stderr, "nvsharectl: cannot connect to the scheduler at %s: %s\n", path,
+			strerror(-r));
+	return -1;
+}
+
+/* Sends one request; prints the reply text. Returns the exit code. */
+static int request(struct nvs_sconn *c, struct nvs_msg *req, int quiet_ok, struct nvs_msg *out)
+{
+	struct nvs_msg rep;
+	int r = nvs_sconn_request(c, req, &rep, TIMEOUT_MS);
+	if (r == 0) {
+		fprintf(stderr, "nvsharectl: no reply from the scheduler within %d ms\n", TIMEOUT_MS);
+		return 1;
+	}
+	if (r < 0) {
+		fprintf(stderr, "nvsharectl: lost the connection to the scheduler: %s\n",
+			r == -EPROTO ? "malformed reply" : strerror(-r));
+		return 1;
+	}
+	if (rep.reply_status != 0) {
+		fprintf(stderr, "nvsharectl: %s%.*s\n",
+			rep.reply_status == -EPERM ? "" : "refused: ", (int)rep.reply_len,
+			rep.reply_text);
+		return 1;
+	}
+	if (out)
+		*out = rep;
+	else if (!quiet_ok)
+		printf("%.*s\n", (int)rep.reply_len, rep.reply_text);
+	return 0;
+}
+
+static int set(struct nvs_sconn *c, int gpu, uint32_t field, uint64_t value)
+{
+	struct nvs_msg m;
+	memset(&m, 0, sizeof m);
+	m.type = NVS_MSG_CTL_SET;
+	m.u.ctl_set.gpu = gpu;
+	m.u.ctl_set.field = field;
+	m.u.ctl_set.value = value;
+	return request(c, &m, 0, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	nvs_log_init("nvsharectl");
+	enum { O_CAPACITY = 256, O_IDLE, O_SET_CLIENT, O_CORE, O_MEM };
+	static const struct option opts[] = {
+		{"json", no_argument, 0, 'j'},
+		{"anti-thrash", required_argument, 0, 'S'},
+		{"set-tq", required_argument, 0, 'T'},
+		{"gpu", required_argument, 0, 'g'},
+		{"capacity", required_argument, 0, O_CAPACITY},
+		{"idle-release", required_argument, 0, O_IDLE},
+		{"set-client", required_argument, 0, O_SET_CLIENT},
+		{"core-limit", required_argument, 0, O_CORE},
+		{"memory-limit", required_argument, 0, O_MEM},
+		{"version", no_argument, 0, 'V'},
+		{"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0},
+	};
+	int json = 0, mode = -1, gpu = -1;
+	int have_tq = 0, have_cap = 0, have_idle = 0, have_client = 0, have_core = 0, have_mem = 0;
+	int clear_core = 0;
+	uint64_t tq = 0, cap = 0, idle = 0, pid = 0, core = 0, mem = 0;
+	int o;
+	while ((o = getopt_long(argc, argv, "jS:T:g:Vh", opts, NULL)) != -1) {
+		uint64_t v;
+		switch (o) {
+		case 'j': json = 1; break;
+		case 'S':
+			if ((mode = nvs_mode_parse(optarg)) < 0)
+				return usage_err("bad mode \"%s\": expected on, off or auto", optarg);
+			break;
+		case 'T':
+			if (nvs_parse_tq_ms(optarg, &tq))
+				return usage_err("bad time quantum \"%s\": expected seconds (30, 0.5) "
+						 "or a duration (300ms), at least 1 ms", optarg);
+			have_tq = 1;
+			break;
+		case 'g':
+			if (nvs_parse_u64(optarg, 0, 1023, &v))
+				return usage_err("bad GPU index \"%s\"", optarg);
+			gpu = (int)v;
+			break;
+		case O_CAPACITY:
+			if (!strcasecmp(optarg, "auto"))
+				cap = 0;
+			else if (nvs_parse_size(optarg, 1, &cap) || !cap)
+				return usage_err("bad capacity \"%s\": expected a size (16Gi) or auto",
+						 optarg);
+			have_cap = 1;
+			break;
+		case O_IDLE:
+			if (nvs_parse_duration_ms(optarg, &idle) || idle > UINT32_MAX)
+				return usage_err("bad idle release \"%s\": expected milliseconds", optarg);
+			have_idle = 1;
+			break;
+		case O_SET_CLIENT:
+			if (nvs_parse_u64(optarg, 1, UINT32_MAX, &pid))
+				return usage_err("bad pid \"%s\"", optarg);
+			have_client = 1;
+			break;
+		case O_CORE:
+			if (!strcasecmp(optarg, "default") || !strcasecmp(optarg, "none"))
+				clear_core = 1;
+			else if (nvs_parse_u64(optarg, 1, 100, &core))
+				return usage_err("bad core limit \"%s\": expected 1..100 or default",
+						 optarg);
+			have_core = 1;
+			break;
+		case O_MEM:
+			if (!strcasecmp(optarg, "none"))
+				mem = NVS_NO_LIMIT;
+			else if (nvs_parse_size(optarg, 1ull << 20, &mem))
+				return usage_err("bad memory limit \"%s\": expected a size (4Gi, 512 = "
+						 "512Mi) or none", optarg);
+			have_mem = 1;
+			break;
+		case 'V':
+			printf("nvsharectl %s (protocol %u)\n", NVS_VERSION, NVS_PROTO_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc)
+		return usage_err("unexpected argument \"%s\"", argv[optind]);
+	if ((have_core || have_mem) && !have_client)
+		return usage_err("--core-limit and --memory-limit need --set-client PID");
+	if (have_client && !have_core && !have_mem)
+		return usage_err("--set-client needs --core-limit and/or --memory-limit");
+	int changes = mode >= 0 || have_tq || have_cap || have_idle || have_client;
+	if (json && changes)
+		return usage_err("--json shows the status; it does not combine with changes");
+
+	struct nvs_sconn c;
+	if (open_conn(&c))
+		return 1;
+	int rc = 0;
+	if (!changes) {
+		struct nvs_msg m, rep;
+		memset(&m, 0, sizeof m);
+		m.type = NVS_MSG_CTL_STATUS;
+		rc = request(&c, &m, 0, &rep);
+		if (!rc) {
+			if (json)
+				printf("%.*s\n", (int)rep.reply_len, rep.reply_text);
+			else if (nvs_status_print(stdout, rep.reply_text, rep.reply_len))
+				rc = 1;
+		}
+		nvs_sconn_close(&c);
+		return rc;
+	}
+	if (!rc && mode >= 0)
+		rc = set(&c, gpu, NVS_CTL_MODE, (uint64_t)mode);
+	if (!rc && have_tq)
+		rc = set(&c, gpu, NVS_CTL_TQ_MS, tq);
+	if (!rc && have_cap)
+		rc = set(&c, gpu, NVS_CTL_CAPACITY, cap);
+	if (!rc && have_idle)
+		rc = set(&c, -1, NVS_CTL_IDLE_RELEASE_MS, idle);
+	if (!rc && have_client) {
+		struct nvs_msg m;
+		memset(&m, 0, sizeof m);
+		m.type = NVS_MSG_CTL_SET_CLIENT;
+		m.u.ctl_client.pid = (uint32_t)pid;
+		m.u.ctl_client.gpu = gpu;
+		m.u.ctl_client.core_limit = clear_core ? 0 : (uint32_t)core;
+		m.u.ctl_client.flags = (clear_core ? NVS_CTL_CLIENT_CLEAR_CORE : 0) |
+				       (have_mem ? NVS_CTL_CLIENT_SET_MEM : 0);
+		m.u.ctl_client.mem_limit = have_mem ? mem : 0;
+		rc = request(&c, &m, 0, NULL);
+	}
+	nvs_sconn_close(&c);
+	return rc;
+}

@@ -1,0 +1,38 @@
+/*
+ * A blocking connection to the scheduler for tools: nvsharectl, the test
+ * client (tests/sched/fake_client) and bench/sched_latency. Frames are
+ * read whole into a buffer owned by the connection; a decoded CTL_REPLY's
+ * text stays valid until the next receive.
+ */
+#ifndef NVSHARE_CTL_SCHED_CONN_H
+#define NVSHARE_CTL_SCHED_CONN_H
+
+#include "protocol.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct nvs_sconn {
+	int fd;
+	uint8_t *buf;
+	size_t len, cap, consumed; /* consumed: the last frame handed out */
+	uint32_t seq;
+};
+
+/* Connects to $NVSHARE_SOCK_DIR/scheduler.sock. 0 or -errno. */
+int nvs_sconn_open(struct nvs_sconn *c);
+void nvs_sconn_close(struct nvs_sconn *c);
+/* Sends one message (assigns the next seq unless m->seq is set). 0 or
+ * -errno. */
+int nvs_sconn_send(struct nvs_sconn *c, struct nvs_msg *m);
+/* Writes raw bytes (tests). 0 or -errno. */
+int nvs_sconn_send_raw(struct nvs_sconn *c, const void *p, size_t n);
+/* Receives one message. timeout_ms < 0 waits forever. Returns 1 with a
+ * message, 0 on timeout, -EPIPE when the scheduler closed, -EPROTO on a
+ * malformed frame, other -errno on errors. */
+int nvs_sconn_recv(struct nvs_sconn *c, struct nvs_msg *m, int timeout_ms);
+/* Sends a control request and waits for its CTL_REPLY. Same returns. */
+int nvs_sconn_request(struct nvs_sconn *c, struct nvs_msg *req, struct nvs_msg *reply,
+		      int timeout_ms);
+
+#endif

@@ -1,0 +1,112 @@
+#include "status_view.h"
+
+#include "parse.h"
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+#include <string.h>
+
+static double numv(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static const char *strv(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static const char *size(const cJSON *o, const char *k, char *b, size_t cap)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	if (!cJSON_IsNumber(v))
+		return "-";
+	return nvs_format_size((uint64_t)v->valuedouble, b, cap);
+}
+
+static const char *secs(double ms, char *b, size_t cap)
+{
+	if (ms < 1000)
+		snprintf(b, cap, "%.0fms", ms);
+	else
+		snprintf(b, cap, "%.1fs", ms / 1000);
+	return b;
+}
+
+static void who(const cJSON *w, char *b, size_t cap)
+{
+	snprintf(b, cap, "%.0f/%.0f", numv(w, "client"), numv(w, "pid"));
+}
+
+int nvs_status_print(FILE *f, const char *json, size_t len)
+{
+	cJSON *root = cJSON_ParseWithLength(json, len);
+	if (!root) {
+		fprintf(stderr, "nvsharectl: the scheduler's status is not valid JSON\n");
+		return -1;
+	}
+	const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(root, "gpus");
+	const cJSON *clients = cJSON_GetObjectItemCaseSensitive(root, "clients");
+	fprintf(f, "nvshare-scheduler %s, pid %.0f, socket %s, NVML %s\n", strv(root, "version"),
+		numv(root, "pid"), strv(root, "socket"),
+		cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "nvml")) ? "yes" : "no");
+	fprintf(f, "\n%-4s %-5s %-6s %-7s %-9s %-9s %-9s %-12s %-8s %s\n", "GPU", "MODE", "SERIAL",
+		"TQ", "CAPACITY", "ALLOC", "MEMORY", "HOLDER", "HANDOFF", "QUEUE (client/pid)");
+	int n = 0;
+	const cJSON *g;
+	cJSON_ArrayForEach(g, gpus) {
+		char b1[32], b2[32], b3[32], b4[32], h[48] = "-", q[256] = "";
+		const cJSON *holder = cJSON_GetObjectItemCaseSensitive(g, "holder");
+		if (cJSON_IsObject(holder))
+			who(holder, h, sizeof h);
+		const cJSON *w;
+		cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(g, "queue")) {
+			char one[48];
+			who(w, one, sizeof one);
+			if (strlen(q) + strlen(one) + 2 < sizeof q) {
+				if (*q)
+					strcat(q, " ");
+				strcat(q, one);
+			}
+		}
+		fprintf(f, "%-4.0f %-5s %-6s %-7s %-9s %-9s %-9s %-12s %-8.0f %s\n",
+			numv(g, "index"), strv(g, "mode"),
+			cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "serialized")) ? "yes" : "no",
+			secs(numv(g, "tq_ms"), b4, sizeof b4), size(g, "capacity", b1, sizeof b1),
+			size(g, "allocated", b2, sizeof b2), size(g, "total_memory", b3, sizeof b3),
+			h, numv(g, "handoffs"), *q ? q : "-");
+		n++;
+	}
+	if (!n)
+		fprintf(f, "(no GPUs known yet: NVML absent and no client attached)\n");
+	fprintf(f, "\n%-6s %-8s %-6s %-16s %-4s %-9s %-8s %-9s %s\n", "CLIENT", "PID", "UID", "NAME",
+		"GPU", "MEMORY", "STATE", "HELD", "LIMITS (core, memory)");
+	n = 0;
+	const cJSON *c;
+	cJSON_ArrayForEach(c, clients) {
+		const cJSON *x;
+		int any = 0;
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(c, "gpus")) {
+			char b1[32], b2[32], b3[32];
+			const cJSON *l = cJSON_GetObjectItemCaseSensitive(x, "limits");
+			fprintf(f, "%-6.0f %-8.0f %-6.0f %-16.16s %-4.0f %-9s %-8s %-9s %.0f%%, %s\n",
+				numv(c, "id"), numv(c, "pid"), numv(c, "uid"), strv(c, "name"),
+				numv(x, "gpu"), size(x, "allocated", b1, sizeof b1), strv(x, "state"),
+				secs(numv(x, "held_ns") / 1e6, b2, sizeof b2), numv(l, "core_limit"),
+				cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(l, "mem_limit"))
+					? size(l, "mem_limit", b3, sizeof b3)
+					: "none");
+			any = 1;
+		}
+		if (!any)
+			fprintf(f, "%-6.0f %-8.0f %-6.0f %-16.16s %-4s\n", numv(c, "id"), numv(c, "pid"),
+				numv(c, "uid"), strv(c, "name"), "-");
+		n++;
+	}
+	if (!n)
+		fprintf(f, "(no clients)\n");
+	cJSON_Delete(root);
+	return 0;
+}

@@ -1,0 +1,216 @@
+#include "clients.h"
+
+#include "conn.h"
+#include "gpus.h"
+#include "log.h"
+#include "parse.h"
+#include "policy.h"
+#include "state.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void nvs_client_send(struct client *cl, const struct nvs_msg *m)
+{
+	if (cl->conn)
+		conn_send(cl->conn, m);
+}
+
+static struct client_gpu *find_gpu(struct client *cl, uint32_t local_gpu)
+{
+	for (unsigned i = 0; i < cl->ngpus; i++)
+		if (cl->gpus[i]->local_gpu == local_gpu)
+			return cl->gpus[i];
+	return NULL;
+}
+
+void nvs_client_update_limits(struct client_gpu *cg)
+{
+	struct client *cl = cg->client;
+	cg->core_limit = cl->core_override ? cl->core_override : cl->hello_core_limit;
+	cg->mem_limit = cl->has_mem_override ? cl->mem_override : cl->hello_mem_limit;
+}
+
+void nvs_client_send_limits(struct client_gpu *cg)
+{
+	struct nvs_msg m;
+	memset(&m, 0, sizeof m);
+	m.type = NVS_MSG_SET_LIMITS;
+	m.u.limits.local_gpu = cg->local_gpu;
+	m.u.limits.core_limit = cg->core_limit;
+	m.u.limits.mem_limit = cg->mem_limit;
+	nvs_client_send(cg->client, &m);
+}
+
+/* Program names travel into logs and the status view: keep them
+ * printable. */
+static void sanitize(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || (unsigned char)*s == 0x7f)
+			*s = '?';
+}
+
+static void hello(struct conn *c, const struct nvs_hello *h)
+{
+	if (c->kind != CONN_NEW) {
+		conn_doom(c, "second HELLO on one connection");
+		return;
+	}
+	struct client *cl = calloc(1, sizeof *cl);
+	if (!cl) {
+		conn_doom(c, "out of memory");
+		return;
+	}
+	c->kind = CONN_CLIENT;
+	c->client = cl;
+	cl->conn = c;
+	cl->id = ++S.next_client_id;
+	cl->pid = c->pid;
+	cl->uid = c->uid;
+	cl->reported_pid = h->client_pid;
+	snprintf(cl->name, sizeof cl->name, "%s", h->name);
+	sanitize(cl->name);
+	/* Out-of-range core limits mean "none", as an unset variable. */
+	cl->hello_core_limit = (h->core_limit >= 1 && h->core_limit <= 100) ? h->core_limit : 100;
+	cl->hello_mem_limit = h->mem_limit ? h->mem_limit : NVS_NO_LIMIT;
+	cl->connected_ns = nvs_now_ns();
+	cl->next = S.clients;
+	if (S.clients)
+		S.clients->prev = cl;
+	S.clients = cl;
+	S.nclients++;
+
+	struct nvs_msg m;
+	memset(&m, 0, sizeof m);
+	m.type = NVS_MSG_WELCOME;
+	m.u.welcome.client_id = cl->id;
+	m.u.welcome.idle_release_ms = S.cfg.idle_release_ms;
+	conn_send(c, &m);
+	char b[32];
+	NVS_INFO("HELLO client=%u pid=%d uid=%d name=\"%s\" core_limit=%u mem_limit=%s", cl->id,
+		 (int)cl->pid, (int)cl->uid, cl->name, cl->hello_core_limit,
+		 cl->hello_mem_limit == NVS_NO_LIMIT ? "none"
+						     : nvs_format_size(cl->hello_mem_limit, b, sizeof b));
+}
+
+static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gpu *a)
+{
+	struct client_gpu *cg = find_gpu(cl, a->local_gpu);
+	if (cg) {
+		/* Re-registration of the same device: only memory may change. */
+		if (strcmp(cg->gpu->uuid, a->uuid)) {
+			conn_doom(c, "ATTACH_GPU %u: UUID %s differs from the attached %s",
+				  a->local_gpu, a->uuid, cg->gpu->uuid);
+			return;
+		}
+		nvs_policy_mem_update(cg, a->allocated);
+		cg->mode_sent = -1; /* repeat the mode: the client may have reset */
+		nvs_policy_settings_changed(cg->gpu);
+		return;
+	}
+	if (cl->ngpus >= NVS_SCHED_MAX_GPUS) {
+		conn_doom(c, "more than %d GPUs attached", NVS_SCHED_MAX_GPUS);
+		return;
+	}
+	struct gpu *g = nvs_gpu_by_uuid(a->uuid, a->total_mem);
+	if (!g) {
+		conn_doom(c, "ATTACH_GPU %u: bad UUID \"%s\" or GPU table full", a->local_gpu, a->uuid);
+		return;
+	}
+	for (unsigned i = 0; i < cl->ngpus; i++)
+		if (cl->gpus[i]->gpu == g) {
+			conn_doom(c, "ATTACH_GPU %u: GPU %s already attached as %u", a->local_gpu,
+				  a->uuid, cl->gpus[i]->local_gpu);
+			return;
+		}
+	cg = calloc(1, sizeof *cg);
+	if (!cg) {
+		conn_doom(c, "out of memory");
+		return;
+	}
+	cg->client = cl;
+	cg->gpu = g;
+	cg->local_gpu = a->local_gpu;
+	cg->allocated = a->allocated;
+	nvs_client_update_limits(cg);
+	cl->gpus[cl->ngpus++] = cg;
+	char b[32];
+	NVS_INFO("ATTACH_GPU client=%u pid=%d gpu=%d cuda_dev=%u allocated=%s", cl->id,
+		 (int)cl->pid, g->index, a->local_gpu, nvs_format_size(a->allocated, b, sizeof b));
+	nvs_policy_attach(cg);
+	if (cl->core_override || cl->has_mem_override)
+		nvs_client_send_limits(cg);
+}
+
+void nvs_client_msg(struct conn *c, const struct nvs_msg *m)
+{
+	if (m->type == NVS_MSG_HELLO) {
+		hello(c, &m->u.hello);
+		return;
+	}
+	struct client *cl = c->client;
+	if (!cl) {
+		conn_doom(c, "%s before HELLO", nvs_msg_type_name(m->type));
+		return;
+	}
+	if (m->type == NVS_MSG_ATTACH_GPU) {
+		attach(c, cl, &m->u.attach);
+		return;
+	}
+	/* Every other client message names an attached GPU first. */
+	uint32_t local = m->u.gpu.local_gpu;
+	switch (m->type) {
+	case NVS_MSG_LOCK_RELEASED: local = m->u.released.local_gpu; break;
+	case NVS_MSG_MEM_UPDATE: local = m->u.mem.local_gpu; break;
+	case NVS_MSG_SWAP_STATS: local = m->u.swap.local_gpu; break;
+	default: break;
+	}
+	struct client_gpu *cg = find_gpu(cl, local);
+	if (!cg) {
+		conn_doom(c, "%s for GPU %u, which is not attached", nvs_msg_type_name(m->type), local);
+		return;
+	}
+	switch (m->type) {
+	case NVS_MSG_REQ_LOCK:
+		nvs_policy_req_lock(cg);
+		break;
+	case NVS_MSG_LOCK_RELEASED:
+		nvs_policy_released(cg, m->u.released.flags, m->u.released.drain_ns);
+		break;
+	case NVS_MSG_MEM_UPDATE:
+		NVS_DEBUG("MEM_UPDATE client=%u gpu=%d allocated=%llu", cl->id, cg->gpu->index,
+			  (unsigned long long)m->u.mem.allocated);
+		nvs_policy_mem_update(cg, m->u.mem.allocated);
+		break;
+	case NVS_MSG_SWAP_STATS:
+		/* Cumulative counters from the client: keep the latest. */
+		cg->swap_bytes_in = m->u.swap.bytes_in;
+		cg->swap_bytes_out = m->u.swap.bytes_out;
+		cg->swap_ns_in = m->u.swap.ns_in;
+		cg->swap_ns_out = m->u.swap.ns_out;
+		break;
+	default:
+		break;
+	}
+}
+
+void nvs_client_gone(struct client *cl)
+{
+	NVS_INFO("BYE client=%u pid=%d gpus=%u", cl->id, (int)cl->pid, cl->ngpus);
+	/* Detach first so that a hand-off never sends to this client. */
+	cl->conn = NULL;
+	for (unsigned i = 0; i < cl->ngpus; i++) {
+		nvs_policy_detach(cl->gpus[i]);
+		free(cl->gpus[i]);
+	}
+	if (cl->prev)
+		cl->prev->next = cl->next;
+	else
+		S.clients = cl->next;
+	if (cl->next)
+		cl->next->prev = cl->prev;
+	S.nclients--;
+	free(cl);
+}

@@ -1,0 +1,64 @@
+/*
+ * One peer connection: a client library process or an nvsharectl. Owns the
+ * socket, a bounded input buffer (one frame at most) and a bounded output
+ * buffer, and turns bytes into decoded messages for clients.c / control.c.
+ *
+ * Errors never close a connection in the middle of processing: conn_doom()
+ * marks it, and the server frees it after the current batch of events (so
+ * a lock hand-off can send to other connections without reentrancy).
+ */
+#ifndef NVSHARE_SCHEDULER_CONN_H
+#define NVSHARE_SCHEDULER_CONN_H
+
+#include "protocol.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum conn_kind {
+	CONN_NEW = 0,	 /* no message yet */
+	CONN_CLIENT = 1, /* sent HELLO */
+	CONN_CTL = 2,	 /* sent a CTL_* request */
+};
+
+struct client;
+
+struct conn {
+	int fd;
+	uint32_t id; /* for logs */
+	enum conn_kind kind;
+	pid_t pid; /* SO_PEERCRED at accept */
+	uid_t uid;
+	gid_t gid;
+	int doomed;
+	int slow; /* doomed for not reading */
+	char why[128];
+	uint8_t *in;
+	size_t in_len, in_cap;
+	uint8_t *out;
+	size_t out_off, out_len, out_cap; /* pending bytes: out[out_off..out_len) */
+	int want_out;			  /* EPOLLOUT registered */
+	struct client *client;
+	struct conn *prev, *next;
+	struct conn *doom_next;
+};
+
+/* Creates a connection for an accepted socket (non-blocking already) and
+ * reads its peer credentials. NULL on failure (fd closed). */
+struct conn *conn_new(int fd);
+/* Queues a message; writes at once when possible. A peer whose pending
+ * output exceeds NVS_SCHED_OUTBUF_MAX is doomed. */
+void conn_send(struct conn *c, const struct nvs_msg *m);
+/* Marks c to be closed after the current event batch; the first reason
+ * wins and is logged then. */
+void conn_doom(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void conn_on_readable(struct conn *c);
+void conn_on_writable(struct conn *c);
+/* Frees every doomed connection (client state first). */
+void conn_reap(void);
+/* Closes every connection (shutdown). */
+void conn_close_all(void);
+unsigned conn_count(void);
+
+#endif

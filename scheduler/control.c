@@ -1,0 +1,230 @@
+#include "control.h"
+
+#include "clients.h"
+#include "conn.h"
+#include "gpus.h"
+#include "log.h"
+#include "parse.h"
+#include "policy.h"
+#include "settings.h"
+#include "state.h"
+#include "status_json.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void reply(struct conn *c, uint32_t seq, int status, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void reply_text(struct conn *c, uint32_t seq, int status, const char *text, size_t len)
+{
+	struct nvs_msg m;
+	memset(&m, 0, sizeof m);
+	m.type = NVS_MSG_CTL_REPLY;
+	m.seq = seq;
+	m.reply_status = status;
+	m.reply_text = text;
+	m.reply_len = (uint32_t)len;
+	conn_send(c, &m);
+}
+
+static void reply(struct conn *c, uint32_t seq, int status, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n >= sizeof buf)
+		n = sizeof buf - 1;
+	reply_text(c, seq, status, buf, (size_t)n);
+}
+
+static int authorized(const struct conn *c)
+{
+	return c->uid == 0 || c->uid == S.euid;
+}
+
+static void status(struct conn *c, uint32_t seq)
+{
+	cJSON *j = nvs_status_json(nvs_now_ns());
+	char *s = j ? cJSON_PrintUnformatted(j) : NULL;
+	cJSON_Delete(j);
+	if (!s) {
+		reply(c, seq, -ENOMEM, "out of memory building the status");
+		return;
+	}
+	size_t len = strlen(s);
+	if (len > NVS_MAX_PAYLOAD - 8)
+		reply(c, seq, -E2BIG, "status is %zu bytes, more than one message holds", len);
+	else
+		reply_text(c, seq, 0, s, len);
+	free(s);
+}
+
+/* Applies one field to one GPU; the value was validated. */
+static void apply(struct gpu *g, uint32_t field, uint64_t v)
+{
+	switch (field) {
+	case NVS_CTL_MODE: g->mode = (unsigned)v; break;
+	case NVS_CTL_TQ_MS: g->tq_ms = v; break;
+	case NVS_CTL_CAPACITY: g->capacity_override = v; break;
+	default: return;
+	}
+	nvs_policy_settings_changed(g);
+}
+
+static void ctl_set(struct conn *c, const struct nvs_msg *m)
+{
+	const struct nvs_ctl_set *s = &m->u.ctl_set;
+	char b[32];
+	const char *what;
+	switch (s->field) {
+	case NVS_CTL_MODE:
+		if (s->value > NVS_MODE_AUTO) {
+			reply(c, m->seq, -EINVAL, "mode must be on, off or auto");
+			return;
+		}
+		what = nvs_mode_name((unsigned)s->value);
+		break;
+	case NVS_CTL_TQ_MS:
+		if (s->value < NVS_MIN_TQ_MS || s->value > NVS_MAX_TQ_MS) {
+			reply(c, m->seq, -EINVAL, "TQ must be %u ms to %llu ms", NVS_MIN_TQ_MS,
+			      (unsigned long long)NVS_MAX_TQ_MS);
+			return;
+		}
+		snprintf(b, sizeof b, "%llu ms", (unsigned long long)s->value);
+		what = b;
+		break;
+	case NVS_CTL_CAPACITY:
+		what = s->value ? nvs_format_size(s->value, b, sizeof b) : "auto (memory - reserve)";
+		break;
+	case NVS_CTL_IDLE_RELEASE_MS:
+		if (s->value > UINT32_MAX) {
+			reply(c, m->seq, -EINVAL, "idle release out of range");
+			return;
+		}
+		if (s->gpu != -1) {
+			reply(c, m->seq, -EINVAL, "idle release is one setting for all GPUs (gpu -1)");
+			return;
+		}
+		S.cfg.idle_release_ms = (uint32_t)s->value;
+		NVS_INFO("CTL_SET idle_release_ms=%u by pid %d uid %d (new clients)",
+			 S.cfg.idle_release_ms, (int)c->pid, (int)c->uid);
+		reply(c, m->seq, 0, "idle release set to %u ms (clients that connect from now on)",
+		      S.cfg.idle_release_ms);
+		return;
+	default:
+		reply(c, m->seq, -EINVAL, "unknown setting %u", s->field);
+		return;
+	}
+	if (s->gpu < -1 || (s->gpu >= 0 && !nvs_gpu_by_index(s->gpu))) {
+		reply(c, m->seq, -ENODEV, "no GPU %d (the scheduler knows %u)", s->gpu, S.ngpus);
+		return;
+	}
+	static const char *names[] = {"", "mode", "tq", "capacity"};
+	if (s->gpu == -1) {
+		/* Also the default for GPUs learned later. */
+		switch (s->field) {
+		case NVS_CTL_MODE: S.cfg.mode = (unsigned)s->value; break;
+		case NVS_CTL_TQ_MS: S.cfg.tq_ms = s->value; break;
+		case NVS_CTL_CAPACITY:
+			S.cfg.capacity_all = s->value;
+			memset(S.cfg.capacity, 0, sizeof S.cfg.capacity);
+			break;
+		}
+		for (unsigned i = 0; i < S.ngpus; i++)
+			apply(&S.gpus[i], s->field, s->value);
+	} else {
+		apply(&S.gpus[s->gpu], s->field, s->value);
+	}
+	char gname[16];
+	snprintf(gname, sizeof gname, "%d", s->gpu);
+	NVS_INFO("CTL_SET gpu=%s %s=%s by pid %d uid %d", s->gpu == -1 ? "all" : gname,
+		 names[s->field], what, (int)c->pid, (int)c->uid);
+	reply(c, m->seq, 0, "%s set to %s on %s%s", names[s->field], what,
+	      s->gpu == -1 ? "all GPUs" : "GPU ", s->gpu == -1 ? "" : gname);
+}
+
+static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
+{
+	const struct nvs_ctl_set_client *s = &m->u.ctl_client;
+	if (s->core_limit > 100) {
+		reply(c, m->seq, -EINVAL, "core limit must be 1..100");
+		return;
+	}
+	if (s->gpu < -1 || (s->gpu >= 0 && !nvs_gpu_by_index(s->gpu))) {
+		reply(c, m->seq, -ENODEV, "no GPU %d", s->gpu);
+		return;
+	}
+	unsigned matched = 0, sent = 0;
+	for (struct client *cl = S.clients; cl; cl = cl->next) {
+		if ((uint32_t)cl->pid != s->pid)
+			continue;
+		matched++;
+		if (s->gpu == -1) {
+			if (s->core_limit)
+				cl->core_override = s->core_limit;
+			if (s->flags & NVS_CTL_CLIENT_CLEAR_CORE)
+				cl->core_override = 0;
+			if (s->flags & NVS_CTL_CLIENT_SET_MEM) {
+				cl->has_mem_override = 1;
+				cl->mem_override = s->mem_limit;
+			}
+		}
+		for (unsigned i = 0; i < cl->ngpus; i++) {
+			struct client_gpu *cg = cl->gpus[i];
+			if (s->gpu != -1 && cg->gpu->index != s->gpu)
+				continue;
+			if (s->gpu == -1) {
+				nvs_client_update_limits(cg);
+			} else {
+				/* One GPU only: its own override. */
+				if (s->core_limit)
+					cg->core_limit = s->core_limit;
+				if (s->flags & NVS_CTL_CLIENT_CLEAR_CORE)
+					cg->core_limit = cl->core_override ? cl->core_override
+									   : cl->hello_core_limit;
+				if (s->flags & NVS_CTL_CLIENT_SET_MEM)
+					cg->mem_limit = s->mem_limit;
+			}
+			nvs_client_send_limits(cg);
+			sent++;
+			NVS_INFO("SET_LIMITS client=%u pid=%d gpu=%d core_limit=%u mem_limit=%llu",
+				 cl->id, (int)cl->pid, cg->gpu->index, cg->core_limit,
+				 (unsigned long long)cg->mem_limit);
+		}
+	}
+	if (!matched) {
+		reply(c, m->seq, -ESRCH, "no client with pid %u is connected", s->pid);
+		return;
+	}
+	reply(c, m->seq, 0, "limits set for %u client(s) with pid %u, %u GPU(s) told", matched,
+	      s->pid, sent);
+}
+
+void nvs_control_msg(struct conn *c, const struct nvs_msg *m)
+{
+	if (m->type == NVS_MSG_CTL_STATUS) {
+		status(c, m->seq);
+		return;
+	}
+	if (!authorized(c)) {
+		NVS_WARN("refused %s from pid %d uid %d: not root or uid %d",
+			 nvs_msg_type_name(m->type), (int)c->pid, (int)c->uid, (int)S.euid);
+		reply(c, m->seq, -EPERM,
+		      "permission denied: changing scheduler settings needs root or uid %d "
+		      "(you are uid %d)",
+		      (int)S.euid, (int)c->uid);
+		return;
+	}
+	if (m->type == NVS_MSG_CTL_SET)
+		ctl_set(c, m);
+	else
+		ctl_set_client(c, m);
+}

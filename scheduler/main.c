@@ -1,0 +1,171 @@
+/*
+ * nvshare-scheduler: command line, environment, signals; then the event
+ * loop (server.c). Flags override the matching NVSHARE_* variables.
+ */
+#include "gpus.h"
+#include "log.h"
+#include "parse.h"
+#include "server.h"
+#include "settings.h"
+#include "sockpath.h"
+#include "state.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#ifndef NVS_VERSION
+#define NVS_VERSION "0.1.0"
+#endif
+
+struct sched S;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: nvshare-scheduler [options]\n"
+		"Hands each GPU to one nvshare client at a time when their memory does not fit.\n"
+		"\n"
+		"  -d, --sock-dir DIR        socket directory           NVSHARE_SOCK_DIR (" NVS_DEFAULT_SOCK_DIR ")\n"
+		"  -m, --mode MODE           on | off | auto            NVSHARE_SCHED_MODE (auto)\n"
+		"  -t, --tq TIME             time quantum: seconds or   NVSHARE_TQ (30)\n"
+		"                            with unit (0.5, 300ms, 2m)\n"
+		"  -c, --capacity SIZE[,..]  schedulable memory per GPU NVSHARE_GPU_CAPACITY\n"
+		"                            (16Gi, or 16Gi,8Gi by index; default memory - reserve)\n"
+		"  -r, --reserve SIZE        memory kept free per GPU   NVSHARE_GPU_MEMORY_RESERVE (512Mi)\n"
+		"  -i, --idle-release-ms MS  client idle release        NVSHARE_IDLE_RELEASE_MS (%u)\n"
+		"  -g, --drop-grace-ms MS    DROP_LOCK -> revocation    NVSHARE_DROP_GRACE_MS (%u)\n"
+		"      --no-nvml             do not load NVML; learn GPUs from clients\n"
+		"                                                       NVSHARE_SCHED_NVML=0\n"
+		"  -v, --debug               verbose logs               NVSHARE_DEBUG=1\n"
+		"  -V, --version             print the version\n"
+		"  -h, --help                this text\n"
+		"\n"
+		"Logs go to stderr. See docs/scheduler.md.\n",
+		NVS_DEFAULT_IDLE_RELEASE_MS, NVS_DEFAULT_DROP_GRACE_MS);
+}
+
+static int bad_flag(const char *flag, const char *v, const char *what)
+{
+	fprintf(stderr, "nvshare-scheduler: bad value for %s: \"%s\" (expected %s)\n", flag, v,
+		what);
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	nvs_log_init("scheduler");
+	/* Block before anything exists so a SIGTERM during start-up is read
+	 * by the loop and still removes the socket. */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	nvs_config_defaults(&S.cfg);
+	nvs_config_from_env(&S.cfg);
+	if (nvs_sock_dir(S.cfg.sock_dir, sizeof S.cfg.sock_dir)) {
+		fprintf(stderr, "nvshare-scheduler: NVSHARE_SOCK_DIR is too long\n");
+		return 2;
+	}
+
+	static const struct option opts[] = {
+		{"sock-dir", required_argument, 0, 'd'},
+		{"mode", required_argument, 0, 'm'},
+		{"tq", required_argument, 0, 't'},
+		{"capacity", required_argument, 0, 'c'},
+		{"reserve", required_argument, 0, 'r'},
+		{"idle-release-ms", required_argument, 0, 'i'},
+		{"drop-grace-ms", required_argument, 0, 'g'},
+		{"no-nvml", no_argument, 0, 'N'},
+		{"debug", no_argument, 0, 'v'},
+		{"version", no_argument, 0, 'V'},
+		{"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0},
+	};
+	int o;
+	while ((o = getopt_long(argc, argv, "d:m:t:c:r:i:g:vVh", opts, NULL)) != -1) {
+		int m;
+		switch (o) {
+		case 'd':
+			if (strlen(optarg) >= sizeof S.cfg.sock_dir)
+				return bad_flag("--sock-dir", optarg, "a shorter path");
+			snprintf(S.cfg.sock_dir, sizeof S.cfg.sock_dir, "%s", optarg);
+			break;
+		case 'm':
+			if ((m = nvs_mode_parse(optarg)) < 0)
+				return bad_flag("--mode", optarg, "on, off or auto");
+			S.cfg.mode = (unsigned)m;
+			break;
+		case 't':
+			if (nvs_parse_tq_ms(optarg, &S.cfg.tq_ms))
+				return bad_flag("--tq", optarg, "seconds (30, 0.5) or 300ms");
+			break;
+		case 'c':
+			if (nvs_parse_capacity_list(optarg, &S.cfg))
+				return bad_flag("--capacity", optarg, "16Gi or 16Gi,8Gi");
+			break;
+		case 'r':
+			if (nvs_parse_size(optarg, 1, &S.cfg.reserve))
+				return bad_flag("--reserve", optarg, "a size such as 512Mi");
+			break;
+		case 'i':
+			if (nvs_parse_ms32(optarg, &S.cfg.idle_release_ms))
+				return bad_flag("--idle-release-ms", optarg, "milliseconds");
+			break;
+		case 'g':
+			if (nvs_parse_ms32(optarg, &S.cfg.drop_grace_ms) || !S.cfg.drop_grace_ms)
+				return bad_flag("--drop-grace-ms", optarg, "milliseconds > 0");
+			break;
+		case 'N':
+			S.cfg.use_nvml = 0;
+			break;
+		case 'v':
+			setenv("NVSHARE_DEBUG", "1", 1);
+			nvs_log_reload_env();
+			break;
+		case 'V':
+			printf("nvshare-scheduler %s (protocol %u)\n", NVS_VERSION, NVS_PROTO_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "nvshare-scheduler: unexpected argument \"%s\"\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	int n = snprintf(S.sock_path, sizeof S.sock_path, "%s/%s", S.cfg.sock_dir, NVS_SOCK_NAME);
+	if (n < 0 || (size_t)n >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		fprintf(stderr, "nvshare-scheduler: socket path %s/%s is too long\n", S.cfg.sock_dir,
+			NVS_SOCK_NAME);
+		return 2;
+	}
+	S.start_ns = nvs_now_ns();
+	S.euid = geteuid();
+
+	NVS_INFO("nvshare-scheduler %s starting: mode %s, tq %llu ms, reserve %llu, idle release "
+		 "%u ms, drop grace %u ms",
+		 NVS_VERSION, nvs_mode_name(S.cfg.mode), (unsigned long long)S.cfg.tq_ms,
+		 (unsigned long long)S.cfg.reserve, S.cfg.idle_release_ms, S.cfg.drop_grace_ms);
+	if (nvs_server_open())
+		return 1;
+	if (S.cfg.use_nvml)
+		nvs_gpus_discover();
+	else
+		NVS_INFO("NVML disabled: GPUs will be learned from clients");
+	int rc = nvs_server_run();
+	nvs_server_close();
+	return rc;
+}

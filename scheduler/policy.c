@@ -1,0 +1,428 @@
+#include "policy.h"
+
+#include "clients.h"
+#include "conn.h"
+#include "gpus.h"
+#include "log.h"
+#include "parse.h"
+#include "state.h"
+
+#include <string.h>
+
+const uint64_t nvs_wait_bucket_le_us[NVS_WAIT_BUCKETS - 1] = {
+	100, 1000, 5000, 10000, 50000, 100000, 500000, 1000000, 5000000, 30000000, 120000000,
+};
+
+#define CG_FMT "client=%u pid=%d gpu=%d"
+#define CG_ARGS(cg) (cg)->client->id, (int)(cg)->client->pid, (cg)->gpu->index
+
+static double ms(uint64_t ns)
+{
+	return (double)ns / 1e6;
+}
+
+static void send_gpu(struct client_gpu *cg, uint16_t type, uint32_t value)
+{
+	struct nvs_msg m;
+	memset(&m, 0, sizeof m);
+	m.type = type;
+	m.u.gpu.local_gpu = cg->local_gpu;
+	m.u.gpu.value = value;
+	nvs_client_send(cg->client, &m);
+}
+
+static int oversubscribed(const struct gpu *g)
+{
+	return g->allocated_sum > nvs_gpu_capacity(g);
+}
+
+/* ---- queue ---- */
+
+static void q_push(struct gpu *g, struct client_gpu *cg)
+{
+	cg->qnext = NULL;
+	cg->qprev = g->qtail;
+	if (g->qtail)
+		g->qtail->qnext = cg;
+	else
+		g->qhead = cg;
+	g->qtail = cg;
+	g->qlen++;
+}
+
+static void q_remove(struct gpu *g, struct client_gpu *cg)
+{
+	if (cg->qprev)
+		cg->qprev->qnext = cg->qnext;
+	else
+		g->qhead = cg->qnext;
+	if (cg->qnext)
+		cg->qnext->qprev = cg->qprev;
+	else
+		g->qtail = cg->qprev;
+	cg->qprev = cg->qnext = NULL;
+	g->qlen--;
+}
+
+/* Tells the holder how many wait, whenever that changes, so it can give
+ * the lock back as soon as it goes idle (and not at all when nobody
+ * waits). */
+static void sync_waiters(struct gpu *g)
+{
+	struct client_gpu *h = g->holder;
+	if (h && h->waiters_sent != g->qlen) {
+		h->waiters_sent = g->qlen;
+		send_gpu(h, NVS_MSG_WAITERS, g->qlen);
+	}
+}
+
+static void record_wait(struct lock_stats *st, uint64_t waited)
+{
+	st->waits++;
+	st->wait_ns += waited;
+	uint64_t us = waited / 1000;
+	unsigned b = 0;
+	while (b < NVS_WAIT_BUCKETS - 1 && us > nvs_wait_bucket_le_us[b])
+		b++;
+	st->wait_hist[b]++;
+}
+
+/* ---- grant and release ---- */
+
+static void grant(struct gpu *g, struct client_gpu *cg, uint64_t now, int handoff)
+{
+	uint64_t waited = now - cg->wait_since_ns;
+	cg->state = CG_HOLDING;
+	cg->held_since_ns = now;
+	cg->waiters_sent = 0; /* the holder assumes 0 until told */
+	g->holder = cg;
+	g->grant_ns = now;
+	g->drop_sent = g->drop_resent = 0;
+	cg->st.grants++;
+	g->st.grants++;
+	record_wait(&cg->st, waited);
+	record_wait(&g->st, waited);
+	if (handoff)
+		g->handoffs++;
+	struct nvs_msg m;
+	memset(&m, 0, sizeof m);
+	m.type = NVS_MSG_LOCK_OK;
+	m.u.lock_ok.local_gpu = cg->local_gpu;
+	m.u.lock_ok.flags = oversubscribed(g) ? NVS_LOCK_SWAP_IN : 0;
+	m.u.lock_ok.quantum_ms = (uint32_t)g->tq_ms;
+	nvs_client_send(cg->client, &m);
+	NVS_INFO("LOCK_OK " CG_FMT " waited_ms=%.3f queue=%u", CG_ARGS(cg), ms(waited), g->qlen);
+	if (g->hook && g->hook->on_grant)
+		g->hook->on_grant(g, cg, now);
+	sync_waiters(g);
+}
+
+/* Grants the lock to the first waiter that may have it. */
+static void grant_next(struct gpu *g, uint64_t now, int handoff)
+{
+	while (!g->holder && g->qhead) {
+		struct client_gpu *cg = g->qhead;
+		if (g->hook && g->hook->may_grant && !g->hook->may_grant(g, cg, now))
+			return;
+		q_remove(g, cg);
+		cg->state = CG_IDLE;
+		/* A waiter whose connection is closing would only bounce the
+		 * lock: its detach comes in the same loop iteration. */
+		if (cg->client->conn && cg->client->conn->doomed)
+			continue;
+		grant(g, cg, now, handoff);
+	}
+}
+
+/* Ends the current hold (accounting) without granting. */
+static struct client_gpu *end_hold(struct gpu *g, uint64_t now)
+{
+	struct client_gpu *h = g->holder;
+	if (!h)
+		return NULL;
+	uint64_t held = now - h->held_since_ns;
+	h->st.held_ns += held;
+	g->st.held_ns += held;
+	h->state = CG_IDLE;
+	h->waiters_sent = 0;
+	g->holder = NULL;
+	g->drop_sent = g->drop_resent = 0;
+	if (g->hook && g->hook->on_release)
+		g->hook->on_release(g, h, now);
+	return h;
+}
+
+static void send_drop(struct gpu *g, uint32_t grace_ms)
+{
+	struct nvs_msg m;
+	memset(&m, 0, sizeof m);
+	m.type = NVS_MSG_DROP_LOCK;
+	m.u.drop.local_gpu = g->holder->local_gpu;
+	m.u.drop.flags = oversubscribed(g) ? NVS_LOCK_SWAP_OUT : 0;
+	m.u.drop.grace_ms = grace_ms;
+	nvs_client_send(g->holder->client, &m);
+}
+
+void nvs_policy_drop(struct gpu *g, uint64_t now, const char *why)
+{
+	struct client_gpu *h = g->holder;
+	if (!h || g->drop_sent)
+		return;
+	g->drop_sent = 1;
+	g->drop_resent = 0;
+	g->drop_sent_ns = now;
+	g->drop_deadline_ns = now + (uint64_t)S.cfg.drop_grace_ms * 1000000ull;
+	h->st.drops++;
+	g->st.drops++;
+	send_drop(g, S.cfg.drop_grace_ms);
+	NVS_INFO("DROP_LOCK " CG_FMT " held_ms=%.3f waiters=%u grace_ms=%u reason=%s",
+		 CG_ARGS(h), ms(now - h->held_since_ns), g->qlen, S.cfg.drop_grace_ms, why);
+}
+
+/* ---- mode ---- */
+
+static void announce_mode(struct gpu *g)
+{
+	for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
+		if (cg->mode_sent != g->serialized) {
+			cg->mode_sent = g->serialized;
+			send_gpu(cg, NVS_MSG_GPU_MODE, (uint32_t)g->serialized);
+		}
+}
+
+static void reevaluate(struct gpu *g, uint64_t now)
+{
+	int want;
+	switch (g->mode) {
+	case NVS_MODE_ON: want = 1; break;
+	case NVS_MODE_OFF: want = 0; break;
+	default: want = oversubscribed(g); break;
+	}
+	if (want != g->serialized) {
+		char a[32], c[32];
+		g->serialized = want;
+		g->mode_switches++;
+		NVS_INFO("GPU_MODE gpu=%d serialized=%d mode=%s allocated=%s capacity=%s clients=%u",
+			 g->index, want, nvs_mode_name(g->mode),
+			 nvs_format_size(g->allocated_sum, a, sizeof a),
+			 nvs_format_size(nvs_gpu_capacity(g), c, sizeof c), g->nattached);
+		if (!want) {
+			/* Concurrent: the lock means nothing any more. Clients
+			 * learn it from GPU_MODE(0); a LOCK_RELEASED still in
+			 * flight is ignored. */
+			struct client_gpu *h = end_hold(g, now);
+			if (h)
+				NVS_INFO("LOCK_RELEASED " CG_FMT " reason=gpu-concurrent", CG_ARGS(h));
+			while (g->qhead) {
+				struct client_gpu *cg = g->qhead;
+				q_remove(g, cg);
+				cg->state = CG_IDLE;
+			}
+		}
+	}
+	announce_mode(g);
+}
+
+/* ---- events ---- */
+
+void nvs_policy_attach(struct client_gpu *cg)
+{
+	struct gpu *g = cg->gpu;
+	cg->mode_sent = -1;
+	cg->state = CG_IDLE;
+	cg->aprev = NULL;
+	cg->anext = g->ahead;
+	if (g->ahead)
+		g->ahead->aprev = cg;
+	g->ahead = cg;
+	g->nattached++;
+	g->allocated_sum += cg->allocated;
+	reevaluate(g, nvs_now_ns());
+}
+
+void nvs_policy_detach(struct client_gpu *cg)
+{
+	struct gpu *g = cg->gpu;
+	uint64_t now = nvs_now_ns();
+	if (cg->state == CG_HOLDING) {
+		end_hold(g, now);
+		NVS_INFO("LOCK_RELEASED " CG_FMT " reason=disconnect", CG_ARGS(cg));
+		grant_next(g, now, 1);
+	} else if (cg->state == CG_WAITING) {
+		q_remove(g, cg);
+		cg->state = CG_IDLE;
+		sync_waiters(g);
+	}
+	if (cg->aprev)
+		cg->aprev->anext = cg->anext;
+	else
+		g->ahead = cg->anext;
+	if (cg->anext)
+		cg->anext->aprev = cg->aprev;
+	g->nattached--;
+	g->allocated_sum -= cg->allocated;
+	reevaluate(g, now);
+}
+
+void nvs_policy_mem_update(struct client_gpu *cg, uint64_t allocated)
+{
+	struct gpu *g = cg->gpu;
+	g->allocated_sum = g->allocated_sum - cg->allocated + allocated;
+	cg->allocated = allocated;
+	reevaluate(g, nvs_now_ns());
+}
+
+void nvs_policy_req_lock(struct client_gpu *cg)
+{
+	struct gpu *g = cg->gpu;
+	uint64_t now = nvs_now_ns();
+	if (!g->serialized) {
+		/* Raced with a switch to concurrent: repeat the mode, which
+		 * tells the client no lock is needed. */
+		NVS_DEBUG("REQ_LOCK " CG_FMT " on a concurrent GPU: resending GPU_MODE(0)", CG_ARGS(cg));
+		cg->mode_sent = 0;
+		send_gpu(cg, NVS_MSG_GPU_MODE, 0);
+		return;
+	}
+	if (cg->state == CG_HOLDING) {
+		NVS_DEBUG("REQ_LOCK " CG_FMT " from the holder: repeating LOCK_OK", CG_ARGS(cg));
+		struct nvs_msg m;
+		memset(&m, 0, sizeof m);
+		m.type = NVS_MSG_LOCK_OK;
+		m.u.lock_ok.local_gpu = cg->local_gpu;
+		m.u.lock_ok.quantum_ms = (uint32_t)g->tq_ms;
+		nvs_client_send(cg->client, &m);
+		return;
+	}
+	if (cg->state == CG_WAITING) {
+		NVS_DEBUG("REQ_LOCK " CG_FMT " already waiting", CG_ARGS(cg));
+		return;
+	}
+	NVS_INFO("REQ_LOCK " CG_FMT " holder=%d queue=%u", CG_ARGS(cg),
+		 g->holder ? (int)g->holder->client->id : -1, g->qlen);
+	cg->state = CG_WAITING;
+	cg->wait_since_ns = now;
+	q_push(g, cg);
+	if (!g->holder)
+		grant_next(g, now, 0);
+	else
+		sync_waiters(g);
+}
+
+void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_ns)
+{
+	struct gpu *g = cg->gpu;
+	uint64_t now = nvs_now_ns();
+	if (g->holder != cg) {
+		/* Revoked earlier, or the GPU went concurrent: harmless. */
+		NVS_INFO("LOCK_RELEASED " CG_FMT " ignored: not the holder (revoked or not serialized)",
+			 CG_ARGS(cg));
+		return;
+	}
+	uint64_t held = now - cg->held_since_ns;
+	if (g->drop_sent) {
+		uint64_t d = now - g->drop_sent_ns;
+		cg->st.drain_ns += d;
+		g->st.drain_ns += d;
+		if (d > cg->st.drain_max_ns)
+			cg->st.drain_max_ns = d;
+		if (d > g->st.drain_max_ns)
+			g->st.drain_max_ns = d;
+	}
+	cg->st.releases++;
+	g->st.releases++;
+	if (flags & 1) {
+		cg->st.idle_releases++;
+		g->st.idle_releases++;
+	}
+	NVS_INFO("LOCK_RELEASED " CG_FMT " held_ms=%.3f idle=%u dropped=%d drain_ms=%.3f waiters=%u",
+		 CG_ARGS(cg), ms(held), flags & 1, g->drop_sent, ms(drain_ns), g->qlen);
+	end_hold(g, now);
+	grant_next(g, now, 1);
+}
+
+void nvs_policy_settings_changed(struct gpu *g)
+{
+	reevaluate(g, nvs_now_ns());
+	/* A new TQ applies to the current quantum: the tick re-checks it. */
+}
+
+/* ---- timers ---- */
+
+static uint64_t gpu_deadline(struct gpu *g, uint64_t now)
+{
+	uint64_t d = 0;
+#define EARLIEST(t) do { uint64_t t_ = (t); if (!d || t_ < d) d = t_; } while (0)
+	if (g->holder && g->qlen) {
+		if (!g->drop_sent)
+			EARLIEST(g->grant_ns + g->tq_ms * 1000000ull);
+		else if (!g->drop_resent)
+			EARLIEST(g->drop_sent_ns + (g->drop_deadline_ns - g->drop_sent_ns) / 2);
+		else
+			EARLIEST(g->drop_deadline_ns);
+	}
+	if (g->hook && g->hook->next_deadline) {
+		uint64_t h = g->hook->next_deadline(g, now);
+		if (h)
+			EARLIEST(h);
+	}
+#undef EARLIEST
+	return d;
+}
+
+uint64_t nvs_policy_next_deadline(uint64_t now)
+{
+	uint64_t d = 0;
+	for (unsigned i = 0; i < S.ngpus; i++) {
+		uint64_t t = gpu_deadline(&S.gpus[i], now);
+		if (t && (!d || t < d))
+			d = t;
+	}
+	return d;
+}
+
+static void revoke(struct gpu *g, uint64_t now)
+{
+	struct client_gpu *h = g->holder;
+	h->st.revocations++;
+	g->st.revocations++;
+	NVS_WARN("REVOKE " CG_FMT " held_ms=%.3f: no LOCK_RELEASED within %u ms of DROP_LOCK; "
+		 "lock goes to the next waiter",
+		 CG_ARGS(h), ms(now - h->held_since_ns), S.cfg.drop_grace_ms);
+	/* DROP_LOCK with grace 0 tells the client it no longer holds the
+	 * lock; its late LOCK_RELEASED is ignored and it may REQ_LOCK again. */
+	send_drop(g, 0);
+	end_hold(g, now);
+	NVS_INFO("LOCK_RELEASED " CG_FMT " reason=revoked", CG_ARGS(h));
+	grant_next(g, now, 1);
+}
+
+void nvs_policy_tick(uint64_t now)
+{
+	for (unsigned i = 0; i < S.ngpus; i++) {
+		struct gpu *g = &S.gpus[i];
+		if (g->hook && g->hook->on_tick)
+			g->hook->on_tick(g, now);
+		if (!g->holder || !g->qlen)
+			continue; /* nobody waits: a lone holder is never asked */
+		if (!g->drop_sent) {
+			if (now >= g->grant_ns + g->tq_ms * 1000000ull)
+				nvs_policy_drop(g, now, "tq-expired");
+		} else if (now >= g->drop_deadline_ns) {
+			revoke(g, now);
+		} else if (!g->drop_resent &&
+			   now >= g->drop_sent_ns + (g->drop_deadline_ns - g->drop_sent_ns) / 2) {
+			/* Once more, in case the first one met a busy client
+			 * thread; the grace is what is left of it. */
+			g->drop_resent = 1;
+			send_drop(g, (uint32_t)((g->drop_deadline_ns - now) / 1000000ull));
+			NVS_INFO("DROP_LOCK " CG_FMT " resent, %.0f ms of grace left", CG_ARGS(g->holder),
+				 ms(g->drop_deadline_ns - now));
+		}
+	}
+}
+
+uint64_t nvs_policy_held_ns(const struct client_gpu *cg, uint64_t now)
+{
+	return cg->st.held_ns + (cg->state == CG_HOLDING ? now - cg->held_since_ns : 0);
+}

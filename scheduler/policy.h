@@ -1,0 +1,64 @@
+/*
+ * Per-GPU scheduling policy: modes (on / off / auto), the FCFS lock queue,
+ * the time quantum, DROP_LOCK with a grace period and revocation, and the
+ * accounting of holds and waits.
+ *
+ * Rules (docs/scheduler.md has the reasoning):
+ *  - A GPU is serialized in mode on; never in mode off; in mode auto while
+ *    the memory its clients have allocated exceeds its capacity.
+ *  - Serialized: one holder; REQ_LOCK queues FCFS; the head is granted the
+ *    moment the holder releases, is revoked, disconnects, or the GPU
+ *    becomes concurrent.
+ *  - TQ: once the holder has held for tq_ms and someone waits, it gets
+ *    DROP_LOCK(grace); resent once at half the grace; revoked at the end of
+ *    it. Nobody waiting: no DROP.
+ *  - Switching to serialized: GPU_MODE(1) to every attached client; nobody
+ *    holds, they REQ_LOCK before their next launch. Switching to concurrent:
+ *    GPU_MODE(0) to all; holder and queue cleared.
+ */
+#ifndef NVSHARE_SCHEDULER_POLICY_H
+#define NVSHARE_SCHEDULER_POLICY_H
+
+#include <stdint.h>
+
+struct gpu;
+struct client_gpu;
+
+/*
+ * Extension point for per-GPU policies layered on the lock (compute quotas
+ * come here later). Every callback is optional; with g->hook NULL the GPU is
+ * plain FCFS + TQ.
+ *  may_grant:     0 keeps the lock free even though cg waits (throttled)
+ *  on_grant / on_release: bill hold time
+ *  next_deadline: earliest absolute ns the hook needs on_tick, 0 none
+ *  on_tick:       may call nvs_policy_drop() on the holder
+ */
+struct nvs_policy_hook {
+	const char *name;
+	int (*may_grant)(struct gpu *g, struct client_gpu *cg, uint64_t now);
+	void (*on_grant)(struct gpu *g, struct client_gpu *cg, uint64_t now);
+	void (*on_release)(struct gpu *g, struct client_gpu *cg, uint64_t now);
+	uint64_t (*next_deadline)(struct gpu *g, uint64_t now);
+	void (*on_tick)(struct gpu *g, uint64_t now);
+};
+
+/* A client attached a GPU (cg is linked by this call). */
+void nvs_policy_attach(struct client_gpu *cg);
+/* The client is going away: release or dequeue, unlink, re-evaluate. */
+void nvs_policy_detach(struct client_gpu *cg);
+void nvs_policy_mem_update(struct client_gpu *cg, uint64_t allocated);
+void nvs_policy_req_lock(struct client_gpu *cg);
+void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_ns);
+/* Settings of g changed (mode, TQ, capacity): re-evaluate now. */
+void nvs_policy_settings_changed(struct gpu *g);
+/* Asks the holder to release (TQ expiry or a hook). */
+void nvs_policy_drop(struct gpu *g, uint64_t now, const char *why);
+
+/* Earliest CLOCK_MONOTONIC ns at which nvs_policy_tick must run, 0 none. */
+uint64_t nvs_policy_next_deadline(uint64_t now);
+void nvs_policy_tick(uint64_t now);
+
+/* Hold time including the current hold. */
+uint64_t nvs_policy_held_ns(const struct client_gpu *cg, uint64_t now);
+
+#endif

@@ -1,0 +1,165 @@
+/*
+ * The scheduler's whole state in plain structs: GPUs, clients, each
+ * client's use of each GPU, and the counters kept for the status view and
+ * (later) the Prometheus exporter. Everything is owned by the single event
+ * loop thread; nothing here is locked.
+ *
+ * Ownership: a struct client lives as long as its connection; it owns its
+ * struct client_gpu entries, which a struct gpu links into its attached list
+ * and (while waiting) its FCFS queue. GPUs are never removed.
+ */
+#ifndef NVSHARE_SCHEDULER_STATE_H
+#define NVSHARE_SCHEDULER_STATE_H
+
+#include "protocol.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#define NVS_SCHED_MAX_GPUS 64
+/* A peer that lets this much output pile up is not reading: disconnect it. */
+#define NVS_SCHED_OUTBUF_MAX (4u << 20)
+
+/* Lock-wait histogram: bucket i counts waits <= wait_bucket_le_us[i] (the
+ * last bucket is +Inf). Fixed bounds so the exporter can emit them as a
+ * Prometheus histogram without keeping samples. */
+#define NVS_WAIT_BUCKETS 12
+extern const uint64_t nvs_wait_bucket_le_us[NVS_WAIT_BUCKETS - 1];
+
+static inline uint64_t nvs_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+enum cg_state {
+	CG_IDLE = 0,	/* attached, neither holding nor waiting */
+	CG_WAITING = 1, /* in the GPU's queue */
+	CG_HOLDING = 2, /* the GPU's lock holder */
+};
+
+/* Lock accounting for one client on one GPU (also summed per GPU). */
+struct lock_stats {
+	uint64_t held_ns;	/* completed holds; add the current one */
+	uint64_t grants;
+	uint64_t releases;	/* LOCK_RELEASED accepted */
+	uint64_t idle_releases; /* ... of which flags=1 (client was idle) */
+	uint64_t drops;		/* DROP_LOCK sent (first send per quantum) */
+	uint64_t revocations;
+	uint64_t waits;		/* completed waits (grants after queueing) */
+	uint64_t wait_ns;	/* sum of completed waits */
+	uint64_t wait_hist[NVS_WAIT_BUCKETS];
+	uint64_t drain_ns;	/* sum of DROP_LOCK -> LOCK_RELEASED */
+	uint64_t drain_max_ns;
+};
+
+struct client;
+struct gpu;
+
+/* One client's use of one GPU. */
+struct client_gpu {
+	struct client *client;
+	struct gpu *gpu;
+	uint32_t local_gpu;	/* the client's CUDA ordinal: key in messages */
+	uint64_t allocated;	/* bytes, from ATTACH_GPU / MEM_UPDATE */
+	enum cg_state state;
+	int mode_sent;		/* last GPU_MODE value sent, -1 none */
+	uint32_t waiters_sent;	/* last WAITERS count sent while holding */
+	uint64_t wait_since_ns; /* when it queued */
+	uint64_t held_since_ns; /* when it got the lock */
+	uint32_t core_limit;	/* effective limits for this GPU */
+	uint64_t mem_limit;
+	struct lock_stats st;
+	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
+	struct client_gpu *qprev, *qnext; /* gpu queue (while CG_WAITING) */
+	struct client_gpu *aprev, *anext; /* gpu attached list */
+};
+
+struct conn;
+
+struct client {
+	uint32_t id;
+	pid_t pid; /* SO_PEERCRED: host view */
+	uid_t uid;
+	uint32_t reported_pid; /* HELLO: the client's own namespace view */
+	char name[256];
+	uint32_t hello_core_limit; /* from HELLO (NVSHARE_GPU_CORE_LIMIT) */
+	uint64_t hello_mem_limit;
+	/* Run-time overrides set with CTL_SET_CLIENT gpu=-1; also applied to
+	 * GPUs the client attaches later. 0 / has_mem=0: none. */
+	uint32_t core_override;
+	int has_mem_override;
+	uint64_t mem_override;
+	uint64_t connected_ns;
+	struct conn *conn;
+	struct client_gpu *gpus[NVS_SCHED_MAX_GPUS];
+	unsigned ngpus;
+	struct client *prev, *next;
+};
+
+struct nvs_policy_hook;
+
+struct gpu {
+	int index;
+	char uuid[NVS_UUID_LEN];
+	char name[96];
+	uint64_t total_mem;
+	int from_nvml;
+	/* settings */
+	unsigned mode;		   /* enum nvs_mode */
+	uint64_t tq_ms;
+	uint64_t capacity_override; /* 0: total_mem - reserve */
+	/* lock state */
+	int serialized;		/* effective: clients must hold the lock */
+	struct client_gpu *holder;
+	uint64_t grant_ns;	/* when the current holder got it */
+	int drop_sent;		/* DROP_LOCK sent for the current quantum */
+	int drop_resent;
+	uint64_t drop_sent_ns, drop_deadline_ns;
+	struct client_gpu *qhead, *qtail;
+	unsigned qlen;
+	struct client_gpu *ahead; /* attached clients */
+	unsigned nattached;
+	uint64_t allocated_sum;
+	/* counters */
+	struct lock_stats st;
+	uint64_t handoffs;	/* lock passed straight from a holder to a waiter */
+	uint64_t mode_switches;
+	/* Per-GPU policy extension point (compute quotas, later). NULL: plain
+	 * FCFS + TQ. See policy.h. */
+	const struct nvs_policy_hook *hook;
+	void *hook_data;
+};
+
+struct sched_config {
+	unsigned mode;		 /* default for every GPU */
+	uint64_t tq_ms;
+	uint64_t reserve;	 /* bytes kept free: capacity = total - reserve */
+	uint64_t capacity[NVS_SCHED_MAX_GPUS]; /* per index override, 0 none */
+	uint64_t capacity_all;	 /* override for every GPU, 0 none */
+	uint32_t idle_release_ms;
+	uint32_t drop_grace_ms;
+	int use_nvml;
+	char sock_dir[108];
+};
+
+struct sched {
+	struct sched_config cfg;
+	struct gpu gpus[NVS_SCHED_MAX_GPUS];
+	unsigned ngpus;
+	int nvml_ok;
+	struct client *clients;
+	unsigned nclients;
+	uint32_t next_client_id;
+	uint64_t start_ns;
+	uid_t euid;
+	char sock_path[108];
+	/* connection counters */
+	uint64_t conns_accepted, conns_closed_bad, conns_closed_slow;
+};
+
+extern struct sched S;
+
+#endif

@@ -1,0 +1,173 @@
+#include "status_json.h"
+
+#include "conn.h"
+#include "gpus.h"
+#include "policy.h"
+#include "state.h"
+
+#include <unistd.h>
+
+#ifndef NVS_VERSION
+#define NVS_VERSION "0.1.0"
+#endif
+
+static const char *state_name(const struct client_gpu *cg)
+{
+	switch (cg->state) {
+	case CG_HOLDING: return "holding";
+	case CG_WAITING: return "waiting";
+	default: return cg->gpu->serialized ? "idle" : "running";
+	}
+}
+
+/* JSON numbers are doubles: exact up to 2^53, plenty for bytes and ns. */
+static void num(cJSON *o, const char *k, uint64_t v)
+{
+	cJSON_AddNumberToObject(o, k, (double)v);
+}
+
+static void limit(cJSON *o, const char *k, uint64_t v)
+{
+	if (v == NVS_NO_LIMIT)
+		cJSON_AddNullToObject(o, k);
+	else
+		num(o, k, v);
+}
+
+static cJSON *stats(const struct lock_stats *st, uint64_t held_ns)
+{
+	cJSON *o = cJSON_CreateObject();
+	num(o, "held_ns", held_ns);
+	num(o, "grants", st->grants);
+	num(o, "releases", st->releases);
+	num(o, "idle_releases", st->idle_releases);
+	num(o, "drops", st->drops);
+	num(o, "revocations", st->revocations);
+	num(o, "waits", st->waits);
+	num(o, "wait_ns", st->wait_ns);
+	cJSON *h = cJSON_AddArrayToObject(o, "wait_hist");
+	for (unsigned i = 0; i < NVS_WAIT_BUCKETS; i++)
+		cJSON_AddItemToArray(h, cJSON_CreateNumber((double)st->wait_hist[i]));
+	num(o, "drain_ns", st->drain_ns);
+	num(o, "drain_max_ns", st->drain_max_ns);
+	return o;
+}
+
+static cJSON *who(const struct client_gpu *cg)
+{
+	cJSON *o = cJSON_CreateObject();
+	num(o, "client", cg->client->id);
+	num(o, "pid", (uint64_t)cg->client->pid);
+	return o;
+}
+
+static cJSON *gpu_json(const struct gpu *g, uint64_t now)
+{
+	cJSON *o = cJSON_CreateObject();
+	num(o, "index", (uint64_t)g->index);
+	cJSON_AddStringToObject(o, "uuid", g->uuid);
+	cJSON_AddStringToObject(o, "name", g->name);
+	cJSON_AddBoolToObject(o, "nvml", g->from_nvml);
+	cJSON_AddStringToObject(o, "mode", nvs_mode_name(g->mode));
+	cJSON_AddBoolToObject(o, "serialized", g->serialized);
+	num(o, "tq_ms", g->tq_ms);
+	uint64_t cap = nvs_gpu_capacity(g);
+	limit(o, "capacity", cap);
+	cJSON_AddBoolToObject(o, "capacity_override", g->capacity_override != 0);
+	num(o, "total_memory", g->total_mem);
+	num(o, "allocated", g->allocated_sum);
+	num(o, "clients", g->nattached);
+	if (g->holder) {
+		cJSON *h = who(g->holder);
+		num(h, "held_ns", now - g->holder->held_since_ns);
+		cJSON_AddBoolToObject(h, "drop_sent", g->drop_sent);
+		cJSON_AddItemToObject(o, "holder", h);
+	} else {
+		cJSON_AddNullToObject(o, "holder");
+	}
+	cJSON *q = cJSON_AddArrayToObject(o, "queue");
+	for (const struct client_gpu *cg = g->qhead; cg; cg = cg->qnext) {
+		cJSON *w = who(cg);
+		num(w, "waiting_ns", now - cg->wait_since_ns);
+		cJSON_AddItemToArray(q, w);
+	}
+	num(o, "handoffs", g->handoffs);
+	num(o, "revocations", g->st.revocations);
+	num(o, "mode_switches", g->mode_switches);
+	cJSON_AddStringToObject(o, "policy", g->hook ? g->hook->name : "fcfs");
+	uint64_t held = g->st.held_ns + (g->holder ? now - g->holder->held_since_ns : 0);
+	cJSON_AddItemToObject(o, "stats", stats(&g->st, held));
+	return o;
+}
+
+static cJSON *client_json(const struct client *cl, uint64_t now)
+{
+	cJSON *o = cJSON_CreateObject();
+	num(o, "id", cl->id);
+	num(o, "pid", (uint64_t)cl->pid);
+	num(o, "uid", (uint64_t)cl->uid);
+	num(o, "client_pid", cl->reported_pid);
+	cJSON_AddStringToObject(o, "name", cl->name);
+	num(o, "connected_ns", now - cl->connected_ns);
+	num(o, "core_limit", cl->hello_core_limit);
+	limit(o, "mem_limit", cl->hello_mem_limit);
+	cJSON *gs = cJSON_AddArrayToObject(o, "gpus");
+	for (unsigned i = 0; i < cl->ngpus; i++) {
+		const struct client_gpu *cg = cl->gpus[i];
+		cJSON *x = cJSON_CreateObject();
+		num(x, "gpu", (uint64_t)cg->gpu->index);
+		num(x, "local_gpu", cg->local_gpu);
+		num(x, "allocated", cg->allocated);
+		cJSON_AddStringToObject(x, "state", state_name(cg));
+		num(x, "held_ns", nvs_policy_held_ns(cg, now));
+		cJSON *l = cJSON_AddObjectToObject(x, "limits");
+		num(l, "core_limit", cg->core_limit);
+		limit(l, "mem_limit", cg->mem_limit);
+		cJSON_AddItemToObject(x, "stats", stats(&cg->st, nvs_policy_held_ns(cg, now)));
+		cJSON *sw = cJSON_AddObjectToObject(x, "swap");
+		num(sw, "bytes_in", cg->swap_bytes_in);
+		num(sw, "bytes_out", cg->swap_bytes_out);
+		num(sw, "ns_in", cg->swap_ns_in);
+		num(sw, "ns_out", cg->swap_ns_out);
+		cJSON_AddItemToArray(gs, x);
+	}
+	return o;
+}
+
+cJSON *nvs_status_json(uint64_t now)
+{
+	cJSON *root = cJSON_CreateObject();
+	if (!root)
+		return NULL;
+	cJSON_AddStringToObject(root, "version", NVS_VERSION);
+	num(root, "protocol", NVS_PROTO_VERSION);
+	num(root, "pid", (uint64_t)getpid());
+	cJSON_AddStringToObject(root, "socket", S.sock_path);
+	num(root, "uptime_ns", now - S.start_ns);
+	cJSON_AddBoolToObject(root, "nvml", S.nvml_ok);
+	cJSON *d = cJSON_AddObjectToObject(root, "defaults");
+	cJSON_AddStringToObject(d, "mode", nvs_mode_name(S.cfg.mode));
+	num(d, "tq_ms", S.cfg.tq_ms);
+	num(d, "memory_reserve", S.cfg.reserve);
+	num(d, "idle_release_ms", S.cfg.idle_release_ms);
+	num(d, "drop_grace_ms", S.cfg.drop_grace_ms);
+	cJSON *b = cJSON_AddArrayToObject(root, "wait_buckets_le_us");
+	for (unsigned i = 0; i < NVS_WAIT_BUCKETS - 1; i++)
+		cJSON_AddItemToArray(b, cJSON_CreateNumber((double)nvs_wait_bucket_le_us[i]));
+	cJSON *c = cJSON_AddObjectToObject(root, "connections");
+	num(c, "open", conn_count());
+	num(c, "accepted", S.conns_accepted);
+	num(c, "closed_malformed", S.conns_closed_bad);
+	num(c, "closed_not_reading", S.conns_closed_slow);
+	cJSON *gs = cJSON_AddArrayToObject(root, "gpus");
+	for (unsigned i = 0; i < S.ngpus; i++)
+		cJSON_AddItemToArray(gs, gpu_json(&S.gpus[i], now));
+	cJSON *cs = cJSON_AddArrayToObject(root, "clients");
+	/* Oldest first: the list is kept newest first. */
+	const struct client *last = S.clients;
+	while (last && last->next)
+		last = last->next;
+	for (const struct client *cl = last; cl; cl = cl->prev)
+		cJSON_AddItemToArray(cs, client_json(cl, now));
+	return root;
+}

@@ -1,0 +1,17 @@
+# tests/sched/: scheduler tests. fake_client is a scripted protocol client
+# used by the t_*.sh scripts; t_* programs print TAP.
+SCHED_TEST_COMMON := $(B)/ctl/sched_conn.o $(COMMON_OBJS)
+TEST_TARGETS += $(B)/tests/sched/fake_client $(B)/tests/sched/t_kill_handoff \
+	$(B)/tests/sched/t_slow_reader $(B)/tests/sched/t_settings
+
+$(B)/tests/sched/fake_client: $(B)/tests/sched/fake_client.o $(SCHED_TEST_COMMON)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^
+
+$(B)/tests/sched/t_kill_handoff: $(B)/tests/sched/t_kill_handoff.o $(SCHED_TEST_COMMON)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^
+
+$(B)/tests/sched/t_slow_reader: $(B)/tests/sched/t_slow_reader.o $(SCHED_TEST_COMMON)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^
+
+$(B)/tests/sched/t_settings: $(B)/tests/sched/t_settings.o $(B)/scheduler/settings.o $(COMMON_OBJS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^
