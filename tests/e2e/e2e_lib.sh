@@ -1,0 +1,54 @@
+# Helpers for the end-to-end tests (sourced after tests/lib.sh): run sim_app
+# under libnvshare.so on the simulated GPU, and read what it printed.
+APP=$B/tests/e2e/sim_app
+SLOG=$T/scheduler.log
+
+# app NAME [sim_app args...]: starts sim_app in the background, stdout in
+# $T/NAME.out, stderr (the library's log) in $T/NAME.err; sets PID_NAME.
+app() {
+  local n=$1; shift
+  bg env LD_PRELOAD="$PRELOAD" "$APP" --name "$n" --report progress "$@" \
+    >"$T/$n.out" 2>"$T/$n.err"
+  eval "PID_$n=${_pids[-1]}"
+}
+
+# app_wait NAME SECONDS: waits for NAME's DONE line.
+app_wait() { wait_log "$2" "$T/$1.out" "^DONE name=$1 "; }
+# app_ok NAME: NAME printed DONE with result=ok.
+app_ok() { grep -qE "^DONE name=$1 .*result=ok" "$T/$1.out"; }
+
+# first_t NAME KIND: t= of NAME's first line of KIND (PROGRESS, DONE...).
+first_t() { awk -v k="$2" '$1 == k { for (i = 2; i <= NF; i++) if ($i ~ /^t=/) { print substr($i, 3); exit } }' "$T/$1.out"; }
+# field FILE KEY: value of KEY=... on the first line of FILE that has it.
+field() { grep -oE "(^| )$2=[^ ]*" "$1" | head -1 | sed "s/^ *$2=//"; }
+
+# switches A B: how often the merged PROGRESS stream (by time) changes from
+# one app to the other: ~ the number of hand-offs when serialized, ~ the
+# number of kernels when running together.
+switches() {
+  cat "$T/$1.out" "$T/$2.out" | awk '$1 == "PROGRESS" { n = ""; t = ""
+      for (i = 2; i <= NF; i++) { if ($i ~ /^name=/) n = substr($i, 6); if ($i ~ /^t=/) t = substr($i, 3) }
+      print t, n }' | sort -n | awk '{ if (NR > 1 && $2 != last) s++; last = $2 } END { print s + 0 }'
+}
+
+# lock_owners: the client ids of the LOCK_OK lines in the scheduler log, in order.
+lock_owners() { grep -oE 'LOCK_OK client=[0-9]+' "$SLOG" | sed 's/.*=//' | tr '\n' ' '; }
+
+# alternations: how many LOCK_OK lines go to a different client than the previous one.
+alternations() { lock_owners | awk '{ for (i = 2; i <= NF; i++) if ($i != $(i-1)) s++ } END { print s + 0 }'; }
+
+show_logs() {
+  local f
+  for f in "$T"/*.out "$T"/*.err "$SLOG"; do
+    [ -f "$f" ] || continue
+    echo "# ---- $(basename "$f") (last 15 lines)"
+    tail -n 15 "$f" | sed 's/^/#   /'
+  done
+}
+
+# Failures show the logs (so do all runs with NVS_VERBOSE=1).
+not_ok() { _tap_n=$((_tap_n + 1)); echo "not ok $_tap_n - $*"; E2E_FAILED=1; }
+finish() {
+  if [ -n "${E2E_FAILED:-}" ] || [ -n "${NVS_VERBOSE:-}" ]; then show_logs; fi
+  true
+}

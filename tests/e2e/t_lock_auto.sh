@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# auto mode, memory that does not fit: two clients take turns holding the GPU
+# (LOCK_OK alternates), both finish with correct memory contents.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/e2e_lib.sh"
+
+export NVSHARE_SCHED_MODE=auto NVSHARE_GPU_CAPACITY=100Mi NVSHARE_TQ=150ms
+start_scheduler || { not_ok "scheduler starts"; show_logs; exit 1; }
+app A --alloc 64Mi --kernels 150 --kernel-us 2000
+app B --alloc 64Mi --kernels 150 --kernel-us 2000
+app_wait A 60; app_wait B 60
+
+check "A finished, memory intact" app_ok A
+check "B finished, memory intact" app_ok B
+check "GPU switched to serialized (64Mi + 64Mi > 100Mi)" grep -q "GPU_MODE gpu=0 serialized=1" "$SLOG"
+diag "LOCK_OK owners: $(lock_owners)"
+alt=$(alternations)
+check "LOCK_OK alternates between the two clients ($alt hand-offs)" [ "$alt" -ge 2 ]
+nlock=$(grep -c "LOCK_OK client=" "$SLOG")
+sw=$(switches A B)
+check "kernels ran in turns ($sw switches for $nlock grants)" [ "$sw" -le $((nlock + 4)) ]
+check "no client lost its connection" sh -c "! grep -q 'connection lost' '$T/A.err' '$T/B.err'"
+finish

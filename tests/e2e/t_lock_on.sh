@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# on (anti-thrash) mode with a small time quantum: the holder is asked to
+# drop after each quantum, drains and releases; both make progress in turns.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/e2e_lib.sh"
+
+export NVSHARE_SCHED_MODE=on NVSHARE_TQ=100ms
+start_scheduler || { not_ok "scheduler starts"; show_logs; exit 1; }
+app A --alloc 16Mi --kernels 200 --kernel-us 2000
+app B --alloc 16Mi --kernels 200 --kernel-us 2000
+app_wait A 60; app_wait B 60
+
+check "A finished, memory intact" app_ok A
+check "B finished, memory intact" app_ok B
+diag "LOCK_OK owners: $(lock_owners)"
+alt=$(alternations)
+check "LOCK_OK alternates ($alt hand-offs)" [ "$alt" -ge 2 ]
+check "quantum expiry sends DROP_LOCK" grep -q "DROP_LOCK client=.*reason=tq-expired" "$SLOG"
+check "holder drains and answers LOCK_RELEASED" grep -qE "LOCK_RELEASED client=.* dropped=1" "$SLOG"
+sw=$(switches A B)
+check "both progress alternately ($sw switches)" [ "$sw" -ge 2 ]
+nlock=$(grep -c "LOCK_OK client=" "$SLOG")
+check "never both at once ($sw switches for $nlock grants)" [ "$sw" -le $((nlock + 2)) ]
+check "no revocation" sh -c "! grep -q REVOKE '$SLOG'"
+finish
