@@ -42,4 +42,14 @@ void nvs_acct_foreach_managed(int dev, void (*cb)(CUdeviceptr, uint64_t, void *)
 
 void nvs_acct_atfork_child(void);
 
+/* Additions (libnvshare-internal users: hooks_info.c, hooks_nvml.c,
+ * hooks_alloc.c). */
+/* Physical memory of dev in bytes (0 if the driver cannot tell yet). */
+uint64_t nvs_acct_gpu_total(int dev);
+/* The smaller of NVSHARE_GPU_MEMORY_LIMIT and the scheduler's run-time
+ * limit, ignoring the GPU's size (UINT64_MAX if neither is set). */
+uint64_t nvs_acct_configured_limit(int dev);
+/* Looks an allocation up without forgetting it; 0 if found. */
+int nvs_acct_lookup(CUdeviceptr ptr, int *dev, uint64_t *bytes, enum nvs_alloc_kind *kind);
+
 #endif

@@ -1,0 +1,46 @@
+/* Environment configuration of the client library. */
+#include "client/internal.h"
+
+#include "parse.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+struct nvs_config nvs_cfg = {.mem_limit = UINT64_MAX};
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+void nvs_config_reload(void)
+{
+	struct nvs_config c = {.mem_limit = UINT64_MAX};
+	int b = 0;
+	if (nvs_env_bool("NVSHARE_DISABLE", &b) == 1)
+		c.disable = b;
+	b = 0;
+	if (nvs_env_bool("NVSHARE_ENABLE_SINGLE_OVERSUB", &b) == 1)
+		c.single_oversub = b;
+	uint64_t v;
+	if (nvs_env_size("NVSHARE_GPU_MEMORY_LIMIT", 1ull << 20, &v) == 1) {
+		if (v == 0)
+			NVS_WARN("NVSHARE_GPU_MEMORY_LIMIT=0 ignored (use a size such as 4Gi)");
+		else
+			c.mem_limit = v;
+	}
+	nvs_cfg = c;
+	if (c.disable)
+		NVS_INFO("NVSHARE_DISABLE=1: every CUDA call passes through unchanged "
+			 "(no managed memory, no limits, no scheduler)");
+	char buf[32];
+	NVS_DEBUG("config: single_oversub=%d memory_limit=%s", c.single_oversub,
+		  c.mem_limit == UINT64_MAX ? "none" : nvs_format_size(c.mem_limit, buf, sizeof buf));
+}
+
+static void load_once(void)
+{
+	nvs_log_init("libnvshare");
+	nvs_config_reload();
+}
+
+void nvs_config_load(void)
+{
+	pthread_once(&once, load_once);
+}
