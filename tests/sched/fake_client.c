@@ -12,7 +12,8 @@
  *   release [g]        send LOCK_RELEASED (flags 0)
  *   idle_release [g]   send LOCK_RELEASED (flags 1)
  *   wait EVENT [TIME]  wait for LOCK_OK, DROP_LOCK, GPU_MODE, WAITERS,
- *                      SET_LIMITS, mode0, mode1, waiters>0 or CLOSED
+ *                      SET_LIMITS, mode0, mode1, waiters>0, revoked
+ *                      (DROP_LOCK with grace 0) or CLOSED
  *                      (default 10s; exit 3 on timeout)
  *   hold TIME          handle messages for TIME (alias: sleep)
  *   work TIME [g]      run TIME worth of lock holding: request, hold,
@@ -24,7 +25,8 @@
  *   mark TEXT          print MARK TEXT
  *   exit               close and exit 0
  * Options: --ignore-drop (never answer DROP_LOCK), --drain TIME (delay
- * before answering), --name, --core-limit, --mem-limit, --total SIZE.
+ * before answering), --name, --core-limit, --mem-limit, --total SIZE,
+ * --no-hello (connect only: for protocol-violation tests).
  * Exit: 0 ok, 1 connection error, 2 usage, 3 wait timeout, 4 closed by the
  * scheduler unexpectedly.
  */
@@ -132,6 +134,8 @@ static void match(const struct nvs_msg *m)
 	else if (m->type == NVS_MSG_GPU_MODE && !strcmp(want_ev, m->u.gpu.value ? "mode1" : "mode0"))
 		want_seen = 1;
 	else if (m->type == NVS_MSG_WAITERS && m->u.gpu.value && !strcmp(want_ev, "waiters>0"))
+		want_seen = 1;
+	else if (m->type == NVS_MSG_DROP_LOCK && !m->u.drop.grace_ms && !strcmp(want_ev, "revoked"))
 		want_seen = 1;
 }
 
@@ -406,12 +410,14 @@ int main(int argc, char **argv)
 		{"ignore-drop", no_argument, 0, 'I'},
 		{"drain", required_argument, 0, 'd'},
 		{"script", required_argument, 0, 's'},
+		{"no-hello", no_argument, 0, 'H'},
 		{0, 0, 0, 0},
 	};
 	const char *gpu_list[MAXG];
 	int ng = 0;
 	const char *script = "";
 	const char *name = "fake_client";
+	int no_hello = 0;
 	uint64_t core = 100, memlim = NVS_NO_LIMIT;
 	int o;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -440,6 +446,7 @@ int main(int argc, char **argv)
 		case 'I': ignore_drop = 1; break;
 		case 'd': drain_ms = dur_us(optarg) / 1000; break;
 		case 's': script = optarg; break;
+		case 'H': no_hello = 1; break;
 		default:
 			fprintf(stderr, "usage: fake_client [--gpu-uuid U]... [--alloc SIZE] "
 					"[--script CMDS] (see the source)\n");
@@ -451,6 +458,8 @@ int main(int argc, char **argv)
 		EV("CONNECT_FAILED %s", strerror(-r));
 		return 1;
 	}
+	if (no_hello)
+		goto script;
 	struct nvs_msg m;
 	memset(&m, 0, sizeof m);
 	m.type = NVS_MSG_HELLO;
@@ -465,6 +474,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < ng; i++)
 		if (!pump(now_us() + 5000000, p_mode_known, i))
 			die(3, "no GPU_MODE after ATTACH_GPU");
+script:
 	EV("READY pid=%d", (int)getpid());
 
 	char *s = strdup(script);

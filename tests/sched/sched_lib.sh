@@ -1,0 +1,40 @@
+# Helpers for the scheduler's shell tests; source after tests/lib.sh.
+FC=$B/tests/sched/fake_client
+CTL=$B/nvsharectl
+
+# fc NAME [fake_client args...]: starts a fake client in the background,
+# its events in $T/NAME.out; waits until it is READY (or has exited).
+fc() {
+  local name=$1; shift
+  bg "$FC" "$@" >"$T/$name.out" 2>&1
+  eval "PID_$name=${_pids[-1]}"
+  wait_for 5 grep -qE ' (READY|EXIT)' "$T/$name.out"
+}
+
+# ev_time NAME PATTERN [N]: monotonic us of the Nth (default 1st) event
+# line of NAME matching PATTERN (extended regex on the text after the time).
+ev_time() {
+  awk -v pat="$2" -v n="${3:-1}" '{ t=$1; $1=""; if ($0 ~ pat && ++k == n) { print t; exit } }' "$T/$1.out"
+}
+# ev_count NAME PATTERN: number of event lines matching.
+ev_count() { grep -cE "$2" "$T/$1.out"; }
+# wait_ev SECONDS NAME PATTERN
+wait_ev() { wait_for "$1" grep -qE "$3" "$T/$2.out"; }
+# wait_exit SECONDS PID: waits for a background process to end; sets RC.
+wait_exit() {
+  local end=$(( $(date +%s) + $1 ))
+  while kill -0 "$2" 2>/dev/null; do
+    [ "$(date +%s)" -gt "$end" ] && { RC=124; return 1; }
+    sleep 0.02
+  done
+  wait "$2"; RC=$?
+  return 0
+}
+# status_json: the scheduler's JSON status (compact, one line).
+status_json() { "$CTL" --json; }
+# json_has PATTERN: the status JSON contains PATTERN (fixed string).
+json_has() { status_json | grep -qF -- "$1"; }
+# ms_between A B: (B - A) / 1000, integer ms.
+ms_between() { echo $(( ($2 - $1) / 1000 )); }
+# sched_alive: the scheduler is still running and answers status.
+sched_alive() { kill -0 "$SCHED_PID" 2>/dev/null && "$CTL" --json >/dev/null; }
