@@ -1,0 +1,81 @@
+/*
+ * The node's GPUs as nvshare-device-plugin sees them, and their health.
+ *
+ * Discovery: NVML (dlopen "libnvidia-ml.so.1", never linked) enumerates the
+ * GPUs visible to the plugin's container. Without NVML (library missing,
+ * nvmlInit failing, or no GPU) the UUIDs come from NVIDIA_VISIBLE_DEVICES
+ * (a comma list, or NVIDIA's volume-mount strategy: the value
+ * "/var/run/nvidia-container-devices" and one file per UUID there).
+ *
+ * Health (NVML only): every poll, nvmlDeviceGetMemoryInfo on each GPU's
+ * handle; GPU_IS_LOST, UNKNOWN, UNINITIALIZED, DRIVER_NOT_LOADED or a
+ * handle that cannot be found by UUID any more mark the GPU Unhealthy, a
+ * later successful query marks it Healthy again. GPUs known only from the
+ * environment are always Healthy.
+ *
+ * Thread safety: the table is read by the gRPC thread and updated by the
+ * main thread; every function takes the table's lock.
+ */
+#ifndef NVSHARE_DP_DEVICES_H
+#define NVSHARE_DP_DEVICES_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nvml_api.h"
+#include "policy.h"
+
+#define NVS_DP_MAX_GPUS 64
+#define NVS_DP_MAX_REPLICAS 1000
+
+struct nvs_dp_gpu {
+	char uuid[NVS_DP_ID_MAX];
+	char name[96];
+	int healthy;
+	nvmlDevice_t handle; /* NULL without NVML */
+};
+
+struct nvs_dp_devices {
+	pthread_mutex_t lock;
+	struct nvs_dp_gpu gpu[NVS_DP_MAX_GPUS];
+	unsigned n;
+	unsigned replicas;
+	uint64_t generation; /* bumped by every health change */
+	const char *source;  /* "NVML" or "NVIDIA_VISIBLE_DEVICES" */
+	/* NVML, when loaded. */
+	void *nvml_lib;
+	nvs_pfn_nvmlInit_v2 init;
+	nvs_pfn_nvmlShutdown shutdown;
+	nvs_pfn_nvmlErrorString error_string;
+	nvs_pfn_nvmlDeviceGetCount_v2 get_count;
+	nvs_pfn_nvmlDeviceGetHandleByIndex_v2 by_index;
+	nvs_pfn_nvmlDeviceGetHandleByUUID by_uuid;
+	nvs_pfn_nvmlDeviceGetUUID get_uuid;
+	nvs_pfn_nvmlDeviceGetName get_name;
+	nvs_pfn_nvmlDeviceGetMemoryInfo mem_info;
+};
+
+/* Finds the GPUs. Returns the number found (0 is not an error: the plugin
+ * then advertises nothing), or -1 on a bad NVIDIA_VISIBLE_DEVICES entry. */
+int nvs_dp_devices_init(struct nvs_dp_devices *d, unsigned replicas);
+void nvs_dp_devices_fini(struct nvs_dp_devices *d);
+
+/* Re-checks health. Returns 1 if any GPU changed state, else 0. */
+int nvs_dp_devices_poll_health(struct nvs_dp_devices *d);
+
+/* Snapshot of the virtual devices for ListAndWatch: calls fn once per
+ * virtual device under the lock; returns the generation seen. */
+uint64_t nvs_dp_devices_foreach(struct nvs_dp_devices *d,
+				void (*fn)(void *arg, const char *id, int healthy), void *arg);
+uint64_t nvs_dp_devices_generation(struct nvs_dp_devices *d);
+
+/* Whether a virtual device ID belongs to this node (right UUID, slice in
+ * 1..replicas). */
+int nvs_dp_devices_has_id(struct nvs_dp_devices *d, const char *id);
+
+/* Parses an NVIDIA_VISIBLE_DEVICES value into UUIDs (exposed for tests).
+ * "all", "none", "void" and "" give 0 entries. Returns the count or -1. */
+int nvs_dp_parse_visible_devices(const char *value, char (*uuids)[NVS_DP_ID_MAX], size_t cap);
+
+#endif

@@ -1,0 +1,465 @@
+/*
+ * nvshare-device-plugin: advertises every GPU of the node to the kubelet as
+ * N virtual devices of nvshare.com/gpu and hands containers that get one the
+ * nvshare library (LD_PRELOAD) and the scheduler's socket directory.
+ *
+ * Main thread: flags, GPU discovery, then a poll() loop over a signalfd and
+ * an inotify watch of the kubelet's device-plugin directory, with timers for
+ * registration retries and health checks. The gRPC thread (grpc_server.c)
+ * serves the kubelet. See docs/kubernetes.md.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devices.h"
+#include "grpc_server.h"
+#include "log.h"
+#include "parse.h"
+#include "plugin.h"
+#include "policy.h"
+#include "sockpath.h"
+
+#define KUBELET_SOCK "kubelet.sock"
+#define REGISTER_TIMEOUT_MS 15000
+#define RETRY_MS 1000
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: nvshare-device-plugin [options]\n"
+		"\n"
+		"Kubernetes device plugin of nvshare: advertises each GPU of the node as\n"
+		"N virtual devices <GPU UUID>__<k> of one extended resource, and makes the\n"
+		"containers that get one load libnvshare.so and reach nvshare-scheduler.\n"
+		"GPUs come from NVML (libnvidia-ml.so.1), else from NVIDIA_VISIBLE_DEVICES.\n"
+		"\n"
+		"Options:\n"
+		"  --kubelet-dir DIR          kubelet device-plugin directory\n"
+		"                             (default /var/lib/kubelet/device-plugins)\n"
+		"  --resource-name NAME       extended resource (default nvshare.com/gpu)\n"
+		"  --socket-name NAME         our socket in DIR (default nvshare.sock)\n"
+		"  --replicas N               virtual devices per GPU, 1..%d (default 10)\n"
+		"  --allocation-policy P      spread (default) or pack: which GPU\n"
+		"                             GetPreferredAllocation suggests first\n"
+		"  --health-interval T        NVML health check period, e.g. 5s, 500ms;\n"
+		"                             0 disables (default 5s)\n"
+		"  --host-lib-dir DIR         node directory holding libnvshare.so\n"
+		"                             (default /var/lib/nvshare/lib)\n"
+		"  --container-lib-dir DIR    where containers see it\n"
+		"                             (default /usr/local/nvshare/lib)\n"
+		"  --library-name NAME        default libnvshare.so\n"
+		"  --no-library-check         do not fail Allocate when DIR/NAME is not\n"
+		"                             readable by the plugin\n"
+		"  --host-socket-dir DIR      scheduler socket directory on the node\n"
+		"                             (default /var/run/nvshare)\n"
+		"  --container-socket-dir DIR where containers see it (default the same;\n"
+		"                             a non-default value is passed as\n"
+		"                             NVSHARE_SOCK_DIR)\n"
+		"  -h, --help                 this text\n"
+		"\n"
+		"Environment: NVIDIA_VISIBLE_DEVICES (GPUs without NVML), NVSHARE_DEBUG=1.\n",
+		NVS_DP_MAX_REPLICAS);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int path_exists(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) == 0;
+}
+
+struct state {
+	struct nvs_dp_config cfg;
+	struct nvs_dp_plugin plugin;
+	struct nvs_rpc_ops ops;
+	struct nvs_rpc_server *server;
+	char sock_path[PATH_MAX];
+	char kubelet_sock[PATH_MAX];
+	int registered;
+	int inotify_fd, watch;
+	uint64_t next_register;
+	int waiting_logged;
+};
+
+static int start_server(struct state *st)
+{
+	st->server = nvs_rpc_server_start(st->sock_path, &st->ops);
+	if (!st->server)
+		return -1;
+	/* Dial ourselves once, as the kubelet will, before registering. */
+	struct nvs_rpc_buf resp;
+	char msg[256];
+	int rc = nvs_rpc_call(st->sock_path, NVS_DP_METHOD_OPTIONS, (const uint8_t *)"", 0, &resp,
+			      5000, msg, sizeof msg);
+	if (rc != NVS_RPC_OK || nvs_dp_check_options(resp.data, resp.len)) {
+		NVS_ERROR("self-check on %s failed (status %d %s)", st->sock_path, rc, msg);
+		free(resp.data);
+		nvs_rpc_server_stop(st->server);
+		st->server = NULL;
+		return -1;
+	}
+	free(resp.data);
+	return 0;
+}
+
+static void stop_server(struct state *st)
+{
+	if (st->server) {
+		nvs_rpc_server_stop(st->server);
+		st->server = NULL;
+	}
+	st->registered = 0;
+}
+
+static void try_register(struct state *st)
+{
+	if (!path_exists(st->kubelet_sock)) {
+		if (!st->waiting_logged)
+			NVS_INFO("waiting for the kubelet (%s)", st->kubelet_sock);
+		st->waiting_logged = 1;
+		st->next_register = now_ms() + RETRY_MS;
+		return;
+	}
+	struct nvs_rpc_buf req, resp;
+	char msg[512];
+	if (nvs_dp_register_request(&st->plugin, &req)) {
+		st->next_register = now_ms() + RETRY_MS;
+		return;
+	}
+	int rc = nvs_rpc_call(st->kubelet_sock, NVS_DP_METHOD_REGISTER, req.data, req.len, &resp,
+			      REGISTER_TIMEOUT_MS, msg, sizeof msg);
+	free(req.data);
+	free(resp.data);
+	if (rc == NVS_RPC_OK) {
+		NVS_INFO("registered %s with the kubelet (endpoint %s, %u GPU(s) x %u)",
+			 st->cfg.resource_name, st->cfg.socket_name, st->plugin.dev->n,
+			 st->cfg.replicas);
+		st->registered = 1;
+		st->waiting_logged = 0;
+		return;
+	}
+	NVS_WARN("registration with %s failed: status %d %s; retrying", st->kubelet_sock, rc, msg);
+	st->next_register = now_ms() + (rc == NVS_RPC_UNAVAILABLE ? RETRY_MS : 5 * RETRY_MS);
+}
+
+static void add_watch(struct state *st)
+{
+	if (st->watch >= 0)
+		return;
+	st->watch = inotify_add_watch(st->inotify_fd, st->cfg.kubelet_dir,
+				      IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM |
+					  IN_DELETE_SELF | IN_MOVE_SELF);
+	if (st->watch < 0 && !st->waiting_logged)
+		NVS_WARN("cannot watch %s: %s", st->cfg.kubelet_dir, strerror(errno));
+}
+
+/* Returns 1 when the kubelet came back (or the directory changed under us)
+ * and we must listen and register again. */
+static int read_inotify(struct state *st)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	int restart = 0;
+	for (;;) {
+		ssize_t n = read(st->inotify_fd, buf, sizeof buf);
+		if (n <= 0)
+			break;
+		for (char *p = buf; p < buf + n;) {
+			struct inotify_event *ev = (struct inotify_event *)p;
+			p += sizeof *ev + ev->len;
+			if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) {
+				NVS_WARN("%s went away", st->cfg.kubelet_dir);
+				st->watch = -1;
+				restart = 1;
+				continue;
+			}
+			if (!ev->len)
+				continue;
+			if ((ev->mask & (IN_CREATE | IN_MOVED_TO)) &&
+			    !strcmp(ev->name, KUBELET_SOCK)) {
+				NVS_INFO("%s created: the kubelet (re)started", KUBELET_SOCK);
+				restart = 1;
+			}
+		}
+	}
+	return restart;
+}
+
+static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
+{
+	enum {
+		O_KDIR = 256,
+		O_RES,
+		O_SOCK,
+		O_REPL,
+		O_POL,
+		O_HEALTH,
+		O_HLIB,
+		O_CLIB,
+		O_LIBNAME,
+		O_NOCHECK,
+		O_HSOCK,
+		O_CSOCK
+	};
+	static const struct option opts[] = {
+	    {"kubelet-dir", required_argument, 0, O_KDIR},
+	    {"resource-name", required_argument, 0, O_RES},
+	    {"socket-name", required_argument, 0, O_SOCK},
+	    {"replicas", required_argument, 0, O_REPL},
+	    {"allocation-policy", required_argument, 0, O_POL},
+	    {"health-interval", required_argument, 0, O_HEALTH},
+	    {"host-lib-dir", required_argument, 0, O_HLIB},
+	    {"container-lib-dir", required_argument, 0, O_CLIB},
+	    {"library-name", required_argument, 0, O_LIBNAME},
+	    {"no-library-check", no_argument, 0, O_NOCHECK},
+	    {"host-socket-dir", required_argument, 0, O_HSOCK},
+	    {"container-socket-dir", required_argument, 0, O_CSOCK},
+	    {"help", no_argument, 0, 'h'},
+	    {0, 0, 0, 0},
+	};
+	int o;
+	uint64_t v;
+	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (o) {
+		case O_KDIR:
+			c->kubelet_dir = optarg;
+			break;
+		case O_RES:
+			c->resource_name = optarg;
+			break;
+		case O_SOCK:
+			c->socket_name = optarg;
+			break;
+		case O_REPL:
+			if (nvs_parse_u64(optarg, 1, NVS_DP_MAX_REPLICAS, &v)) {
+				fprintf(stderr, "--replicas: expected 1..%d, got \"%s\"\n",
+					NVS_DP_MAX_REPLICAS, optarg);
+				return -1;
+			}
+			c->replicas = (unsigned)v;
+			break;
+		case O_POL:
+			if (nvs_dp_policy_parse(optarg, &c->policy)) {
+				fprintf(
+				    stderr,
+				    "--allocation-policy: expected spread or pack, got \"%s\"\n",
+				    optarg);
+				return -1;
+			}
+			break;
+		case O_HEALTH:
+			if (nvs_parse_duration_ms(optarg, &c->health_interval_ms)) {
+				fprintf(stderr,
+					"--health-interval: expected a duration such as 5s, got "
+					"\"%s\"\n",
+					optarg);
+				return -1;
+			}
+			break;
+		case O_HLIB:
+			c->host_lib_dir = optarg;
+			break;
+		case O_CLIB:
+			c->container_lib_dir = optarg;
+			break;
+		case O_LIBNAME:
+			c->lib_name = optarg;
+			break;
+		case O_NOCHECK:
+			c->check_library = 0;
+			break;
+		case O_HSOCK:
+			c->host_sock_dir = optarg;
+			break;
+		case O_CSOCK:
+			c->container_sock_dir = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "unexpected argument \"%s\"\n", argv[optind]);
+		return -1;
+	}
+	if (!c->container_sock_dir)
+		c->container_sock_dir = c->host_sock_dir;
+	if (strchr(c->socket_name, '/') || !strcmp(c->socket_name, KUBELET_SOCK)) {
+		fprintf(stderr, "--socket-name: a plain file name other than %s\n", KUBELET_SOCK);
+		return -1;
+	}
+	if (!strchr(c->resource_name, '/')) {
+		fprintf(stderr, "--resource-name: an extended resource such as nvshare.com/gpu\n");
+		return -1;
+	}
+	const char *dirs[] = {c->host_lib_dir, c->container_lib_dir, c->host_sock_dir,
+			      c->container_sock_dir, c->kubelet_dir};
+	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+		if (dirs[i][0] != '/') {
+			fprintf(stderr, "directories must be absolute paths: \"%s\"\n", dirs[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct state st;
+	struct nvs_dp_devices dev;
+	nvs_log_init("device-plugin");
+	st.cfg = (struct nvs_dp_config){
+	    .kubelet_dir = "/var/lib/kubelet/device-plugins",
+	    .resource_name = "nvshare.com/gpu",
+	    .socket_name = "nvshare.sock",
+	    .replicas = 10,
+	    .policy = NVS_DP_SPREAD,
+	    .health_interval_ms = 5000,
+	    .host_lib_dir = "/var/lib/nvshare/lib",
+	    .container_lib_dir = "/usr/local/nvshare/lib",
+	    .lib_name = "libnvshare.so",
+	    .host_sock_dir = NVS_DEFAULT_SOCK_DIR,
+	    .container_sock_dir = NULL,
+	    .check_library = 1,
+	};
+	if (parse_args(argc, argv, &st.cfg))
+		return 2;
+	int n1 = snprintf(st.sock_path, sizeof st.sock_path, "%s/%s", st.cfg.kubelet_dir,
+			  st.cfg.socket_name);
+	int n2 = snprintf(st.kubelet_sock, sizeof st.kubelet_sock, "%s/%s", st.cfg.kubelet_dir,
+			  KUBELET_SOCK);
+	if (n1 < 0 || n2 < 0 || (size_t)n1 >= 100 || (size_t)n2 >= 100) {
+		fprintf(stderr, "--kubelet-dir is too long for a UNIX socket path\n");
+		return 2;
+	}
+
+	/* Signals go to the signalfd; block them before gRPC starts threads. */
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+	st.inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (sfd < 0 || st.inotify_fd < 0) {
+		NVS_ERROR("signalfd/inotify: %s", strerror(errno));
+		return 1;
+	}
+	st.watch = -1;
+
+	if (nvs_dp_devices_init(&dev, st.cfg.replicas) < 0)
+		return 1;
+	if (dev.n == 0)
+		NVS_WARN("no GPU found: registering %s with no devices", st.cfg.resource_name);
+	char lib[PATH_MAX];
+	snprintf(lib, sizeof lib, "%s/%s", st.cfg.host_lib_dir, st.cfg.lib_name);
+	if (st.cfg.check_library && access(lib, R_OK))
+		NVS_WARN("%s not found yet; Allocate fails until it is installed", lib);
+	NVS_INFO("%s: %u GPU(s) x %u virtual devices, policy %s, health check %s",
+		 st.cfg.resource_name, dev.n, st.cfg.replicas, nvs_dp_policy_name(st.cfg.policy),
+		 dev.nvml_lib && st.cfg.health_interval_ms ? "on" : "off");
+
+	st.plugin.cfg = &st.cfg;
+	st.plugin.dev = &dev;
+	nvs_dp_plugin_ops(&st.plugin, &st.ops);
+	nvs_rpc_init();
+
+	uint64_t next_health = now_ms() + st.cfg.health_interval_ms;
+	uint64_t next_server = 0;
+	int exit_code = 0;
+	for (;;) {
+		uint64_t now = now_ms();
+		add_watch(&st);
+		if (!st.server && now >= next_server) {
+			if (!path_exists(st.cfg.kubelet_dir)) {
+				if (!st.waiting_logged)
+					NVS_INFO("waiting for %s", st.cfg.kubelet_dir);
+				st.waiting_logged = 1;
+				next_server = now + RETRY_MS;
+			} else if (start_server(&st)) {
+				next_server = now + RETRY_MS;
+			} else {
+				st.next_register = now;
+			}
+		}
+		if (st.server && !st.registered && now >= st.next_register)
+			try_register(&st);
+
+		now = now_ms();
+		uint64_t wake = now + 5000;
+		if (!st.server && next_server < wake)
+			wake = next_server;
+		if (st.server && !st.registered && st.next_register < wake)
+			wake = st.next_register;
+		if (st.cfg.health_interval_ms && next_health < wake)
+			wake = next_health;
+		int timeout = wake > now ? (int)(wake - now) : 0;
+		struct pollfd pf[2] = {{sfd, POLLIN, 0}, {st.inotify_fd, POLLIN, 0}};
+		int pr = poll(pf, 2, timeout);
+		if (pr < 0 && errno != EINTR) {
+			NVS_ERROR("poll: %s", strerror(errno));
+			exit_code = 1;
+			break;
+		}
+		if (pr > 0 && (pf[0].revents & POLLIN)) {
+			struct signalfd_siginfo si;
+			if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+				NVS_INFO("signal %u: shutting down", si.ssi_signo);
+				break;
+			}
+		}
+		int restart = 0;
+		if (pr > 0 && (pf[1].revents & POLLIN))
+			restart = read_inotify(&st);
+		/* Our socket gone (the kubelet deletes every socket when it
+		 * restarts): listen again. Checked on every wake-up, so a
+		 * missed inotify event only delays this. */
+		if (st.server && !path_exists(st.sock_path)) {
+			NVS_INFO("%s was removed: listening and registering again", st.sock_path);
+			restart = 2;
+		}
+		if (restart == 2 || (restart && st.registered)) {
+			/* A kubelet that restarted has dropped our endpoint and
+			 * its streams: start from scratch. */
+			stop_server(&st);
+			next_server = 0;
+		} else if (restart) {
+			/* Not registered yet: the kubelet just appeared. */
+			st.next_register = 0;
+		}
+		now = now_ms();
+		if (st.cfg.health_interval_ms && now >= next_health) {
+			nvs_dp_devices_poll_health(&dev);
+			next_health = now + st.cfg.health_interval_ms;
+		}
+	}
+	stop_server(&st);
+	nvs_rpc_fini();
+	nvs_dp_devices_fini(&dev);
+	close(sfd);
+	close(st.inotify_fd);
+	NVS_INFO("stopped");
+	return exit_code;
+}

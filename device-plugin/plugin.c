@@ -1,0 +1,351 @@
+/* Device-plugin API handlers (see plugin.h). */
+#include "plugin.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "deviceplugin.pb-c.h"
+#include "log.h"
+#include "sockpath.h"
+
+static int pack(const ProtobufCMessage *m, struct nvs_rpc_buf *out)
+{
+	size_t n = protobuf_c_message_get_packed_size(m);
+	out->data = malloc(n ? n : 1);
+	if (!out->data)
+		return -1;
+	out->len = protobuf_c_message_pack(m, out->data);
+	return 0;
+}
+
+static const uint8_t *nz(const uint8_t *p)
+{
+	return p ? p : (const uint8_t *)"";
+}
+
+/* ---- ListAndWatch ---- */
+
+struct list_build {
+	V1beta1__Device *dev;
+	V1beta1__Device **ptr;
+	char (*ids)[NVS_DP_ID_MAX];
+	size_t n, cap;
+};
+
+static void count_one(void *arg, const char *id, int healthy)
+{
+	(void)id;
+	(void)healthy;
+	(*(size_t *)arg)++;
+}
+
+static void add_one(void *arg, const char *id, int healthy)
+{
+	struct list_build *b = arg;
+	if (b->n >= b->cap)
+		return;
+	V1beta1__Device *d = &b->dev[b->n];
+	v1beta1__device__init(d);
+	snprintf(b->ids[b->n], NVS_DP_ID_MAX, "%s", id);
+	d->id = b->ids[b->n];
+	d->health = healthy ? "Healthy" : "Unhealthy";
+	b->ptr[b->n] = d;
+	b->n++;
+}
+
+static int snapshot(void *ctx, struct nvs_rpc_buf *msg, uint64_t *generation)
+{
+	struct nvs_dp_plugin *p = ctx;
+	size_t cap = 0;
+	nvs_dp_devices_foreach(p->dev, count_one, &cap);
+	struct list_build b = {0};
+	b.cap = cap;
+	b.dev = calloc(cap + 1, sizeof *b.dev);
+	b.ptr = calloc(cap + 1, sizeof *b.ptr);
+	b.ids = calloc(cap + 1, sizeof *b.ids);
+	int rc = -1;
+	if (b.dev && b.ptr && b.ids) {
+		*generation = nvs_dp_devices_foreach(p->dev, add_one, &b);
+		V1beta1__ListAndWatchResponse r = V1BETA1__LIST_AND_WATCH_RESPONSE__INIT;
+		r.n_devices = b.n;
+		r.devices = b.ptr;
+		rc = pack(&r.base, msg);
+		size_t unhealthy = 0;
+		for (size_t i = 0; i < b.n; i++)
+			unhealthy += strcmp(b.dev[i].health, "Healthy") != 0;
+		NVS_INFO("ListAndWatch: %zu devices (%zu unhealthy)", b.n, unhealthy);
+	}
+	free(b.dev);
+	free(b.ptr);
+	free(b.ids);
+	return rc;
+}
+
+static uint64_t generation(void *ctx)
+{
+	struct nvs_dp_plugin *p = ctx;
+	return nvs_dp_devices_generation(p->dev);
+}
+
+/* ---- GetDevicePluginOptions ---- */
+
+static int options(struct nvs_rpc_buf *resp)
+{
+	V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+	o.pre_start_required = 0;
+	o.get_preferred_allocation_available = 1;
+	return pack(&o.base, resp);
+}
+
+int nvs_dp_check_options(const uint8_t *data, size_t len)
+{
+	V1beta1__DevicePluginOptions *o =
+	    v1beta1__device_plugin_options__unpack(NULL, len, nz(data));
+	if (!o)
+		return -1;
+	int ok = o->get_preferred_allocation_available;
+	v1beta1__device_plugin_options__free_unpacked(o, NULL);
+	return ok ? 0 : -1;
+}
+
+/* ---- GetPreferredAllocation ---- */
+
+static int preferred(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
+		     struct nvs_rpc_buf *resp, char *msg, size_t msgcap)
+{
+	V1beta1__PreferredAllocationRequest *req =
+	    v1beta1__preferred_allocation_request__unpack(NULL, len, nz(data));
+	if (!req) {
+		snprintf(msg, msgcap, "cannot decode PreferredAllocationRequest");
+		return NVS_RPC_INVALID_ARGUMENT;
+	}
+	size_t nc = req->n_container_requests;
+	V1beta1__ContainerPreferredAllocationResponse *cr = calloc(nc + 1, sizeof *cr);
+	V1beta1__ContainerPreferredAllocationResponse **crp = calloc(nc + 1, sizeof *crp);
+	const char ***chosen = calloc(nc + 1, sizeof *chosen);
+	int status = NVS_RPC_OK;
+	if (!cr || !crp || !chosen) {
+		snprintf(msg, msgcap, "out of memory");
+		status = NVS_RPC_INTERNAL;
+		goto out;
+	}
+	for (size_t i = 0; i < nc; i++) {
+		V1beta1__ContainerPreferredAllocationRequest *c = req->container_requests[i];
+		v1beta1__container_preferred_allocation_response__init(&cr[i]);
+		crp[i] = &cr[i];
+		if (c->allocation_size < 0 ||
+		    (size_t)c->allocation_size > c->n_available_deviceids) {
+			snprintf(msg, msgcap, "allocation_size %d with %zu devices available",
+				 c->allocation_size, c->n_available_deviceids);
+			status = NVS_RPC_INVALID_ARGUMENT;
+			goto out;
+		}
+		size_t size = (size_t)c->allocation_size;
+		chosen[i] = calloc(size + 1, sizeof(char *));
+		if (!chosen[i]) {
+			status = NVS_RPC_INTERNAL;
+			snprintf(msg, msgcap, "out of memory");
+			goto out;
+		}
+		int n = nvs_dp_prefer(p->cfg->policy, (const char *const *)c->available_deviceids,
+				      c->n_available_deviceids,
+				      (const char *const *)c->must_include_deviceids,
+				      c->n_must_include_deviceids, size, chosen[i]);
+		if (n < 0) {
+			status = NVS_RPC_INTERNAL;
+			snprintf(msg, msgcap, "allocation policy failed");
+			goto out;
+		}
+		cr[i].n_deviceids = (size_t)n;
+		cr[i].deviceids = (char **)chosen[i];
+		char line[256] = "";
+		size_t off = 0;
+		for (int k = 0; k < n && off < sizeof line; k++)
+			off += (size_t)snprintf(line + off, sizeof line - off, "%s%s", k ? " " : "",
+						chosen[i][k]);
+		NVS_INFO("GetPreferredAllocation (%s, %zu of %zu available): %s",
+			 nvs_dp_policy_name(p->cfg->policy), size, c->n_available_deviceids, line);
+	}
+	V1beta1__PreferredAllocationResponse r = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
+	r.n_container_responses = nc;
+	r.container_responses = crp;
+	if (pack(&r.base, resp)) {
+		status = NVS_RPC_INTERNAL;
+		snprintf(msg, msgcap, "out of memory");
+	}
+out:
+	if (chosen)
+		for (size_t i = 0; i < nc; i++)
+			free(chosen[i]);
+	free(chosen);
+	free(cr);
+	free(crp);
+	v1beta1__preferred_allocation_request__free_unpacked(req, NULL);
+	return status;
+}
+
+/* ---- Allocate ---- */
+
+struct one_response {
+	V1beta1__ContainerAllocateResponse r;
+	V1beta1__ContainerAllocateResponse__EnvsEntry env[3];
+	V1beta1__ContainerAllocateResponse__EnvsEntry *envp[3];
+	V1beta1__Mount mount[2];
+	V1beta1__Mount *mountp[2];
+	char preload[512];
+	char visible[NVS_DP_MAX_GPUS * NVS_DP_ID_MAX];
+};
+
+static void set_env(struct one_response *o, const char *k, char *v)
+{
+	size_t i = o->r.n_envs;
+	v1beta1__container_allocate_response__envs_entry__init(&o->env[i]);
+	o->env[i].key = (char *)k;
+	o->env[i].value = v;
+	o->envp[i] = &o->env[i];
+	o->r.n_envs++;
+}
+
+static void add_mount(struct one_response *o, const char *host, const char *ctr)
+{
+	size_t i = o->r.n_mounts;
+	v1beta1__mount__init(&o->mount[i]);
+	o->mount[i].host_path = (char *)host;
+	o->mount[i].container_path = (char *)ctr;
+	o->mount[i].read_only = 1;
+	o->mountp[i] = &o->mount[i];
+	o->r.n_mounts++;
+}
+
+static int allocate(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
+		    struct nvs_rpc_buf *resp, char *msg, size_t msgcap)
+{
+	const struct nvs_dp_config *cfg = p->cfg;
+	V1beta1__AllocateRequest *req = v1beta1__allocate_request__unpack(NULL, len, nz(data));
+	if (!req) {
+		snprintf(msg, msgcap, "cannot decode AllocateRequest");
+		return NVS_RPC_INVALID_ARGUMENT;
+	}
+	size_t nc = req->n_container_requests;
+	struct one_response *o = calloc(nc + 1, sizeof *o);
+	V1beta1__ContainerAllocateResponse **op = calloc(nc + 1, sizeof *op);
+	int status = NVS_RPC_OK;
+	if (!o || !op) {
+		snprintf(msg, msgcap, "out of memory");
+		status = NVS_RPC_INTERNAL;
+		goto out;
+	}
+	char lib[1024];
+	snprintf(lib, sizeof lib, "%s/%s", cfg->host_lib_dir, cfg->lib_name);
+	if (cfg->check_library && access(lib, R_OK) != 0) {
+		snprintf(msg, msgcap,
+			 "%s is not installed on this node (%s missing): is the nvshare "
+			 "library init container running?",
+			 cfg->lib_name, lib);
+		status = NVS_RPC_FAILED_PRECONDITION;
+		goto out;
+	}
+	for (size_t i = 0; i < nc; i++) {
+		V1beta1__ContainerAllocateRequest *c = req->container_requests[i];
+		for (size_t k = 0; k < c->n_devices_ids; k++) {
+			if (!nvs_dp_devices_has_id(p->dev, c->devices_ids[k])) {
+				snprintf(msg, msgcap, "unknown device %.*s for %s", NVS_DP_ID_MAX,
+					 c->devices_ids[k], cfg->resource_name);
+				status = NVS_RPC_INVALID_ARGUMENT;
+				goto out;
+			}
+		}
+		char uuids[NVS_DP_MAX_GPUS][NVS_DP_ID_MAX];
+		char err[400];
+		int n = nvs_dp_check_request((const char *const *)c->devices_ids, c->n_devices_ids,
+					     uuids, NVS_DP_MAX_GPUS, err, sizeof err);
+		if (n < 0) {
+			snprintf(msg, msgcap, "%s: %s", cfg->resource_name, err);
+			status = NVS_RPC_INVALID_ARGUMENT;
+			goto out;
+		}
+		struct one_response *r = &o[i];
+		v1beta1__container_allocate_response__init(&r->r);
+		r->r.envs = r->envp;
+		r->r.mounts = r->mountp;
+		size_t off = 0;
+		for (int k = 0; k < n; k++)
+			off += (size_t)snprintf(r->visible + off, sizeof r->visible - off, "%s%s",
+						k ? "," : "", uuids[k]);
+		snprintf(r->preload, sizeof r->preload, "%s/%s", cfg->container_lib_dir,
+			 cfg->lib_name);
+		set_env(r, "LD_PRELOAD", r->preload);
+		set_env(r, "NVIDIA_VISIBLE_DEVICES", r->visible);
+		if (strcmp(cfg->container_sock_dir, NVS_DEFAULT_SOCK_DIR))
+			set_env(r, "NVSHARE_SOCK_DIR", (char *)cfg->container_sock_dir);
+		add_mount(r, cfg->host_lib_dir, cfg->container_lib_dir);
+		add_mount(r, cfg->host_sock_dir, cfg->container_sock_dir);
+		op[i] = &r->r;
+		NVS_INFO("Allocate: %zu device(s) -> NVIDIA_VISIBLE_DEVICES=%s", c->n_devices_ids,
+			 r->visible);
+	}
+	V1beta1__AllocateResponse ar = V1BETA1__ALLOCATE_RESPONSE__INIT;
+	ar.n_container_responses = nc;
+	ar.container_responses = op;
+	if (pack(&ar.base, resp)) {
+		snprintf(msg, msgcap, "out of memory");
+		status = NVS_RPC_INTERNAL;
+	}
+out:
+	free(o);
+	free(op);
+	v1beta1__allocate_request__free_unpacked(req, NULL);
+	return status;
+}
+
+/* ---- dispatch ---- */
+
+static int unary(void *ctx, const char *method, const uint8_t *req, size_t req_len,
+		 struct nvs_rpc_buf *resp, char *msg, size_t msgcap)
+{
+	struct nvs_dp_plugin *p = ctx;
+	if (!strcmp(method, NVS_DP_METHOD_OPTIONS)) {
+		if (options(resp))
+			goto oom;
+		return NVS_RPC_OK;
+	}
+	if (!strcmp(method, NVS_DP_METHOD_PREFERRED))
+		return preferred(p, req, req_len, resp, msg, msgcap);
+	if (!strcmp(method, NVS_DP_METHOD_ALLOCATE))
+		return allocate(p, req, req_len, resp, msg, msgcap);
+	if (!strcmp(method, NVS_DP_METHOD_PRESTART)) {
+		V1beta1__PreStartContainerResponse r = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
+		if (pack(&r.base, resp))
+			goto oom;
+		return NVS_RPC_OK;
+	}
+	snprintf(msg, msgcap, "unknown method %s", method);
+	return NVS_RPC_UNIMPLEMENTED;
+oom:
+	snprintf(msg, msgcap, "out of memory");
+	return NVS_RPC_INTERNAL;
+}
+
+void nvs_dp_plugin_ops(struct nvs_dp_plugin *p, struct nvs_rpc_ops *ops)
+{
+	memset(ops, 0, sizeof *ops);
+	ops->ctx = p;
+	ops->unary = unary;
+	ops->stream_method = NVS_DP_METHOD_LIST;
+	ops->snapshot = snapshot;
+	ops->generation = generation;
+}
+
+int nvs_dp_register_request(const struct nvs_dp_plugin *p, struct nvs_rpc_buf *out)
+{
+	V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+	o.get_preferred_allocation_available = 1;
+	V1beta1__RegisterRequest r = V1BETA1__REGISTER_REQUEST__INIT;
+	r.version = NVS_DP_API_VERSION;
+	r.endpoint = (char *)p->cfg->socket_name;
+	r.resource_name = (char *)p->cfg->resource_name;
+	r.options = &o;
+	return pack(&r.base, out);
+}

@@ -1,0 +1,327 @@
+"""Scenarios of t_device_plugin.sh: the real nvshare-device-plugin against
+the fake kubelet (fake_kubelet.py). Prints TAP. Run by t_device_plugin.sh,
+which sets B (build dir), T (private temp dir) and NVS_ROOT."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fake_kubelet import FakeKubelet, load_messages  # noqa: E402
+
+ROOT = os.environ["NVS_ROOT"]
+B = os.environ["B"]
+T = os.environ["T"]
+PLUGIN = os.path.join(B, "nvshare-device-plugin")
+FAKE_NVML_DIR = os.path.join(B, "tests", "k8s", "fakenvml")
+SIM_NVML = os.path.join(B, "tests", "sim", "libnvidia-ml.so.1")
+
+GA = "GPU-aaaaaaaa-1111-4000-8000-000000000001"
+GB = "GPU-bbbbbbbb-2222-4000-8000-000000000002"
+
+n = 0
+failed = 0
+
+
+def ok(cond, desc, diag=None):
+    global n, failed
+    n += 1
+    if cond:
+        print("ok %d - %s" % (n, desc), flush=True)
+    else:
+        failed += 1
+        print("not ok %d - %s" % (n, desc), flush=True)
+        if diag is not None:
+            for line in str(diag).splitlines():
+                print("#   " + line, flush=True)
+
+
+def skip(desc, why):
+    global n
+    n += 1
+    print("ok %d - %s # SKIP %s" % (n, desc, why), flush=True)
+
+
+pb = load_messages(os.path.join(ROOT, "device-plugin"), os.path.join(T, "py"))
+procs = []
+
+
+def start_plugin(name, plugin_dir, args, env_extra):
+    env = dict(os.environ)
+    env.pop("NVIDIA_VISIBLE_DEVICES", None)
+    env.update(env_extra)
+    log = open(os.path.join(T, name + ".log"), "w")
+    p = subprocess.Popen([PLUGIN, "--kubelet-dir", plugin_dir] + args, env=env,
+                         stdout=log, stderr=subprocess.STDOUT)
+    p.logpath = log.name
+    procs.append(p)
+    return p
+
+
+def log_of(p):
+    with open(p.logpath) as f:
+        return f.read()
+
+
+def wait_until(pred, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return pred()
+
+
+def rpc_error(fn):
+    try:
+        fn()
+    except grpc.RpcError as e:
+        return e
+    return None
+
+
+def envs_of(r):
+    return dict(r.envs)
+
+
+def mounts_of(r):
+    return sorted((m.host_path, m.container_path, m.read_only) for m in r.mounts)
+
+
+def ids(uuid, k):
+    return ["%s__%d" % (uuid, i) for i in range(1, k + 1)]
+
+
+libdir = os.path.join(T, "lib")
+os.makedirs(libdir)
+open(os.path.join(libdir, "libnvshare.so"), "w").close()
+
+
+def scenario_env_gpus():
+    """GPUs from NVIDIA_VISIBLE_DEVICES (NVML present but failing), spread."""
+    d = os.path.join(T, "dp1")
+    os.makedirs(d)
+    p = start_plugin("plugin1", d, ["--replicas", "4", "--host-lib-dir", libdir],
+                     {"NVIDIA_VISIBLE_DEVICES": GA + "," + GB,
+                      "LD_LIBRARY_PATH": FAKE_NVML_DIR, "FAKE_NVML_INIT_FAIL": "1"})
+    waited = wait_until(lambda: "waiting for the kubelet" in log_of(p), 5)
+    ok(waited and p.poll() is None, "plugin started before the kubelet waits for kubelet.sock",
+       log_of(p))
+    kl = FakeKubelet(d, pb)
+    kl.start()
+    t0 = time.monotonic()
+    reg = kl.wait(lambda: kl.registrations, 5)
+    ok(reg, "registers once kubelet.sock appears (%.1fs)" % (time.monotonic() - t0), log_of(p))
+    if not reg:
+        return p, kl
+    r = kl.registrations[0]
+    ok(r.request.version == "v1beta1" and r.request.resource_name == "nvshare.com/gpu"
+       and r.request.endpoint == "nvshare.sock"
+       and r.request.options.get_preferred_allocation_available,
+       "RegisterRequest: v1beta1, nvshare.com/gpu, endpoint nvshare.sock, preferred allocation",
+       r.request)
+    ok(r.options.get_preferred_allocation_available and not r.options.pre_start_required,
+       "dial-back GetDevicePluginOptions answered while Register was pending", r.options)
+    got = kl.wait(lambda: kl.lists, 3)
+    want = sorted(ids(GA, 4) + ids(GB, 4))
+    lst = kl.last_list() or []
+    ok(got and sorted(i for i, _ in lst) == want and all(h == "Healthy" for _, h in lst),
+       "ListAndWatch sends 2 GPUs x 4 virtual devices at once, all Healthy", lst)
+    time.sleep(1.5)
+    ok(kl.streams_opened == 1 and kl.streams_ended == 0 and len(kl.lists) == 1,
+       "ListAndWatch stays open and quiet while nothing changes",
+       "opened %d ended %d lists %d" % (kl.streams_opened, kl.streams_ended, len(kl.lists)))
+
+    pref = kl.preferred(want, [], 2)
+    ok(sorted(x.split("__")[0] for x in pref) == [GA, GB],
+       "GetPreferredAllocation spread: 2 devices on 2 different GPUs", pref)
+    pref = kl.preferred([GA + "__4"] + ids(GB, 4), [], 1)
+    ok(pref == [GB + "__1"], "spread prefers the GPU with more free slices", pref)
+    pref = kl.preferred(ids(GA, 2) + ids(GB, 2), [GB + "__2"], 2)
+    ok(pref[0] == GB + "__2" and pref[1].startswith(GA), "must_include comes first, then another GPU",
+       pref)
+
+    a = kl.allocate([GA + "__1"])
+    e = envs_of(a)
+    ok(e.get("LD_PRELOAD") == "/usr/local/nvshare/lib/libnvshare.so"
+       and e.get("NVIDIA_VISIBLE_DEVICES") == GA and "NVSHARE_SOCK_DIR" not in e,
+       "Allocate 1 device: LD_PRELOAD and NVIDIA_VISIBLE_DEVICES=<uuid>, default socket dir", e)
+    ok(mounts_of(a) == sorted([(libdir, "/usr/local/nvshare/lib", True),
+                               ("/var/run/nvshare", "/var/run/nvshare", True)]),
+       "Allocate mounts the library directory and the socket directory read-only",
+       mounts_of(a))
+    a = kl.allocate([GB + "__3", GA + "__2"])
+    ok(envs_of(a).get("NVIDIA_VISIBLE_DEVICES") == GB + "," + GA,
+       "Allocate 2 devices on 2 GPUs: both UUIDs, deduplicated", envs_of(a))
+    err = rpc_error(lambda: kl.allocate([GA + "__1", GB + "__1", GA + "__3"]))
+    ok(err is not None and err.code() == grpc.StatusCode.INVALID_ARGUMENT
+       and "same GPU" in err.details() and GA in err.details(),
+       "two slices of one GPU in one container: INVALID_ARGUMENT naming the GPU",
+       err and err.details())
+    err = rpc_error(lambda: kl.allocate(["GPU-zzzz__1"]))
+    err2 = rpc_error(lambda: kl.allocate([GA + "__5"]))
+    ok(err is not None and err.code() == grpc.StatusCode.INVALID_ARGUMENT
+       and err2 is not None and "unknown device" in err2.details(),
+       "unknown GPU or slice number: INVALID_ARGUMENT", err2 and err2.details())
+
+    # Kubelet restart: sockets deleted, kubelet.sock created again.
+    before = len(kl.registrations)
+    kl.restart()
+    t0 = time.monotonic()
+    reg = kl.wait(lambda: len(kl.registrations) > before, 8)
+    ok(reg, "re-registers after a kubelet restart (%.1fs)" % (time.monotonic() - t0), log_of(p))
+    nl = len(kl.lists)
+    got = kl.wait(lambda: len(kl.lists) > nl or (reg and kl.streams_opened >= 2 and kl.lists), 3)
+    lst = kl.last_list() or []
+    ok(got and sorted(i for i, _ in lst) == want and os.path.exists(os.path.join(d, "nvshare.sock")),
+       "after the restart: socket back, new ListAndWatch with all devices", lst)
+
+    # Our socket deleted while the kubelet stays.
+    before = len(kl.registrations)
+    os.unlink(os.path.join(d, "nvshare.sock"))
+    reg = kl.wait(lambda: len(kl.registrations) > before, 8)
+    ok(reg and os.path.exists(os.path.join(d, "nvshare.sock")),
+       "own socket deleted: listens again and re-registers", log_of(p))
+    a = rpc_error(lambda: kl.allocate([GB + "__1"]))
+    ok(a is None, "Allocate works on the new endpoint", a and a.details())
+    return p, kl
+
+
+def scenario_nvml_health():
+    """GPUs from a fake NVML; one is lost, then comes back; pack policy."""
+    d = os.path.join(T, "dp2")
+    os.makedirs(d)
+    lost = os.path.join(T, "lost")
+    open(lost, "w").close()
+    kl = FakeKubelet(d, pb)
+    kl.start()
+    p = start_plugin("plugin2", d, ["--replicas", "3", "--allocation-policy", "pack",
+                                    "--health-interval", "200ms", "--host-lib-dir", libdir,
+                                    "--container-socket-dir", "/run/nvshare-x"],
+                     {"LD_LIBRARY_PATH": FAKE_NVML_DIR, "FAKE_NVML_GPUS": GA + "," + GB,
+                      "FAKE_NVML_LOST_FILE": lost})
+    got = kl.wait(lambda: kl.lists, 5)
+    lst = kl.last_list() or []
+    ok(got and sorted(i for i, _ in lst) == sorted(ids(GA, 3) + ids(GB, 3))
+       and "from NVML" in log_of(p),
+       "GPUs from NVML: 2 x 3 virtual devices", log_of(p))
+    if not got:
+        return p, kl
+    pref = kl.preferred([GA + "__2"] + ids(GB, 3), [], 1)
+    ok(pref == [GA + "__2"], "GetPreferredAllocation pack: the GPU with fewest free slices", pref)
+    pref = kl.preferred([GA + "__2"] + ids(GB, 3), [], 2)
+    ok(pref == [GA + "__2", GB + "__1"], "pack with 2 devices still uses 2 different GPUs", pref)
+    a = kl.allocate([GB + "__2"])
+    e = envs_of(a)
+    ok(e.get("NVSHARE_SOCK_DIR") == "/run/nvshare-x"
+       and ("/var/run/nvshare", "/run/nvshare-x", True) in mounts_of(a),
+       "non-default container socket dir: NVSHARE_SOCK_DIR set and mounted there",
+       (e, mounts_of(a)))
+
+    nl = len(kl.lists)
+    with open(lost, "w") as f:
+        f.write(GA + "\n")
+    got = kl.wait(lambda: len(kl.lists) > nl, 5)
+    lst = dict(kl.last_list() or [])
+    ok(got and all(lst[i] == "Unhealthy" for i in ids(GA, 3))
+       and all(lst[i] == "Healthy" for i in ids(GB, 3)),
+       "GPU lost (NVML_ERROR_GPU_IS_LOST): its devices are re-sent Unhealthy", lst)
+    nl = len(kl.lists)
+    open(lost, "w").close()
+    got = kl.wait(lambda: len(kl.lists) > nl, 5)
+    lst = dict(kl.last_list() or [])
+    ok(got and all(h == "Healthy" for h in lst.values()),
+       "GPU back: Healthy again", lst)
+    ok(len(kl.registrations) == 1 and kl.streams_opened == 1 and kl.streams_ended == 0,
+       "health changes travel on the one open stream",
+       "registrations %d streams %d/%d" % (len(kl.registrations), kl.streams_opened,
+                                           kl.streams_ended))
+    return p, kl
+
+
+def scenario_refusals():
+    """Rejected registration is retried; a missing library fails Allocate."""
+    d = os.path.join(T, "dp3")
+    os.makedirs(d)
+    kl = FakeKubelet(d, pb)
+    kl.reject = 1
+    kl.start()
+    p = start_plugin("plugin3", d, ["--host-lib-dir", os.path.join(T, "nolib"),
+                                    "--replicas", "2"],
+                     {"NVIDIA_VISIBLE_DEVICES": GA, "LD_LIBRARY_PATH": FAKE_NVML_DIR,
+                      "FAKE_NVML_INIT_FAIL": "1"})
+    reg = kl.wait(lambda: kl.registrations, 10)
+    ok(reg and kl.rejected == 1, "a rejected registration is retried", log_of(p))
+    if reg:
+        err = rpc_error(lambda: kl.allocate([GA + "__1"]))
+        ok(err is not None and err.code() == grpc.StatusCode.FAILED_PRECONDITION
+           and "libnvshare.so" in err.details(),
+           "library missing on the node: Allocate fails with FAILED_PRECONDITION",
+           err and err.details())
+    return p, kl
+
+
+def scenario_sim():
+    """GPUs from tests/sim's fake NVML (NVSHARE_SIM_GPUS=2), when built."""
+    if not os.path.exists(SIM_NVML):
+        skip("GPUs from the simulated NVML (tests/sim)", "tests/sim libnvidia-ml.so.1 not built")
+        return None, None
+    d = os.path.join(T, "dp4")
+    os.makedirs(d)
+    kl = FakeKubelet(d, pb)
+    kl.start()
+    p = start_plugin("plugin4", d, ["--replicas", "2", "--host-lib-dir", libdir],
+                     {"LD_LIBRARY_PATH": os.path.dirname(SIM_NVML), "NVSHARE_SIM_GPUS": "2"})
+    got = kl.wait(lambda: kl.lists, 5)
+    lst = kl.last_list() or []
+    uuids = sorted({i.rsplit("__", 1)[0] for i, _ in lst})
+    ok(got and len(uuids) == 2 and len(lst) == 4 and "from NVML" in log_of(p),
+       "GPUs from the simulated NVML: 2 GPUs x 2", log_of(p))
+    if len(uuids) == 2:
+        a = kl.allocate([uuids[0] + "__1", uuids[1] + "__2"])
+        ok(envs_of(a).get("NVIDIA_VISIBLE_DEVICES") == ",".join(uuids),
+           "Allocate across the 2 simulated GPUs", envs_of(a))
+    return p, kl
+
+
+def shutdown(p, d, desc):
+    if p is None:
+        return
+    p.send_signal(signal.SIGTERM)
+    try:
+        rc = p.wait(5)
+    except subprocess.TimeoutExpired:
+        rc = None
+    ok(rc == 0 and not os.path.exists(os.path.join(d, "nvshare.sock")), desc,
+       "rc=%s\n%s" % (rc, log_of(p)[-2000:]))
+
+
+def main():
+    try:
+        p1, k1 = scenario_env_gpus()
+        p2, k2 = scenario_nvml_health()
+        p3, k3 = scenario_refusals()
+        p4, k4 = scenario_sim()
+        shutdown(p1, os.path.join(T, "dp1"), "SIGTERM: clean exit 0, socket removed")
+        for p in (p2, p3, p4):
+            if p is not None:
+                p.terminate()
+                p.wait(5)
+        for k in (k1, k2, k3, k4):
+            if k is not None:
+                k.stop()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    print("1..%d" % n)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""A fake kubelet for testing nvshare-device-plugin without a cluster.
+
+It speaks the kubelet's side of the device-plugin API v1beta1 over UNIX
+sockets with Debian's python3-grpcio and python3-protobuf. Message classes
+come from device-plugin/deviceplugin.proto compiled with `protoc
+--python_out` at test time (load_messages); methods are plain paths, so no
+generated service stubs are needed.
+
+What it does, as the real kubelet does:
+  - serves Registration/Register on <dir>/kubelet.sock;
+  - in Register, dials the plugin's endpoint and calls
+    GetDevicePluginOptions *before* replying;
+  - after a successful Register, opens ListAndWatch and records every list;
+  - restart(): stops serving, deletes every socket in the directory (the
+    checkpoint file is kept), serves again.
+"""
+
+import glob
+import importlib.util
+import os
+import subprocess
+import threading
+import time
+from concurrent import futures
+
+import grpc
+
+P = "/v1beta1.DevicePlugin/"
+
+
+def load_messages(proto_dir, out_dir):
+    """Compiles deviceplugin.proto for Python and imports it."""
+    os.makedirs(out_dir, exist_ok=True)
+    subprocess.run(["protoc", "--proto_path=" + proto_dir, "--python_out=" + out_dir,
+                    os.path.join(proto_dir, "deviceplugin.proto")], check=True)
+    path = os.path.join(out_dir, "deviceplugin_pb2.py")
+    spec = importlib.util.spec_from_file_location("deviceplugin_pb2", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class Registration:
+    def __init__(self, request, options, when):
+        self.request = request
+        self.options = options
+        self.when = when
+
+
+class FakeKubelet:
+    def __init__(self, plugin_dir, pb):
+        self.dir = plugin_dir
+        self.pb = pb
+        self.cv = threading.Condition()
+        self.registrations = []
+        self.lists = []          # every ListAndWatchResponse, as [(id, health)]
+        self.streams_opened = 0
+        self.streams_ended = 0
+        self.reject = 0          # reject this many Register calls
+        self.rejected = 0
+        self.server = None
+        self.channel = None
+        self._law = None
+        os.makedirs(plugin_dir, exist_ok=True)
+
+    # ---- serving ----
+    def start(self):
+        handler = grpc.method_handlers_generic_handler("v1beta1.Registration", {
+            "Register": grpc.unary_unary_rpc_method_handler(
+                self._register,
+                request_deserializer=self.pb.RegisterRequest.FromString,
+                response_serializer=self.pb.Empty.SerializeToString),
+        })
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self.server.add_generic_rpc_handlers((handler,))
+        self.server.add_insecure_port("unix:" + os.path.join(self.dir, "kubelet.sock"))
+        self.server.start()
+
+    def stop(self):
+        """The kubelet goes away: streams cancelled, sockets deleted."""
+        if self._law is not None:
+            self._law.cancel()
+            self._law = None
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+        if self.server is not None:
+            self.server.stop(0).wait()
+            self.server = None
+        for s in glob.glob(os.path.join(self.dir, "*.sock")):
+            try:
+                os.unlink(s)
+            except FileNotFoundError:
+                pass
+
+    def restart(self):
+        self.stop()
+        time.sleep(0.2)
+        self.start()
+
+    def _register(self, req, ctx):
+        if self.rejected < self.reject:
+            self.rejected += 1
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "rejected by the test")
+        if req.version != "v1beta1":
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "unsupported version " + req.version)
+        if "/" not in req.resource_name:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "not an extended resource")
+        # Dial back and ask for the options before replying, like the kubelet.
+        ch = grpc.insecure_channel("unix:" + os.path.join(self.dir, req.endpoint))
+        try:
+            opts = ch.unary_unary(P + "GetDevicePluginOptions",
+                                  request_serializer=self.pb.Empty.SerializeToString,
+                                  response_deserializer=self.pb.DevicePluginOptions.FromString)(
+                self.pb.Empty(), timeout=10)
+        except grpc.RpcError as e:
+            ch.close()
+            ctx.abort(grpc.StatusCode.UNKNOWN, "dial-back failed: %s" % e.details())
+        old_law, old_ch = self._law, self.channel
+        self.channel = ch
+        law = ch.unary_stream(P + "ListAndWatch",
+                              request_serializer=self.pb.Empty.SerializeToString,
+                              response_deserializer=self.pb.ListAndWatchResponse.FromString)(
+            self.pb.Empty())
+        self._law = law
+        if old_law is not None:
+            old_law.cancel()
+        if old_ch is not None:
+            old_ch.close()
+        with self.cv:
+            self.registrations.append(Registration(req, opts, time.monotonic()))
+            self.cv.notify_all()
+        threading.Thread(target=self._watch, args=(law,), daemon=True).start()
+        return self.pb.Empty()
+
+    def _watch(self, law):
+        with self.cv:
+            self.streams_opened += 1
+        try:
+            for resp in law:
+                with self.cv:
+                    self.lists.append([(d.ID, d.health) for d in resp.devices])
+                    self.cv.notify_all()
+        except grpc.RpcError:
+            pass
+        with self.cv:
+            self.streams_ended += 1
+            self.cv.notify_all()
+
+    # ---- helpers for tests ----
+    def wait(self, pred, timeout):
+        end = time.monotonic() + timeout
+        with self.cv:
+            while not pred():
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cv.wait(left)
+            return True
+
+    def last_list(self):
+        with self.cv:
+            return self.lists[-1] if self.lists else None
+
+    def _unary(self, method, req, resp_cls, timeout=5):
+        return self.channel.unary_unary(P + method,
+                                        request_serializer=type(req).SerializeToString,
+                                        response_deserializer=resp_cls.FromString)(
+            req, timeout=timeout)
+
+    def preferred(self, available, must, size):
+        pb = self.pb
+        req = pb.PreferredAllocationRequest(container_requests=[
+            pb.ContainerPreferredAllocationRequest(available_deviceIDs=available,
+                                                   must_include_deviceIDs=must,
+                                                   allocation_size=size)])
+        r = self._unary("GetPreferredAllocation", req, pb.PreferredAllocationResponse)
+        return list(r.container_responses[0].deviceIDs)
+
+    def allocate(self, ids):
+        pb = self.pb
+        req = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)])
+        return self._unary("Allocate", req, pb.AllocateResponse).container_responses[0]

@@ -1,0 +1,14 @@
+# tests/k8s/: device-plugin unit tests (cmocka) and the fake NVML the
+# fake-kubelet test (t_device_plugin.sh) uses to make a GPU unhealthy.
+K8S_T := $(B)/tests/k8s
+TEST_TARGETS += $(K8S_T)/t_dp_policy $(K8S_T)/fakenvml/libnvidia-ml.so.1
+
+$(K8S_T)/t_dp_policy.o: ALL_CFLAGS += -Idevice-plugin
+
+$(K8S_T)/t_dp_policy: $(K8S_T)/t_dp_policy.o $(B)/device-plugin/policy.o \
+		$(B)/device-plugin/devices.o $(COMMON_OBJS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka -ldl -lpthread
+
+$(K8S_T)/fakenvml/libnvidia-ml.so.1: $(K8S_T)/fake_nvml.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $^
