@@ -102,6 +102,7 @@ struct gpu {
 static struct gpu gpus[NVS_MAX_GPUS];
 static int ndev; /* highest attached ordinal + 1 (under mu) */
 static int connected; /* under mu */
+static int first_try_done; /* under mu: the thread tried to connect once */
 
 /* Lock-free views for application threads. */
 static atomic_int gpu_closed[NVS_MAX_GPUS];
@@ -324,6 +325,10 @@ static void try_connect(void)
 			NVS_DEBUG("scheduler not reachable at %s (%s)", sock_path, strerror(-fd));
 		}
 		next_connect_ns = now_ns() + reconnect_delay_ns();
+		pthread_mutex_lock(&mu);
+		first_try_done = 1;
+		pthread_cond_broadcast(&cv);
+		pthread_mutex_unlock(&mu);
 		return;
 	}
 	int fl = fcntl(fd, F_GETFL);
@@ -349,7 +354,9 @@ static void try_connect(void)
 
 	pthread_mutex_lock(&mu);
 	connected = 1;
+	first_try_done = 1;
 	compose_locked(); /* ATTACH_GPU for every device in use */
+	pthread_cond_broadcast(&cv);
 	pthread_mutex_unlock(&mu);
 }
 
@@ -858,9 +865,10 @@ void nvs_sched_attach_gpu(int dev)
 		atomic_store_explicit(&gpu_attached[dev], 1, memory_order_release);
 		NVS_DEBUG("GPU %d attached (%s)", dev, uuid);
 		kick();
-		/* Wait (bounded) for the scheduler's GPU_MODE so the first
-		 * launches on a serialized GPU are already gated. */
-		if (connected && attach_wait_ms > 0) {
+		/* Wait (bounded) for the first connection attempt and then
+		 * for the scheduler's GPU_MODE, so the first launches on a
+		 * serialized GPU are already gated. */
+		if (attach_wait_ms > 0 && evfd >= 0) {
 			struct timespec ts;
 			clock_gettime(CLOCK_MONOTONIC, &ts);
 			ts.tv_sec += attach_wait_ms / 1000;
@@ -869,7 +877,7 @@ void nvs_sched_attach_gpu(int dev)
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000L;
 			}
-			while (connected && !g->mode_known &&
+			while ((!first_try_done || (connected && !g->mode_known)) &&
 			       pthread_cond_timedwait(&cv, &mu, &ts) != ETIMEDOUT)
 				;
 		}
@@ -957,6 +965,7 @@ void nvs_sched_atfork_child(void)
 	memset(gpus, 0, sizeof gpus);
 	ndev = 0;
 	connected = 0;
+	first_try_done = 0;
 	for (int i = 0; i < NVS_MAX_GPUS; i++) {
 		atomic_store(&gpu_closed[i], 0);
 		atomic_store(&gpu_attached[i], 0);

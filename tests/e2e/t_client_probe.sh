@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The lock client (client/sched_client.c) against the real scheduler, with a
+# fake driver table (client_probe): no interposition, no simulated GPU.
+# Turn-taking under a small quantum, idle release latency, several threads
+# at the gate, scheduler absent then present, scheduler restart.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/e2e_lib.sh"
+PROBE=$B/tests/e2e/client_probe
+probe() {
+  local n=$1; shift
+  bg "$PROBE" --name "$n" "$@" >"$T/$n.out" 2>"$T/$n.err"
+  eval "PID_$n=${_pids[-1]}"
+}
+export NVSHARE_SCHED_MODE=on NVSHARE_SCHED_NVML=0
+
+# 1. Turns under a 100 ms quantum, 4 threads per client at the gate.
+NVSHARE_TQ=100ms start_scheduler || { not_ok "scheduler starts"; show_logs; exit 1; }
+probe A --kernels 200 --kernel-us 2000 --threads 4
+probe B --kernels 200 --kernel-us 2000 --threads 4
+app_wait A 30; app_wait B 30
+check "both finish" sh -c "grep -q '^DONE' '$T/A.out' && grep -q '^DONE' '$T/B.out'"
+alt=$(alternations)
+check "LOCK_OK alternates ($alt)" [ "$alt" -ge 3 ]
+check "every DROP_LOCK answered by a drained LOCK_RELEASED" \
+  [ "$(grep -c 'DROP_LOCK client=.*tq-expired' "$SLOG")" -eq "$(grep -c 'LOCK_RELEASED client=.*dropped=1' "$SLOG")" ]
+nreq=$(grep -c "REQ_LOCK client=" "$SLOG"); nok=$(grep -c "LOCK_OK client=" "$SLOG")
+check "REQ_LOCK once per wait, not per call or thread ($nreq REQ_LOCK, $nok LOCK_OK)" [ "$nreq" -le $((nok + 2)) ]
+sw=$(switches A B)
+check "gated calls ran in turns ($sw switches, $nok grants)" [ "$sw" -le $((nok + 2)) ]
+kill "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
+mv "$SLOG" "$T/scheduler-1.log"
+
+# 2. Idle release latency: A idles with B waiting; 30 s quantum.
+NVSHARE_TQ=30 start_scheduler || { not_ok "scheduler restarts"; show_logs; exit 1; }
+probe D --kernels 300 --kernel-us 2000 --idle-after 150 --idle-ms 1000
+wait_log 5 "$T/D.out" "kernel=5/"
+probe E --kernels 50 --kernel-us 2000
+app_wait D 30; app_wait E 30
+idle_from=$(awk '$1 == "IDLE" { for (i = 2; i <= NF; i++) if ($i ~ /^from=/) print substr($i, 6) }' "$T/D.out")
+b_first=$(first_t E PROGRESS)
+lat=$(awk -v a="$idle_from" -v b="$b_first" 'BEGIN { printf "%.2f", b - a - 2 }')
+diag "idle release: D idle from $idle_from, E's first call done $b_first: $lat ms"
+check "idle release (idle=1) seen" grep -q "LOCK_RELEASED client=1 .*idle=1" "$SLOG"
+check "E runs within 50 ms of D's last call ($lat ms)" awk -v l="$lat" 'BEGIN { exit !(l > 0 && l <= 50) }'
+kill "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
+mv "$SLOG" "$T/scheduler-2.log"
+
+# 3. No scheduler at start, then one appears, is killed, and comes back.
+probe C --kernels 1500 --kernel-us 2000
+check "runs ungated without a scheduler" wait_log 5 "$T/C.out" "kernel=20/"
+check "one warning" grep -q "scheduler not reachable at .*running ungated, will retry" "$T/C.err"
+start_scheduler
+check "registers when the scheduler appears" wait_log 5 "$SLOG" "HELLO client=1 "
+check "gets the lock" wait_log 3 "$SLOG" "LOCK_OK client=1 "
+kill -KILL "$SCHED_PID"
+check "notices the loss" wait_log 3 "$T/C.err" "connection lost"
+n1=$(grep -c PROGRESS "$T/C.out"); sleep 0.2; n2=$(grep -c PROGRESS "$T/C.out")
+check "keeps running ($n1 -> $n2)" [ "$n2" -gt "$n1" ]
+start_scheduler
+check "re-registers with the restarted scheduler" wait_for 5 sh -c "[ \$(grep -c 'HELLO client=1 ' '$SLOG') -ge 2 ]"
+check "is gated again" wait_for 3 sh -c "[ \$(grep -c 'LOCK_OK client=1 ' '$SLOG') -ge 2 ]"
+app_wait C 30
+check "finishes" grep -q "^DONE name=C " "$T/C.out"
+check "exit status 0" wait "$PID_C"
+n=$(grep -c "not reachable" "$T/C.err")
+check "warned once ($n)" [ "$n" -eq 1 ]
+finish
