@@ -4,6 +4,7 @@
  */
 #include "gpus.h"
 #include "log.h"
+#include "metrics.h"
 #include "parse.h"
 #include "server.h"
 #include "settings.h"
@@ -41,6 +42,9 @@ static void usage(FILE *f)
 		"  -g, --drop-grace-ms MS    DROP_LOCK -> revocation    NVSHARE_DROP_GRACE_MS (%u)\n"
 		"      --no-nvml             do not load NVML; learn GPUs from clients\n"
 		"                                                       NVSHARE_SCHED_NVML=0\n"
+		"      --metrics             serve Prometheus /metrics  NVSHARE_METRICS_ENABLE=1 (off)\n"
+		"      --metrics-port PORT   its port                   NVSHARE_METRICS_PORT (9402)\n"
+		"      --metrics-addr ADDR   its address                NVSHARE_METRICS_ADDR (0.0.0.0)\n"
 		"  -v, --debug               verbose logs               NVSHARE_DEBUG=1\n"
 		"  -V, --version             print the version\n"
 		"  -h, --help                this text\n"
@@ -70,6 +74,7 @@ int main(int argc, char **argv)
 
 	nvs_config_defaults(&S.cfg);
 	nvs_config_from_env(&S.cfg);
+	nvs_metrics_config_from_env(&nvs_metrics_cfg);
 	if (nvs_sock_dir(S.cfg.sock_dir, sizeof S.cfg.sock_dir)) {
 		fprintf(stderr, "nvshare-scheduler: NVSHARE_SOCK_DIR is too long\n");
 		return 2;
@@ -84,6 +89,9 @@ int main(int argc, char **argv)
 		{"idle-release-ms", required_argument, 0, 'i'},
 		{"drop-grace-ms", required_argument, 0, 'g'},
 		{"no-nvml", no_argument, 0, 'N'},
+		{"metrics", no_argument, 0, 'M'},
+		{"metrics-port", required_argument, 0, 'P'},
+		{"metrics-addr", required_argument, 0, 'A'},
 		{"debug", no_argument, 0, 'v'},
 		{"version", no_argument, 0, 'V'},
 		{"help", no_argument, 0, 'h'},
@@ -126,6 +134,17 @@ int main(int argc, char **argv)
 		case 'N':
 			S.cfg.use_nvml = 0;
 			break;
+		case 'M':
+			nvs_metrics_cfg.enable = 1;
+			break;
+		case 'P':
+			if (nvs_metrics_set_port(&nvs_metrics_cfg, optarg))
+				return bad_flag("--metrics-port", optarg, "0..65535");
+			break;
+		case 'A':
+			if (nvs_metrics_set_addr(&nvs_metrics_cfg, optarg))
+				return bad_flag("--metrics-addr", optarg, "an IP address");
+			break;
 		case 'v':
 			setenv("NVSHARE_DEBUG", "1", 1);
 			nvs_log_reload_env();
@@ -165,7 +184,9 @@ int main(int argc, char **argv)
 		nvs_gpus_discover();
 	else
 		NVS_INFO("NVML disabled: GPUs will be learned from clients");
+	nvs_metrics_start(); /* a failure is logged; scheduling goes on */
 	int rc = nvs_server_run();
+	nvs_metrics_stop();
 	nvs_server_close();
 	return rc;
 }

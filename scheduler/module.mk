@@ -1,9 +1,12 @@
 # scheduler/: the nvshare-scheduler daemon (epoll loop, policy, control).
 SCHED_SRCS := scheduler/main.c scheduler/server.c scheduler/conn.c scheduler/clients.c \
 	scheduler/policy.c scheduler/control.c scheduler/gpus.c scheduler/settings.c \
-	scheduler/status_json.c
+	scheduler/status_json.c scheduler/metrics.c scheduler/metrics_render.c
 SCHED_OBJS := $(SCHED_SRCS:%.c=$(B)/%.o)
 TARGETS += $(B)/nvshare-scheduler
 
 $(B)/nvshare-scheduler: $(SCHED_OBJS) $(COMMON_OBJS)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcjson -ldl
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcjson -lmicrohttpd -lpthread -ldl
+
+# The benchmark lives in bench/ (the top-level Makefile has no line for it).
+-include bench/module.mk

@@ -2,6 +2,7 @@
 
 #include "conn.h"
 #include "log.h"
+#include "metrics.h"
 #include "policy.h"
 #include "state.h"
 
@@ -173,7 +174,11 @@ int nvs_server_run(void)
 		uint64_t now = nvs_now_ns();
 		nvs_policy_tick(now);
 		conn_reap();
+		nvs_metrics_loop(now);
 		uint64_t deadline = nvs_policy_next_deadline(now);
+		uint64_t mdeadline = nvs_metrics_next_deadline(now);
+		if (mdeadline && (!deadline || mdeadline < deadline))
+			deadline = mdeadline;
 		int timeout = -1;
 		if (deadline) {
 			uint64_t left = deadline > now ? deadline - now : 0;
