@@ -461,8 +461,8 @@ int nvs_metrics_start(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	daemon_ = MHD_start_daemon(flags, (uint16_t)mc->port, NULL, NULL, on_request, NULL,
-				   MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				   MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+				   MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				   MHD_OPTION_CONNECTION_LIMIT, (unsigned)32,
 				   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

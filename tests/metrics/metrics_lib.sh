@@ -1,0 +1,36 @@
+# Helpers for the exporter tests; source after tests/lib.sh.
+FC=$B/tests/sched/fake_client
+
+# free_port: prints a TCP port free on 127.0.0.1 (the kernel's choice).
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# start_metrics_scheduler [args...]: a scheduler with the exporter on
+# 127.0.0.1 and a port of the kernel's choice; sets MPORT from its log.
+start_metrics_scheduler() {
+  start_scheduler --metrics --metrics-addr 127.0.0.1 --metrics-port 0 "$@" || return 1
+  wait_log 5 "$T/scheduler.log" 'metrics: serving http://127.0.0.1:[0-9]+/metrics' || return 1
+  MPORT=$(grep -oE 'metrics: serving http://127.0.0.1:[0-9]+' "$T/scheduler.log" | tail -1 | sed 's/.*://')
+  MURL=http://127.0.0.1:$MPORT
+}
+
+scrape() { curl -sf --max-time 5 "$MURL/metrics"; }
+
+# metric_value 'NAME{labels}' FILE: the value of a series (exact label text).
+metric_value() { awk -v k="$1" '$1 == k { print $2; exit }' "$2"; }
+
+# fc NAME [fake_client args...]: background fake client, events in $T/NAME.out.
+fc() {
+  local name=$1; shift
+  bg "$FC" "$@" >"$T/$name.out" 2>&1
+  wait_for 5 grep -qE ' (READY|EXIT)' "$T/$name.out"
+}
+
+# test_gpu_uuid: the UUID of GPU 0 when the scheduler found GPUs through
+# NVML (the simulated GPU), else a made-up one it will learn from clients.
+test_gpu_uuid() {
+  local u
+  u=$(scrape | grep -oE '^nvshare_gpu_info\{gpu="0",uuid="[^"]*"' | sed 's/.*uuid="//; s/"$//')
+  echo "${u:-GPU-nvshare-metrics-test}"
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The exporter in a running scheduler: off by default; /metrics passes
+# promtool while one client holds a GPU and another waits; values match the
+# lock state; /healthz; 404/405; clients that hang up mid-response; a port
+# that is taken leaves the scheduler scheduling, without metrics.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/metrics_lib.sh"
+
+# Off by default: no "serving" line, nothing listening on the default port
+# from this scheduler.
+start_scheduler
+check "scheduler starts without metrics" test -S "$NVSHARE_SOCK_DIR/scheduler.sock"
+check "exporter off by default" sh -c "! grep -q 'metrics: serving' '$T/scheduler.log'"
+kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
+mv "$T/scheduler.log" "$T/scheduler-off.log"
+
+start_metrics_scheduler --mode on
+check "exporter serving (port from the log: ${MPORT:-none})" test -n "${MPORT:-}"
+check "/healthz says ok" sh -c "curl -sf --max-time 5 '$MURL/healthz' | grep -qx ok"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$MURL/nope")
+check "unknown path: 404 ($code)" test "$code" = 404
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST -d x=1 "$MURL/metrics")
+check "POST: 405 ($code)" test "$code" = 405
+ctype=$(curl -s -o /dev/null -w '%{content_type}' --max-time 5 "$MURL/metrics")
+check "content type is the 0.0.4 text format ($ctype)" \
+  test "$ctype" = "text/plain; version=0.0.4; charset=utf-8"
+
+U=$(test_gpu_uuid)
+diag "GPU uuid $U"
+# A holds for a while; B waits behind it; C waits behind B.
+fc A --gpu-uuid "$U" --alloc 1Gi --name 'holder "A"' --core-limit 50 --mem-limit 4Gi \
+  --script 'lock;mark HELD;hold 4s;release;hold 10s'
+wait_ev() { wait_for "$1" grep -qE "$3" "$T/$2.out"; }
+wait_ev 5 A 'MARK HELD'
+fc B --gpu-uuid "$U" --alloc 1Gi --name waiter-b --script 'lock;hold 300ms;release;hold 10s'
+fc C --gpu-uuid "$U" --alloc 1Gi --name waiter-c --script 'lock;hold 300ms;release;hold 10s'
+sleep 0.5 # > one publish period
+
+scrape >"$T/m1.txt"
+check "scrape while holding/waiting" test -s "$T/m1.txt"
+if promtool check metrics <"$T/m1.txt" >"$T/lint1" 2>&1; then ok "promtool accepts the scrape (hold + waiters)"
+else not_ok "promtool accepts the scrape (hold + waiters)"; sed 's/^/# /' "$T/lint1"; fi
+G='gpu="0",uuid="'$U'"'
+check "queue length 2" test "$(metric_value "nvshare_gpu_queue_length{$G}" "$T/m1.txt")" = 2
+check "one running client" test "$(metric_value "nvshare_scheduler_running_clients{$G}" "$T/m1.txt")" = 1
+check "3 clients" test "$(metric_value nvshare_scheduler_clients "$T/m1.txt")" = 3
+check "serialized" test "$(metric_value "nvshare_gpu_serialized{$G}" "$T/m1.txt")" = 1
+check "mode on one-hot" sh -c "grep -qF 'nvshare_gpu_mode{$G,mode=\"on\"} 1' '$T/m1.txt' && grep -qF 'nvshare_gpu_mode{$G,mode=\"auto\"} 0' '$T/m1.txt'"
+check "exactly one holder" test "$(grep -c '^nvshare_client_state{.*state="holding"} 1$' "$T/m1.txt")" = 1
+check "two waiting" test "$(grep -c '^nvshare_client_state{.*state="waiting"} 1$' "$T/m1.txt")" = 2
+check "client name escaped" grep -qF 'name="holder \"A\""' "$T/m1.txt"
+check "core limit 0.50" grep -qE '^nvshare_client_core_limit_ratio\{gpu="0",.*\} 0\.50$' "$T/m1.txt"
+check "memory limit 4Gi" grep -qE '^nvshare_client_memory_limit_bytes\{gpu="0",.*\} 4294967296$' "$T/m1.txt"
+check "managed allocated 1Gi per client" \
+  test "$(grep -cE '^nvshare_client_managed_allocated_bytes\{.*\} 1073741824$' "$T/m1.txt")" = 3
+check "GPU allocated 3Gi" test "$(metric_value "nvshare_gpu_allocated_bytes{$G}" "$T/m1.txt")" = 3221225472
+check "throttled counter present (0 until quotas)" \
+  grep -qE '^nvshare_client_throttled_seconds_total\{.*\} 0\.000000000$' "$T/m1.txt"
+if grep -q "^nvshare_gpu_info{$G,.*source=\"nvml\"" "$T/m1.txt"; then
+  check "NVML utilization sampled" grep -qE "^nvshare_gpu_utilization_ratio\{$G\} [0-9.]+$" "$T/m1.txt"
+  check "NVML memory used sampled" grep -qE "^nvshare_gpu_memory_used_bytes\{$G\} [0-9]+$" "$T/m1.txt"
+else
+  ok "# SKIP no NVML (simulated GPU not built): utilization"
+  ok "# SKIP no NVML (simulated GPU not built): memory used"
+fi
+
+# Held time advances without events (the 1 s refresh while a GPU is held).
+h1=$(grep -E '^nvshare_client_lock_held_seconds_total\{' "$T/m1.txt" | sort -t' ' -k2 -g | tail -1 | awk '{print $2}')
+sleep 1.3
+scrape >"$T/m2.txt"
+h2=$(grep -E '^nvshare_client_lock_held_seconds_total\{' "$T/m2.txt" | sort -t' ' -k2 -g | tail -1 | awk '{print $2}')
+check "held seconds of the holder advance while it holds ($h1 -> $h2)" \
+  awk -v a="$h1" -v b="$h2" 'BEGIN{exit !(b > a + 0.5)}'
+
+# Clients that hang up mid-request or mid-response.
+for i in $(seq 1 20); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$MPORT" && printf 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n' >&3 && exec 3>&-) 2>/dev/null
+  (exec 3<>"/dev/tcp/127.0.0.1/$MPORT" && printf 'GET /met' >&3 && exec 3>&-) 2>/dev/null
+  curl -s --max-time 5 --limit-rate 1k -o /dev/null "$MURL/metrics" & cpid=$!
+  sleep 0.01; kill -KILL $cpid 2>/dev/null; wait $cpid 2>/dev/null
+done
+check "scheduler alive after 60 aborted requests" kill -0 "$SCHED_PID"
+check "still serving after aborted requests" sh -c "curl -sf --max-time 5 '$MURL/metrics' | promtool check metrics"
+
+# Hand-offs and waits after A releases.
+wait_for 8 grep -q 'LOCK_OK' "$T/C.out"
+sleep 0.5
+scrape >"$T/m3.txt"
+check "hand-offs counted (>= 2)" \
+  test "$(metric_value "nvshare_gpu_handoffs_total{$G}" "$T/m3.txt")" -ge 2
+check "lock waits in the histogram (count >= 2)" \
+  test "$(metric_value "nvshare_lock_wait_seconds_count{$G}" "$T/m3.txt")" -ge 2
+check "promtool accepts the scrape after hand-offs" promtool check metrics <"$T/m3.txt"
+
+# Port taken: a second scheduler (own socket dir) logs it and schedules on.
+SOCK1=$NVSHARE_SOCK_DIR
+export NVSHARE_SOCK_DIR=$T/sock2
+mkdir -p "$NVSHARE_SOCK_DIR"
+bg env NVSHARE_METRICS_ENABLE=1 NVSHARE_METRICS_ADDR=127.0.0.1 NVSHARE_METRICS_PORT="$MPORT" \
+  "$B/nvshare-scheduler" --mode on >"$T/scheduler2.log" 2>&1
+S2=${_pids[-1]}
+wait_for 5 test -S "$NVSHARE_SOCK_DIR/scheduler.sock"
+check "port in use: error logged" wait_log 5 "$T/scheduler2.log" 'metrics: cannot listen on 127.0.0.1 port '"$MPORT"'.*NOT started, scheduling goes on'
+check "port in use: scheduler still running" kill -0 "$S2"
+"$FC" --gpu-uuid GPU-x --alloc 1Gi --script 'lock;release;exit' >"$T/D.out" 2>&1
+check "port in use: scheduler still grants locks" grep -q LOCK_OK "$T/D.out"
+bad=$(NVSHARE_METRICS_ENABLE=1 NVSHARE_METRICS_ADDR=nohost NVSHARE_SOCK_DIR=$T/sock3 \
+  timeout 2 "$B/nvshare-scheduler" 2>&1 | grep -c 'bad metrics address')
+check "bad NVSHARE_METRICS_ADDR is reported" test "$bad" -ge 1
+"$B/nvshare-scheduler" --metrics-port 70000 >"$T/flag.out" 2>&1
+check "bad --metrics-port refused (exit 2)" test $? = 2
+export NVSHARE_SOCK_DIR=$SOCK1
