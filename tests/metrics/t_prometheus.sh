@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# A real Prometheus server scrapes the scheduler every second while fake
+# clients hold and wait for a GPU; the values come back through its query
+# API. Every PromQL expression of deploy/grafana-dashboard.json must
+# evaluate there too.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/metrics_lib.sh"
+
+if ! command -v prometheus >/dev/null; then
+  ok "# SKIP prometheus not installed"; exit 0
+fi
+
+start_metrics_scheduler --mode on
+check "exporter serving" test -n "${MPORT:-}"
+PPORT=$(free_port)
+cat >"$T/prometheus.yml" <<YML
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: nvshare
+    static_configs:
+      - targets: ['127.0.0.1:$MPORT']
+YML
+bg prometheus --config.file="$T/prometheus.yml" --storage.tsdb.path="$T/tsdb" \
+  --web.listen-address="127.0.0.1:$PPORT" --log.level=warn >"$T/prometheus.log" 2>&1
+PURL=http://127.0.0.1:$PPORT
+check "prometheus ready" wait_for 15 curl -sf --max-time 1 "$PURL/-/ready"
+
+# pq QUERY: first result's value, or "none"; "error" when the query fails.
+pq() {
+  curl -s --max-time 5 "$PURL/api/v1/query" --data-urlencode "query=$1" | python3 -c '
+import json, sys
+try:
+    d = json.load(sys.stdin)
+except Exception:
+    print("error"); sys.exit()
+if d.get("status") != "success":
+    print("error"); sys.exit()
+r = d["data"]["result"]
+if d["data"]["resultType"] == "scalar":
+    print(r[1])
+elif r:
+    v = float(r[0]["value"][1]); print(int(v) if v == int(v) else v)
+else:
+    print("none")'
+}
+# pq_wait SECONDS QUERY EXPECTED: polls until pq QUERY prints EXPECTED.
+pq_is() { [ "$(pq "$1")" = "$2" ]; }
+pq_wait() { wait_for "$1" pq_is "$2" "$3"; }
+
+check "target up" pq_wait 10 'up{job="nvshare"}' 1
+
+U=$(test_gpu_uuid)
+fc A --gpu-uuid "$U" --alloc 3Gi --name prom-holder --script 'lock;mark HELD;hold 5s;release;hold 20s'
+wait_for 5 grep -q 'MARK HELD' "$T/A.out"
+fc B --gpu-uuid "$U" --alloc 1Gi --name prom-waiter --script 'lock;mark HELD;hold 20s'
+APID=$(awk '/READY/ { sub(/.*pid=/, ""); print; exit }' "$T/A.out")
+diag "GPU $U, holder pid $APID"
+
+check "2 clients (nvshare_scheduler_clients)" pq_wait 8 'nvshare_scheduler_clients' 2
+check "2 client_info series" pq_wait 5 'count(nvshare_client_info)' 2
+check "allocated bytes of the holder (3Gi)" \
+  pq_wait 5 "nvshare_client_managed_allocated_bytes{host_pid=\"$APID\"}" 3221225472
+check "queue length 1" pq_wait 5 'nvshare_gpu_queue_length{gpu="0"}' 1
+check "mode on" pq_wait 5 'nvshare_gpu_mode{gpu="0",mode="on"}' 1
+check "holder state = holding" pq_wait 5 "nvshare_client_state{host_pid=\"$APID\",state=\"holding\"}" 1
+check "holder's name via client_info" \
+  pq_wait 5 "count(nvshare_client_info{host_pid=\"$APID\",name=\"prom-holder\"})" 1
+check "holder's held-seconds rate > 0" \
+  pq_wait 5 "rate(nvshare_client_lock_held_seconds_total{host_pid=\"$APID\"}[5s]) > bool 0" 1
+
+wait_for 10 grep -q 'MARK HELD' "$T/B.out"
+check "hand-offs counter > 0" pq_wait 6 'nvshare_gpu_handoffs_total{gpu="0"} > bool 0' 1
+check "queue empty after the hand-off" pq_wait 5 'nvshare_gpu_queue_length{gpu="0"}' 0
+check "waiter now holds" pq_wait 5 "sum(nvshare_client_state{state=\"holding\"} * on (host_pid) group_left(name) nvshare_client_info{name=\"prom-waiter\"})" 1
+check "lock wait histogram has the wait" pq_wait 5 'nvshare_lock_wait_seconds_count{gpu="0"} >= bool 1' 1
+
+# Dashboard expressions: each must be valid PromQL on this data.
+if [ -f "$NVS_ROOT/deploy/grafana-dashboard.json" ]; then
+  python3 - "$NVS_ROOT/deploy/grafana-dashboard.json" >"$T/exprs" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+def walk(ps):
+    for p in ps:
+        for t in p.get("targets", []):
+            e = t["expr"].replace("$__rate_interval", "10s").replace("$instance", ".*").replace("$gpu", ".*")
+            print(e)
+        walk(p.get("panels", []))
+walk(d["panels"])
+for v in d["templating"]["list"]:
+    q = v.get("query")
+    if isinstance(q, dict):
+        print(q["query"].replace("label_values(", "count by (x) (").replace(", instance)", ")").replace(", gpu)", ")").replace("$instance", ".*"))
+PY
+  n=0 bad=0
+  while IFS= read -r e; do
+    n=$((n + 1))
+    r=$(pq "$e")
+    if [ "$r" = error ]; then bad=$((bad + 1)); diag "dashboard query fails: $e"; fi
+  done <"$T/exprs"
+  check "all $n dashboard queries evaluate" test "$bad" = 0 -a "$n" -gt 10
+  hq=$(grep -F 'state="holding"' "$T/exprs" | head -1)
+  check "dashboard 'lock holder' panel shows one holder" pq_wait 5 "sum($hq)" 1
+fi
