@@ -1,0 +1,219 @@
+"""nvshare-specific checks of the rendered manifests (t_manifests.sh).
+
+    check_manifests.py DEPLOY.json EXAMPLES.json DEPLOY_DIR
+
+The JSON files hold [{"source", "object"}] as made by t_manifests.sh. Prints
+one "OK <check>" or "ERR <check>: <why>" line per check; exit 1 on any ERR.
+"""
+
+import glob
+import json
+import os
+import re
+import sys
+
+import yaml
+
+NS = "nvshare-system"
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass"}
+failed = 0
+
+
+def check(name, cond, why=""):
+    global failed
+    if cond:
+        print("OK " + name)
+    else:
+        failed += 1
+        print("ERR %s: %s" % (name, why))
+
+
+def load(path):
+    with open(path) as f:
+        return [x["object"] for x in json.load(f)]
+
+
+def find(objs, kind, name):
+    for o in objs:
+        if o.get("kind") == kind and o["metadata"].get("name") == name:
+            return o
+    return None
+
+
+def pod_spec(o):
+    return o["spec"]["template"]["spec"]
+
+
+def container(spec, name):
+    for c in spec.get("containers", []) + spec.get("initContainers", []):
+        if c["name"] == name:
+            return c
+    return None
+
+
+def env_of(c):
+    return {e["name"]: e for e in c.get("env", [])}
+
+
+def volumes(spec):
+    return {v["name"]: v for v in spec.get("volumes", [])}
+
+
+def args_of(c):
+    out = {}
+    for a in c.get("args", []):
+        if a.startswith("--") and "=" in a:
+            k, v = a[2:].split("=", 1)
+            out[k] = v
+    return out
+
+
+def main():
+    deploy, examples, deploy_dir = load(sys.argv[1]), load(sys.argv[2]), sys.argv[3]
+
+    # Every manifest file is part of the kustomization.
+    with open(os.path.join(deploy_dir, "kustomization.yaml")) as f:
+        kust = yaml.safe_load(f)
+    files = {os.path.basename(p) for p in glob.glob(os.path.join(deploy_dir, "*.yaml"))}
+    files.discard("kustomization.yaml")
+    check("every deploy/kubernetes/*.yaml is listed in kustomization.yaml",
+          files == set(kust["resources"]), sorted(files ^ set(kust["resources"])))
+
+    wrong_ns = ["%s/%s" % (o["kind"], o["metadata"]["name"]) for o in deploy
+                if o["kind"] not in CLUSTER_SCOPED and o["metadata"].get("namespace") != NS]
+    check("namespaced objects are in " + NS, not wrong_ns, wrong_ns)
+    check("Namespace %s exists" % NS, find(deploy, "Namespace", NS) is not None)
+
+    # Priority classes outside kube-system need a covering quota.
+    classes = set()
+    for q in deploy:
+        if q["kind"] == "ResourceQuota":
+            for e in q["spec"].get("scopeSelector", {}).get("matchExpressions", []):
+                if e.get("scopeName") == "PriorityClass" and e.get("operator") == "In":
+                    classes |= set(e.get("values", []))
+    used = {pod_spec(o).get("priorityClassName") for o in deploy if o["kind"] == "DaemonSet"}
+    used.discard(None)
+    check("a ResourceQuota admits system-node-critical and system-cluster-critical",
+          {"system-node-critical", "system-cluster-critical"} <= classes, classes)
+    check("every priority class used is covered by the quota", used <= classes, used - classes)
+
+    # RBAC: least privilege.
+    role = find(deploy, "ClusterRole", "nvshare-scheduler")
+    rules = role and role.get("rules")
+    check("ClusterRole nvshare-scheduler: get/list/watch on pods only",
+          rules is not None and len(rules) == 1 and rules[0].get("apiGroups") == [""]
+          and rules[0].get("resources") == ["pods"]
+          and sorted(rules[0].get("verbs", [])) == ["get", "list", "watch"]
+          and not rules[0].get("resourceNames"), rules)
+    kinds = {o["kind"] for o in deploy}
+    check("no Role/ClusterRole other than the scheduler's",
+          [o["metadata"]["name"] for o in deploy if o["kind"] in ("Role", "ClusterRole")]
+          == ["nvshare-scheduler"], kinds)
+    b = find(deploy, "ClusterRoleBinding", "nvshare-scheduler")
+    check("ClusterRoleBinding binds the scheduler's ServiceAccount",
+          b is not None and b["roleRef"]["name"] == "nvshare-scheduler"
+          and b["subjects"] == [{"kind": "ServiceAccount", "name": "nvshare-scheduler",
+                                 "namespace": NS}]
+          and find(deploy, "ServiceAccount", "nvshare-scheduler") is not None, b)
+
+    # Scheduler DaemonSet.
+    s = find(deploy, "DaemonSet", "nvshare-scheduler")
+    check("scheduler DaemonSet exists", s is not None)
+    if s:
+        sp = pod_spec(s)
+        c = container(sp, "scheduler")
+        env = env_of(c)
+        vols = volumes(sp)
+        sock = [v for v in vols.values()
+                if v.get("hostPath", {}).get("path") == "/var/run/nvshare"]
+        mounts = {m["name"]: m for m in c.get("volumeMounts", [])}
+        check("scheduler: hostPID", sp.get("hostPID") is True)
+        check("scheduler: ServiceAccount nvshare-scheduler",
+              sp.get("serviceAccountName") == "nvshare-scheduler")
+        check("scheduler: /var/run/nvshare hostPath DirectoryOrCreate, mounted as a directory",
+              len(sock) == 1 and sock[0]["hostPath"].get("type") == "DirectoryOrCreate"
+              and mounts.get(sock[0]["name"], {}).get("mountPath") == "/var/run/nvshare", sock)
+        ports = c.get("ports", [])
+        check("scheduler: port 9402 named metrics",
+              any(p.get("name") == "metrics" and p.get("containerPort") == 9402
+                  for p in ports), ports)
+        check("scheduler: NODE_NAME from spec.nodeName",
+              env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {})
+              .get("fieldPath") == "spec.nodeName", env.get("NODE_NAME"))
+        check("scheduler: NVSHARE_METRICS_ENABLE=1",
+              env.get("NVSHARE_METRICS_ENABLE", {}).get("value") == "1")
+
+    # Device-plugin DaemonSet.
+    d = find(deploy, "DaemonSet", "nvshare-device-plugin")
+    check("device-plugin DaemonSet exists", d is not None)
+    if d:
+        sp = pod_spec(d)
+        c = container(sp, "device-plugin")
+        vols = volumes(sp)
+        mounts = {m["name"]: m for m in c.get("volumeMounts", [])}
+        a = args_of(c)
+        dp = [v for v in vols.values()
+              if v.get("hostPath", {}).get("path") == "/var/lib/kubelet/device-plugins"]
+        check("device plugin: /var/lib/kubelet/device-plugins mounted as a directory",
+              len(dp) == 1 and dp[0]["hostPath"].get("type") == "Directory"
+              and mounts.get(dp[0]["name"], {}).get("mountPath")
+              == "/var/lib/kubelet/device-plugins"
+              and a.get("kubelet-dir") == "/var/lib/kubelet/device-plugins", dp)
+        socks = [v["hostPath"]["path"] for v in vols.values()
+                 if v.get("hostPath", {}).get("path", "").endswith(".sock")]
+        check("no hostPath volume names a socket file", not socks, socks)
+        lib = a.get("host-lib-dir")
+        libvol = [n for n, v in vols.items() if v.get("hostPath", {}).get("path") == lib]
+        init = [ic for ic in sp.get("initContainers", [])
+                if any(m["name"] in libvol for m in ic.get("volumeMounts", []))]
+        check("device plugin: an init container installs the library into --host-lib-dir",
+              lib and libvol and init
+              and not any(m.get("readOnly") for ic in init for m in ic["volumeMounts"]
+                          if m["name"] in libvol), (lib, libvol))
+        check("device plugin: sees the library dir at the same path (Allocate's check)",
+              libvol and mounts.get(libvol[0], {}).get("mountPath") == lib)
+        check("device plugin: no API token", sp.get("automountServiceAccountToken") is False)
+        check("device plugin: resource nvshare.com/gpu",
+              a.get("resource-name", "nvshare.com/gpu") == "nvshare.com/gpu")
+
+    # Images: every container pinned to a tag.
+    untagged = []
+    for o in deploy:
+        if o["kind"] == "DaemonSet":
+            sp = pod_spec(o)
+            for c in sp.get("containers", []) + sp.get("initContainers", []):
+                img = c["image"]
+                if ":" not in img.rsplit("/", 1)[-1] or img.endswith(":latest"):
+                    untagged.append(img)
+    check("images carry a version tag", not untagged, untagged)
+
+    # Examples.
+    jobs = [o for o in examples if o["kind"] == "Job"]
+    bad = []
+    for j in jobs:
+        for c in pod_spec(j)["containers"]:
+            lim = c.get("resources", {}).get("limits", {})
+            if str(lim.get("nvshare.com/gpu")) != "1":
+                bad.append(j["metadata"]["name"])
+    check("examples: %d Jobs, each requesting nvshare.com/gpu: 1" % len(jobs),
+          len(jobs) >= 4 and not bad, bad)
+    ann = [j["spec"]["template"]["metadata"].get("annotations", {}) for j in jobs]
+    limited = [a for a in ann if "nvshare.com/gpu-core-limit" in a
+               or "nvshare.com/gpu-memory-limit" in a]
+    check("examples: with and without nvshare.com/gpu-* annotations",
+          limited and len(limited) < len(ann))
+    badvals = [a for a in limited
+               if not re.fullmatch(r"([1-9][0-9]?|100)%?", a.get("nvshare.com/gpu-core-limit", "50"))
+               or not re.fullmatch(r"[0-9]+(\.[0-9]+)?\s*([KMGT]i?B?)?",
+                                   a.get("nvshare.com/gpu-memory-limit", "1Gi"), re.I)]
+    check("examples: annotation values are a percentage and a size", not badvals, badvals)
+    names = [j["metadata"]["name"] for j in jobs]
+    check("examples: add and matmul, each with a small variant",
+          all(any(n.endswith(x) for n in names)
+              for x in ("pytorch-add", "pytorch-add-small", "pytorch-matmul",
+                        "pytorch-matmul-small")), names)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
