@@ -98,9 +98,11 @@ static void send_release(int g, uint32_t flags)
 	m.type = NVS_MSG_LOCK_RELEASED;
 	m.u.released.local_gpu = (uint32_t)g;
 	m.u.released.flags = flags;
+	/* Printed first: the scheduler may grant the next holder before
+	 * this process runs again. */
+	EV("SENT LOCK_RELEASED gpu=%d flags=%u", g, flags);
 	send_msg(&m);
 	holding[g] = 0;
-	EV("SENT LOCK_RELEASED gpu=%d flags=%u", g, flags);
 }
 
 static void attach(const char *uuid, uint64_t alloc)

@@ -64,5 +64,8 @@ int main(int argc, char **argv)
 	h_send_gpu(&holder, NVS_MSG_REQ_LOCK, 0);
 	tap(h_wait(&holder, NVS_MSG_GPU_MODE, 2000, &m) == 1 && m.u.gpu.value == 0,
 	    "other client still served (REQ_LOCK on a concurrent GPU answered by GPU_MODE 0)");
+	nvs_sconn_close(&c);
+	nvs_sconn_close(&s);
+	nvs_sconn_close(&holder);
 	return tap_failed ? 1 : 0;
 }
