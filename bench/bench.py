@@ -1,0 +1,778 @@
+"""nvshare benchmark orchestrator (run it through bench/run).
+
+Starts one scheduler per nvshare configuration (private socket directories)
+and two persistent GPU workers (bench/worker.py) per configuration, native
+included; then runs the scenarios, interleaving configurations repetition by
+repetition so that clock drift hits all of them alike; prints a Markdown
+report, writes it to $BENCH_LOGDIR/bench.md (+ results.json) and into
+docs/BENCHMARKS.md between <!-- bench:begin --> and <!-- bench:end -->.
+
+This process never imports torch. See bench/README.md.
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "lib"))
+from benchlib import (Child, cell_ratio, cell_time, fmt_ms, md_table, median,  # noqa: E402
+                      pct, ratios, replace_section)
+
+ROOT = os.path.dirname(HERE)
+
+
+def env(name, default, conv=str):
+    v = os.environ.get(name)
+    return default if v is None or v == "" else conv(v)
+
+
+# ===========================================================================
+# Configuration. Assumptions about nvshare's interfaces are all here; check
+# them against scheduler/settings.c, client/config.c, docs/ as they change.
+BUILD = os.path.abspath(os.path.join(ROOT, env("NVS_BUILD", "build")))
+LIB = os.path.join(BUILD, "libnvshare.so")
+SCHED_BIN = os.path.join(BUILD, "nvshare-scheduler")
+SCHED_LIBDIR = os.path.join(BUILD, "lib")  # LD_LIBRARY_PATH of the scheduler only
+SCHED_LATENCY_BIN = os.path.join(BUILD, "bench", "sched_latency")
+SCHED_LATENCY_ARGS = shlex.split(env("BENCH_SCHED_LATENCY_ARGS", ""))
+SOCK_NAME = "scheduler.sock"  # in $NVSHARE_SOCK_DIR
+# Scheduler settings by environment (scheduler/settings.c):
+MODE_VAR, TQ_VAR, CAP_VAR = "NVSHARE_SCHED_MODE", "NVSHARE_TQ", "NVSHARE_GPU_CAPACITY"
+# Swap (prefetch on hand-off) switch: BENCH_SWAP_OFF_ENV="VAR=value" forces
+# one ("" disables the comparison); unset = look for an NVSHARE_*SWAP* or
+# *PREFETCH* variable name inside the binaries and set it to 0.
+SWAP_OFF_ENV = os.environ.get("BENCH_SWAP_OFF_ENV")
+SWAP_NAME_RE = rb"NVSHARE_[A-Z0-9_]*(?:SWAP|PREFETCH)[A-Z0-9_]*"
+# Time quanta per scheduler (NVSHARE_TQ syntax: bare number = seconds).
+TQ_ON = env("BENCH_TQ_ON", "")                   # "" = scheduler default (30 s)
+TQ_INTERACTIVE = env("BENCH_TQ_INTERACTIVE", "0.1")  # on-mode, interactive beside batch
+TQ_PRESSURE = env("BENCH_TQ_PRESSURE", "1")      # auto over capacity: a few hand-offs
+# Workload sizes (iterations tuned for ~0.6 s (small) / ~1.1 s (normal) per
+# job alone on an H100; BENCH_TIME_SCALE multiplies every iteration count).
+TIME_SCALE = env("BENCH_TIME_SCALE", 1.0, float)
+REPS_OVERHEAD = env("BENCH_REPS_OVERHEAD", 5, int)
+REPS_PAIR = env("BENCH_REPS", 3, int)
+OVERHEAD_MM_N, OVERHEAD_MM_ITERS = 8192, 400      # bf16 8192^3: ~1.5 ms each
+OVERHEAD_LAUNCH_ITERS = 20000                     # adds on a 1-element tensor
+SMALL_MIB, NORMAL_MIB = 512, 2048                 # working set per job
+ITERS = {("add", "small"): 2400, ("mm", "small"): 60,
+         ("add", "normal"): 1000, ("mm", "normal"): 14}
+PINGPONG_HANDOFFS, PINGPONG_MARGIN = 10, 0.2
+BURSTS, BURST_PERIOD, BURST_K, BURST_SIZE = 20, 0.3, 10, 1024
+BATCH_N, LEAD_IN = 8192, 1.0
+PRESSURE_CAP_FRACTION = 0.75                      # capacity = 0.75 x both working sets
+BUDGET_PCT = env("BENCH_BUDGET_PCT", 25, int)      # of free GPU memory, all processes
+DEADLINE = env("BENCH_DEADLINE", 285, float)       # seconds for the whole run
+WORKER_START_TIMEOUT = 150
+CMD_TIMEOUT = 120
+# Targets from the issues: (key, text, limit).
+TARGETS = [
+    ("ovh_compute", "compute-bound overhead (auto) within 0.5% of native", 1.005),
+    ("ovh_launch", "launch-bound overhead (auto) within 2% of native", 1.02),
+    ("fit_auto", "two fitting jobs: auto makespan within 1% of native side by side", 1.01),
+    ("idle", "idle release under on: last kernel -> other's progress < 50 ms (worst)", 0.050),
+    ("first_burst", "interactive beside batch, auto: first burst within 100 ms", 0.100),
+    ("holdup", "interactive beside batch, on: batch held up by an idle holder <= 50 ms (worst)", 0.050),
+]
+LIMIT = {k: lim for k, _, lim in TARGETS}
+SCENARIOS = ["overhead", "fit", "idle", "interactive", "pressure", "sched_latency"]
+# ===========================================================================
+
+T_START = time.monotonic()
+TMPDIRS = []
+
+
+def mktemp(prefix):
+    d = tempfile.mkdtemp(prefix=prefix)
+    TMPDIRS.append(d)
+    return d
+
+
+PY = env("PYTHON", "python3")
+LOGDIR = os.path.abspath(env("BENCH_LOGDIR", os.path.join(BUILD, "bench-logs")))
+
+
+def left():
+    return DEADLINE - (time.monotonic() - T_START)
+
+
+def say(*a):
+    print("#", *a, flush=True)
+
+
+class Config:
+    """One way of running the jobs: native, or nvshare under one scheduler."""
+
+    def __init__(self, name, label, sched_env=None, client_env=None):
+        self.name, self.label = name, label
+        self.preload = sched_env is not None
+        self.sched_env = sched_env or {}
+        self.client_env = client_env or {}
+        self.sched = None
+        self.sock_dir = None
+        self.workers = []
+        self.error = None
+        self.info = {}
+
+    def usable(self):
+        return self.error is None and len(self.workers) == 2 and not any(w.dead for w in self.workers)
+
+
+FAKE = os.environ.get("BENCH_FAKE") == "1"  # selftest: fake workers, no scheduler
+
+
+def query_gpu(dry):
+    if dry or FAKE:
+        return {"name": "(dry run)", "driver": "?", "cuda": "?", "free_mib": 81000, "total_mib": 81559}
+    idx = env("NVS_GPU_INDEX", "0")
+    q = subprocess.run(["timeout", "30", "nvidia-smi", "-i", idx,
+                        "--query-gpu=name,driver_version,memory.free,memory.total",
+                        "--format=csv,noheader,nounits"], capture_output=True, text=True)
+    if q.returncode != 0 or not q.stdout.strip():
+        sys.exit("nvidia-smi failed: %s %s" % (q.stdout, q.stderr))
+    name, drv, free, total = [x.strip() for x in q.stdout.strip().splitlines()[0].split(",")]
+    full = subprocess.run(["timeout", "30", "nvidia-smi"], capture_output=True, text=True).stdout
+    m = re.search(r"CUDA Version:\s*([0-9.]+)", full)
+    return {"name": name, "driver": drv, "cuda": m.group(1) if m else "?",
+            "free_mib": int(float(free)), "total_mib": int(float(total))}
+
+
+def detect_swap_env():
+    if SWAP_OFF_ENV is not None:
+        return dict([SWAP_OFF_ENV.split("=", 1)]) if "=" in SWAP_OFF_ENV else {}
+    names = set()
+    for f in (LIB, SCHED_BIN):
+        try:
+            with open(f, "rb") as fh:
+                names.update(m.decode() for m in re.findall(SWAP_NAME_RE, fh.read()))
+        except OSError:
+            pass
+    names = sorted(n for n in names if n != "NVSHARE_CLIENT_SCHED_SWAP_H")
+    return {names[0]: "0"} if names else {}
+
+
+# ----------------------------------------------------------------- startup
+
+def start_sched(cfg, dry, real=False):
+    cfg.sock_dir = mktemp("nvs-bench-%s." % cfg.name)
+    e = dict(os.environ)
+    e["LD_LIBRARY_PATH"] = SCHED_LIBDIR + (":" + e["LD_LIBRARY_PATH"] if e.get("LD_LIBRARY_PATH") else "")
+    e["NVSHARE_SOCK_DIR"] = cfg.sock_dir
+    e.update(cfg.sched_env)
+    argv = ["timeout", "-k", "5", str(int(DEADLINE + 60)), SCHED_BIN]
+    log = os.path.join(LOGDIR, "sched-%s.log" % cfg.name)
+    if dry or (FAKE and not real and not os.path.exists(SCHED_BIN)):
+        say("scheduler %-16s %s %s > %s" % (cfg.name, " ".join("%s=%s" % kv for kv in sorted(cfg.sched_env.items())),
+                                            " ".join(argv), log))
+        return
+    cfg.sched = Child("sched-" + cfg.name, argv, e, log)
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        if os.path.exists(os.path.join(cfg.sock_dir, SOCK_NAME)):
+            return
+        if not cfg.sched.alive():
+            break
+        time.sleep(0.02)
+    cfg.error = "scheduler did not start (see %s)" % os.path.basename(log)
+
+
+def start_workers(cfg, dry):
+    e = dict(os.environ)
+    e["PYTHONUNBUFFERED"] = "1"
+    e.pop("LD_PRELOAD", None)
+    pre = []
+    if cfg.preload:
+        pre = ["LD_PRELOAD=" + LIB, "NVSHARE_SOCK_DIR=" + (cfg.sock_dir or "?")]
+    pre += ["%s=%s" % kv for kv in sorted(cfg.client_env.items())]
+    for slot in range(2):
+        name = "%s-%d" % (cfg.name, slot)
+        argv = ["timeout", "-k", "5", str(int(DEADLINE + 60)), "env"] + pre + \
+               [PY, "-u", os.path.join(HERE, "worker.py")]
+        log = os.path.join(LOGDIR, "worker-%s.log" % name)
+        if dry:
+            say("worker    %-16s %s 2> %s" % (name, " ".join(argv), log))
+            continue
+        if cfg.error:
+            return
+        cfg.workers.append(Child(name, argv, e, log, pipe=True, cwd=ROOT))
+
+
+def broadcast(cfgs, cmd, timeout):
+    """Sends cmd to every worker of every usable config, then collects."""
+    sent = []
+    for c in cfgs:
+        if not c.usable():
+            continue
+        for w in c.workers:
+            try:
+                w.send(cmd)
+                sent.append((c, w))
+            except RuntimeError as ex:
+                c.error = str(ex)
+    for c, w in sent:
+        try:
+            r = w.recv(timeout)
+            if not r.get("ok"):
+                c.error = "%s: %s failed: %s" % (w.name, cmd["op"], r.get("error"))
+            elif cmd["op"] == "hello" and w is c.workers[0]:
+                c.info = r
+        except RuntimeError as ex:
+            c.error = str(ex)
+
+
+def pair_call(cfg, cmds, timeout=CMD_TIMEOUT):
+    """Sends cmds[i] to worker i (None: skip) at once; returns the replies."""
+    if not cfg.usable():
+        raise RuntimeError(cfg.error or "%s unusable" % cfg.name)
+    for w, c in zip(cfg.workers, cmds):
+        if c is not None:
+            w.send(c)
+    out = []
+    for w, c in zip(cfg.workers, cmds):
+        if c is None:
+            out.append(None)
+            continue
+        try:
+            r = w.recv(timeout)
+        except RuntimeError as ex:
+            cfg.error = str(ex)
+            raise
+        if not r.get("ok"):
+            raise RuntimeError("%s: %s" % (w.name, r.get("error")))
+        out.append(r)
+    return out
+
+
+# --------------------------------------------------------------- scenarios
+
+def job_cmd(workload, size, mib, start_at, iters=None):
+    return {"op": "job", "workload": workload, "mib": mib, "start_at": start_at,
+            "iters": iters or max(1, int(ITERS[(workload, size)] * TIME_SCALE))}
+
+
+def run_overhead(C, R, order):
+    cfgs = [C[n] for n in order if n in C and C[n].usable()]
+    res = {c.name: {"compute": [], "launch": []} for c in cfgs}
+    cmds = {"compute": {"op": "overhead", "kind": "compute", "n": OVERHEAD_MM_N,
+                        "iters": max(1, int(OVERHEAD_MM_ITERS * TIME_SCALE))},
+            "launch": {"op": "overhead", "kind": "launch",
+                       "iters": max(1, int(OVERHEAD_LAUNCH_ITERS * TIME_SCALE))}}
+    for kind, cmd in cmds.items():
+        for c in cfgs:  # one discarded repetition each
+            try:
+                pair_call(c, [cmd, None])
+            except RuntimeError as ex:
+                say("overhead warm-up on %s: %s" % (c.name, ex))
+        for rep in range(REPS_OVERHEAD):
+            seq = cfgs if rep % 2 == 0 else cfgs[::-1]
+            for c in seq:
+                try:
+                    r = pair_call(c, [cmd, None])[0]
+                    res[c.name][kind].append(r["seconds"])
+                except RuntimeError as ex:
+                    say("overhead %s on %s: %s" % (kind, c.name, ex))
+    R["overhead"] = res
+
+
+def run_pairs(C, names, workloads, mibs, sequential=()):
+    """Two jobs at once (or one after the other for configs in sequential)
+    per config, REPS_PAIR times, configs interleaved. Returns
+    {workload: {config: [{"makespan", "correct", "jobs"}]}}."""
+    out = {}
+    items = [(n, C[n]) for n in names if n in C]
+    for workload, size in workloads:
+        mib = mibs[size]
+        per = {n: [] for n, _ in items}
+        for c in {id(c): c for _, c in items}.values():  # warm: one short job alone
+            if c.usable():
+                try:
+                    pair_call(c, [job_cmd(workload, size, mib, 0, iters=2), None])
+                except RuntimeError as ex:
+                    say("warm %s/%s on %s: %s" % (workload, size, c.name, ex))
+        for rep in range(REPS_PAIR):
+            seq = items if rep % 2 == 0 else items[::-1]
+            for n, c in seq:
+                if not c.usable():
+                    continue
+                try:
+                    if n in sequential:
+                        t0 = time.monotonic() + 0.05
+                        a = pair_call(c, [job_cmd(workload, size, mib, t0), None])[0]
+                        b = pair_call(c, [None, job_cmd(workload, size, mib, 0)])[1]
+                        jobs = [a, b]
+                    else:
+                        t0 = time.monotonic() + 0.15
+                        jobs = pair_call(c, [job_cmd(workload, size, mib, t0)] * 2)
+                    per[n].append({"makespan": max(j["end"] for j in jobs) - t0,
+                                   "correct": all(j["correct"] for j in jobs),
+                                   "jobs": [j["seconds"] for j in jobs]})
+                except RuntimeError as ex:
+                    say("%s/%s on %s: %s" % (workload, size, n, ex))
+        out["%s-%s" % (workload, size) if size == "small" else workload] = per
+    return out
+
+
+def run_idle(C, R):
+    c = C.get("on")
+    if not c or not c.usable():
+        R["idle"] = {"error": c.error if c else "no on config"}
+        return
+    d = mktemp("nvs-bench-pingpong.")
+    cmd = {"op": "pingpong", "dir": d, "handoffs": PINGPONG_HANDOFFS, "margin": PINGPONG_MARGIN}
+    try:
+        a, b = pair_call(c, [dict(cmd, me=0), dict(cmd, me=1)])
+    except RuntimeError as ex:
+        R["idle"] = {"error": str(ex)}
+        return
+    last = dict(a["last"], **b["last"])
+    first = dict(a["first"], **b["first"])
+    lat = [first[h] - last[h] for h in sorted(last, key=int) if h in first]
+    R["idle"] = {"latencies": lat}
+
+
+def run_interactive(C, R, order):
+    res = {}
+    for n in order:
+        c = C.get(n)
+        if not c or not c.usable():
+            res[n] = {"error": c.error if c else "not configured"}
+            continue
+        t0 = time.monotonic() + 0.5
+        b0 = t0 + LEAD_IN
+        until = b0 + BURSTS * BURST_PERIOD + 0.3
+        try:
+            batch, bursts = pair_call(c, [
+                {"op": "batch", "n": BATCH_N, "start_at": t0, "until": until},
+                {"op": "bursts", "start_at": b0, "n": BURSTS, "period": BURST_PERIOD,
+                 "k": BURST_K, "size": BURST_SIZE}], timeout=CMD_TIMEOUT)
+        except RuntimeError as ex:
+            res[n] = {"error": str(ex)}
+            continue
+        steps, bl = batch["steps"], bursts["bursts"]
+        lat = [e - s for s, e in bl]
+        w0, w1 = bl[0][0], bl[-1][1]
+        alone = [s for s in steps if t0 <= s[2] < w0]
+        during = [s for s in steps if w0 <= s[2] <= w1]
+        holdups = []
+        for _, e in bl:
+            later = [s[1] for s in steps if s[1] >= e]
+            if later:
+                holdups.append(min(later) - e)
+        res[n] = {"burst_lat": lat, "first": lat[0] if lat else float("nan"),
+                  "batch_alone_sps": len(alone) / max(1e-9, w0 - t0),
+                  "batch_during_sps": len(during) / max(1e-9, w1 - w0),
+                  "holdups": holdups}
+    R["interactive"] = res
+
+
+def run_sched_latency(R, dry):
+    """bench/sched_latency measures a running scheduler: start one (mode
+    auto; the tool attaches its clients to a made-up GPU reporting more
+    memory than any capacity, so the scheduler serializes it)."""
+    if not os.path.exists(SCHED_LATENCY_BIN):
+        R["sched_latency"] = {"missing": SCHED_LATENCY_BIN}
+        return
+    cfg = Config("lat", "scheduler for sched_latency", {MODE_VAR: "auto"})
+    start_sched(cfg, dry, real=True)
+    e = dict(os.environ)
+    e["LD_LIBRARY_PATH"] = SCHED_LIBDIR + (":" + e["LD_LIBRARY_PATH"] if e.get("LD_LIBRARY_PATH") else "")
+    e["NVSHARE_SOCK_DIR"] = cfg.sock_dir
+    argv = ["timeout", "-k", "5", str(int(max(10, min(90, left() - 10)))), SCHED_LATENCY_BIN] + SCHED_LATENCY_ARGS
+    if dry:
+        say("sched_latency: NVSHARE_SOCK_DIR=%s %s" % (cfg.sock_dir, " ".join(argv)))
+        return
+    try:
+        if cfg.error:
+            R["sched_latency"] = {"rc": -1, "stdout": "", "cmd": "", "error": cfg.error}
+            return
+        p = subprocess.run(argv, env=e, cwd=ROOT, capture_output=True, text=True)
+    finally:
+        if cfg.sched:
+            cfg.sched.stop()
+    with open(os.path.join(LOGDIR, "sched_latency.log"), "w") as f:
+        f.write(p.stdout + "\n--- stderr ---\n" + p.stderr)
+    R["sched_latency"] = {"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr[-500:],
+                          "cmd": " ".join(["bench/sched_latency"] + SCHED_LATENCY_ARGS)}
+
+
+def text_table_to_md(text):
+    """Whitespace-separated columns with a header line -> Markdown table;
+    '#' lines are kept as notes below it."""
+    rows = [ln.split() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    notes = [ln for ln in text.splitlines() if ln.startswith("#")]
+    if len(rows) < 2 or any(len(r) != len(rows[0]) for r in rows):
+        return "```\n%s\n```" % text.strip()
+    return md_table(rows[0], rows[1:]) + ("\n\n" + "\n".join("    " + n for n in notes) if notes else "")
+
+
+# ----------------------------------------------------------------- report
+
+def verdict(ok):
+    return "n/a" if ok is None else ("**met**" if ok else "**not met**")
+
+
+def report(R, meta, C):
+    L = []
+    T = {}  # target key -> (measured text, ok or None)
+    L.append("## Benchmark run %s" % meta["date"])
+    L.append("")
+    L.append("- GPU: %s, driver %s, CUDA %s (driver); PyTorch %s (CUDA %s)" % (
+        meta["gpu"]["name"], meta["gpu"]["driver"], meta["gpu"]["cuda"], meta.get("torch", "?"),
+        meta.get("torch_cuda", "?")))
+    L.append("- Command: `%s`" % meta["command"])
+    L.append("- Free GPU memory at start %d MiB of %d MiB; working sets %d MiB (small) / %d MiB (normal)%s." % (
+        meta["gpu"]["free_mib"], meta["gpu"]["total_mib"], meta["small_mib"], meta["normal_mib"],
+        ", scaled down to fit %d%% of free memory" % BUDGET_PCT if meta["mem_scale"] < 1 else ""))
+    L.append("- Cells: ratio to native first (**median** over repetitions, (min–max) of the "
+             "per-repetition ratios), then absolute times as median (min–max). Overhead: %d repetitions, "
+             "two-job scenarios: %d; configurations interleaved per repetition." % (REPS_OVERHEAD, REPS_PAIR))
+    L.append("- Configurations: %s." % "; ".join("`%s` = %s" % (c.name, c.label) for c in C.values()))
+    broken = ["`%s`: %s" % (c.name, c.error) for c in C.values() if c.error]
+    if broken:
+        L.append("- Failures: " + "; ".join(broken))
+    L.append("")
+
+    # overhead
+    o = R.get("overhead")
+    if o:
+        rows = []
+        for kind, key, what in (("compute", "ovh_compute", "compute-bound: bf16 %d³ matmul × %d" % (
+                OVERHEAD_MM_N, int(OVERHEAD_MM_ITERS * TIME_SCALE))),
+                ("launch", "ovh_launch", "launch-bound: %d adds on a 1-element tensor" % int(
+                    OVERHEAD_LAUNCH_ITERS * TIME_SCALE))):
+            nat = o.get("native", {}).get(kind, [])
+            row = [what, cell_time(nat)]
+            for n in ("auto", "on"):
+                xs = o.get(n, {}).get(kind, [])
+                rs = ratios(xs, nat)
+                row += [cell_ratio(rs), cell_time(xs)]
+                if n == "auto":
+                    T[key] = ("%.4f×" % median(rs), median(rs) <= LIMIT[key]) if rs else ("n/a", None)
+            rows.append(row)
+        L.append("### Overhead of a single job")
+        L.append("")
+        L.append(md_table(["workload", "native", "nvshare auto / native", "nvshare auto",
+                           "nvshare on / native", "nvshare on"], rows))
+        L.append("")
+
+    # fit
+    f = R.get("fit")
+    if f:
+        rows = []
+        worst = None
+        for wl, per in f.items():
+            nat = [r["makespan"] for r in per.get("native", [])]
+            auto = [r["makespan"] for r in per.get("auto", [])]
+            on = [r["makespan"] for r in per.get("on", [])]
+            ok_all = all(r["correct"] for v in per.values() for r in v)
+            ra = ratios(auto, nat)
+            if ra:
+                worst = max(worst or 0, median(ra))
+            rows.append([wl, cell_ratio(ra), cell_ratio(ratios(on, nat)), cell_time(nat), cell_time(auto),
+                         cell_time(on), "yes" if ok_all else "**NO**"])
+        T["fit_auto"] = ("%.4f× (worst workload)" % worst if worst else "n/a",
+                         worst <= 1.01 if worst else None)
+        L.append("### Two jobs that fit together: makespan")
+        L.append("")
+        L.append("Both jobs start at the same instant; %d MiB working set each." % meta["small_mib"])
+        L.append("")
+        L.append(md_table(["workload", "auto / native side by side", "on / native side by side",
+                           "native side by side", "nvshare auto", "nvshare on", "results correct"], rows))
+        L.append("")
+
+    # idle
+    i = R.get("idle")
+    if i:
+        L.append("### Idle release under `on`")
+        L.append("")
+        if "error" in i:
+            L.append("Not measured: %s" % i["error"])
+            T["idle"] = ("error", None)
+        else:
+            lat = i["latencies"]
+            L.append(md_table(["hand-offs", "median", "min", "max", "all (ms)"], [[
+                len(lat), fmt_ms(median(lat)), fmt_ms(min(lat)), fmt_ms(max(lat)),
+                ", ".join("%.1f" % (x * 1e3) for x in lat)]]))
+            L.append("")
+            L.append("From the holder's last kernel completion (after its `torch.cuda.synchronize()`) "
+                     "to the waiting job's first step completion. The original nvshare needed 5.2 s.")
+            T["idle"] = ("median %s, worst %s" % (fmt_ms(median(lat)), fmt_ms(max(lat))), max(lat) < 0.050)
+        L.append("")
+
+    # interactive
+    it = R.get("interactive")
+    if it:
+        rows = []
+        nat_sps = it.get("native", {}).get("batch_during_sps")
+        for n, r in it.items():
+            if "error" in r:
+                rows.append([n, "error: %s" % r["error"]] + [""] * 6)
+                continue
+            lat = r["burst_lat"]
+            hu = r["holdups"]
+            rows.append([n, fmt_ms(r["first"]), fmt_ms(pct(lat, 50)), fmt_ms(pct(lat, 99)),
+                         "%.1f → %.1f" % (r["batch_alone_sps"], r["batch_during_sps"]),
+                         "%.3f×" % (r["batch_during_sps"] / nat_sps) if nat_sps else "n/a",
+                         "%s / %s" % (fmt_ms(pct(hu, 50)), fmt_ms(max(hu))) if hu else "n/a"])
+        a = it.get("auto", {})
+        T["first_burst"] = (fmt_ms(a["first"]), a["first"] <= 0.100) if "first" in a else ("n/a", None)
+        on = it.get("on_i", {})
+        T["holdup"] = (("worst %s" % fmt_ms(max(on["holdups"])), max(on["holdups"]) <= 0.050)
+                       if on.get("holdups") else ("n/a", None))
+        L.append("### Interactive beside batch")
+        L.append("")
+        L.append("%d bursts of %d bf16 %d² matmuls every %d ms beside a batch job of back-to-back bf16 %d³ "
+                 "matmuls; `on_i` is mode on with TQ %s s. Burst latency = first launch to "
+                 "synchronize; p99 of %d samples is nearest-rank (= the worst but one or the worst). "
+                 "Hold-up = a burst's end to the batch job's next launch returning." % (
+                     BURSTS, BURST_K, BURST_SIZE, BURST_PERIOD * 1000, BATCH_N, TQ_INTERACTIVE, BURSTS))
+        L.append("")
+        L.append(md_table(["config", "first burst", "burst p50", "burst p99",
+                           "batch steps/s alone → during bursts", "batch during / native",
+                           "batch hold-up p50 / max"], rows))
+        L.append("")
+
+    # pressure
+    p = R.get("pressure")
+    if p:
+        rows = []
+        names = [n for n in ("native_seq", "native", "pressure", "pressure_noswap") if any(
+            n in per for per in p.values())]
+        for wl, per in p.items():
+            seq = [r["makespan"] for r in per.get("native_seq", [])]
+            row = [wl]
+            for n in names:
+                xs = [r["makespan"] for r in per.get(n, [])]
+                row.append("%s<br>%s" % (cell_ratio(ratios(xs, seq)), cell_time(xs)) if xs else "n/a")
+            row.append("yes" if all(r["correct"] for v in per.values() for r in v) else "**NO**")
+            rows.append(row)
+        label = {"native_seq": "native, one after the other", "native": "native side by side (real memory fits)",
+                 "pressure": "nvshare auto, capacity %s" % meta["capacity"],
+                 "pressure_noswap": "same, swap off (%s)" % meta.get("swap_env", "")}
+        L.append("### Memory pressure (simulated capacity)")
+        L.append("")
+        L.append("Two jobs of %d MiB each, scheduler capacity %s (NVSHARE_GPU_CAPACITY) so they cannot "
+                 "run together; TQ %s s. Ratios are to native sequential. %s" % (
+                     meta["normal_mib"], meta["capacity"], TQ_PRESSURE,
+                     "Swap switch: `%s`." % meta["swap_env"] if meta.get("swap_env") else
+                     "No swap on/off switch was found in the binaries: swap off not measured."))
+        L.append("")
+        L.append(md_table(["workload"] + [label[n] for n in names] + ["results correct"], rows))
+        L.append("")
+
+    s = R.get("sched_latency")
+    if s:
+        L.append("### Scheduler costs (`bench/sched_latency`)")
+        L.append("")
+        if "missing" in s:
+            L.append("Not run: %s was not built." % os.path.relpath(s["missing"], ROOT))
+        else:
+            L.append("`%s` against a scheduler started for it; exit status %d%s." % (
+                s["cmd"] or "sched_latency", s["rc"], (": " + s.get("error") or s.get("stderr", "").strip()[-300:])
+                if s["rc"] else ""))
+            L.append("Lock round trip = REQ_LOCK -> LOCK_OK with the GPU free; handoff = holder's "
+                     "LOCK_RELEASED -> next holder's LOCK_OK; microseconds.")
+            L.append("")
+            L.append(text_table_to_md(s["stdout"]))
+        L.append("")
+
+    # the targets table goes right after the header bullets
+    rows = [[text, T[k][0], verdict(T[k][1])] for k, text, _ in TARGETS if k in T]
+    tgt = ["### Targets", "", md_table(["target", "measured", "status"], rows), ""] if rows else []
+    return "\n".join(_assemble(L, tgt))
+
+
+def _assemble(L, tgt):
+    # L: header lines up to the first blank after the bullet list, then sections.
+    k = 0
+    for idx, line in enumerate(L):
+        if idx > 1 and line == "":
+            k = idx + 1
+            break
+    return L[:k] + tgt + L[k:]
+
+
+# ------------------------------------------------------------------- main
+
+def main():
+    ap = argparse.ArgumentParser(description="nvshare benchmarks (use bench/run)")
+    ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--only", default="", help="comma list of: " + ",".join(SCENARIOS))
+    ap.add_argument("--no-docs", action="store_true", help="do not touch docs/BENCHMARKS.md")
+    ap.add_argument("--command", default="bench/run", help="command line to record")
+    a = ap.parse_args()
+    only = [s for s in a.only.split(",") if s] or SCENARIOS
+    bad = [s for s in only if s not in SCENARIOS]
+    if bad:
+        sys.exit("unknown scenario(s): %s" % ",".join(bad))
+    os.makedirs(LOGDIR, exist_ok=True)
+
+    gpu = query_gpu(a.dry_run)
+    for f in (LIB, SCHED_BIN):
+        if not os.path.exists(f) and not a.dry_run and not FAKE:
+            sys.exit("missing %s (build first or set NVS_BUILD)" % f)
+    # GPU safety: the largest real footprint is the pressure pair (two
+    # normal working sets) plus idle workers' contexts' leftovers.
+    need = 2 * NORMAL_MIB + 512
+    budget = gpu["free_mib"] * BUDGET_PCT / 100.0
+    scale = min(1.0, budget / need)
+    if scale < 0.1:
+        sys.exit("only %d MiB free on the GPU: too little to benchmark safely" % gpu["free_mib"])
+    small = max(64, int(SMALL_MIB * scale) // 64 * 64)
+    normal = max(128, int(NORMAL_MIB * scale) // 64 * 64)
+    cap_mib = int(2 * normal * PRESSURE_CAP_FRACTION)
+    capacity = "%dMi" % cap_mib if cap_mib % 1024 else "%dGi" % (cap_mib // 1024)
+    swap_env = detect_swap_env()
+
+    C = {}
+
+    def add(name, label, sched_env=None, client_env=None):
+        C[name] = Config(name, label, sched_env, client_env)
+
+    add("native", "no preload, no scheduler")
+    if any(s in only for s in ("overhead", "fit", "interactive")):
+        add("auto", "nvshare, mode auto (fits: concurrent)", {MODE_VAR: "auto"})
+    if any(s in only for s in ("overhead", "fit", "idle")):
+        add("on", "nvshare, mode on" + (", TQ %s" % TQ_ON if TQ_ON else " (default TQ)"),
+            dict({MODE_VAR: "on"}, **({TQ_VAR: TQ_ON} if TQ_ON else {})))
+    if "interactive" in only:
+        add("on_i", "nvshare, mode on, TQ %s s" % TQ_INTERACTIVE, {MODE_VAR: "on", TQ_VAR: TQ_INTERACTIVE})
+    if "pressure" in only:
+        add("pressure", "nvshare auto, capacity %s, TQ %s s" % (capacity, TQ_PRESSURE),
+            {MODE_VAR: "auto", CAP_VAR: capacity, TQ_VAR: TQ_PRESSURE})
+        if swap_env:
+            add("pressure_noswap", "as pressure with %s" % " ".join("%s=%s" % kv for kv in swap_env.items()),
+                dict({MODE_VAR: "auto", CAP_VAR: capacity, TQ_VAR: TQ_PRESSURE}, **swap_env), dict(swap_env))
+    if only == ["sched_latency"]:
+        C = {}
+
+    say("GPU %s, free %d MiB; budget %d%% = %d MiB; working sets %d/%d MiB; pressure capacity %s" % (
+        gpu["name"], gpu["free_mib"], BUDGET_PCT, budget, small, normal, capacity))
+    say("swap switch: %s" % (swap_env or "none found"))
+    say("scenarios: %s; deadline %.0f s; logs %s" % (",".join(only), DEADLINE, LOGDIR))
+
+    R = {}
+    pidfile = os.path.join(LOGDIR, "bench.pids")
+    try:
+        for c in C.values():
+            if c.preload:
+                start_sched(c, a.dry_run)
+            start_workers(c, a.dry_run)
+        if a.dry_run:
+            plan_dry(only, small, normal)
+            return 0
+        with open(pidfile, "w") as f:
+            for c in C.values():
+                for ch in ([c.sched] if c.sched else []) + c.workers:
+                    f.write("%d\n" % ch.pid)
+        broadcast(C.values(), {"op": "hello"}, WORKER_START_TIMEOUT)
+        broadcast(C.values(), {"op": "warmup", "mm_n": OVERHEAD_MM_N}, CMD_TIMEOUT)
+        for c in C.values():
+            say("%-16s %s" % (c.name, "ready" if c.usable() else "FAILED: %s" % c.error))
+        info = next((c.info for c in C.values() if c.info), {})
+        meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "gpu": gpu, "torch": info.get("torch", "?"), "torch_cuda": info.get("torch_cuda", "?"),
+                "command": a.command, "small_mib": small, "normal_mib": normal, "capacity": capacity,
+                "mem_scale": scale, "swap_env": " ".join("%s=%s" % kv for kv in swap_env.items())}
+        # rough costs (s) to skip what no longer fits in the deadline
+        cost = {"overhead": 20, "fit": 30, "idle": 10, "interactive": 30, "pressure": 50, "sched_latency": 15}
+        for s in only:
+            if left() < cost[s]:
+                say("skipping %s: %.0f s left" % (s, left()))
+                R.setdefault("skipped", []).append(s)
+                continue
+            t = time.monotonic()
+            if s == "overhead":
+                run_overhead(C, R, ["native", "auto", "on"])
+            elif s == "fit":
+                R["fit"] = run_pairs(C, ["native", "auto", "on"], [("add", "small"), ("mm", "small")],
+                                     {"small": small})
+            elif s == "idle":
+                run_idle(C, R)
+            elif s == "interactive":
+                run_interactive(C, R, ["native", "auto", "on_i"])
+            elif s == "pressure":
+                R["pressure"] = run_pressure(C, normal)
+            elif s == "sched_latency":
+                run_sched_latency(R, a.dry_run)
+            say("%s done in %.1f s (%.0f s left)" % (s, time.monotonic() - t, left()))
+    finally:
+        for c in C.values():
+            for w in c.workers:
+                w.stop()
+            if c.sched:
+                c.sched.stop()
+        for d in TMPDIRS:
+            shutil.rmtree(d, ignore_errors=True)
+    if a.dry_run:
+        return 0
+    md = report(R, meta, C)
+    if R.get("skipped"):
+        md += "\nSkipped for lack of time: %s.\n" % ", ".join(R["skipped"])
+    print()
+    print(md)
+    with open(os.path.join(LOGDIR, "bench.md"), "w") as f:
+        f.write(md + "\n")
+    with open(os.path.join(LOGDIR, "results.json"), "w") as f:
+        json.dump({"meta": meta, "results": R}, f, indent=1, default=str)
+    if not a.no_docs:
+        path = os.path.join(ROOT, "docs", "BENCHMARKS.md")
+        old = open(path).read() if os.path.exists(path) else "# Benchmarks\n\nWritten by `bench/run`.\n"
+        with open(path, "w") as f:
+            f.write(replace_section(old, md, "<!-- bench:begin -->", "<!-- bench:end -->"))
+        say("wrote %s and %s" % (os.path.relpath(path, ROOT), os.path.join(LOGDIR, "bench.md")))
+    say("total %.0f s" % (time.monotonic() - T_START))
+    return 0
+
+
+def run_pressure(C, normal):
+    """native_seq: the native pair, one job after the other."""
+    C2 = dict(C)
+    if "native" in C:
+        C2["native_seq"] = C["native"]
+    return run_pairs(C2, ["native_seq", "native", "pressure", "pressure_noswap"],
+                     [("add", "normal"), ("mm", "normal")], {"normal": normal},
+                     sequential=("native_seq",))
+
+
+def plan_dry(only, small, normal):
+    say("plan (each line: scenario -> configurations, commands sent to the workers):")
+    t = 0.0
+    if "overhead" in only:
+        say("overhead    -> native, auto, on (worker 0): 1 warm + %d reps of compute "
+            "{bf16 %d^3 x %d} and launch {%d adds}" % (REPS_OVERHEAD, OVERHEAD_MM_N,
+                                                     OVERHEAD_MM_ITERS, OVERHEAD_LAUNCH_ITERS))
+        t += 3 * (REPS_OVERHEAD + 1) * 0.8
+    if "fit" in only:
+        say("fit         -> native, auto, on: both workers job{add|mm, %d MiB} at one start_at, %d reps" % (
+            small, REPS_PAIR))
+        t += 2 * REPS_PAIR * 3 * 1.4
+    if "idle" in only:
+        say("idle        -> on: pingpong %d hand-offs, margin %.1f s" % (PINGPONG_HANDOFFS, PINGPONG_MARGIN))
+        t += PINGPONG_HANDOFFS * 0.4
+    if "interactive" in only:
+        say("interactive -> native, auto, on_i: worker 0 batch{bf16 %d^3}, worker 1 %d bursts x %d mm %d^2 "
+            "every %.1f s" % (BATCH_N, BURSTS, BURST_K, BURST_SIZE, BURST_PERIOD))
+        t += 3 * (LEAD_IN + BURSTS * BURST_PERIOD + 1)
+    if "pressure" in only:
+        say("pressure    -> native (sequential and side by side), pressure[, pressure_noswap]: "
+            "job{add|mm, %d MiB} x2, %d reps" % (normal, REPS_PAIR))
+        t += 2 * REPS_PAIR * 4 * 2.4
+    if "sched_latency" in only:
+        say("sched_lat.  -> %s %s" % (SCHED_LATENCY_BIN, " ".join(SCHED_LATENCY_ARGS)))
+        t += 15
+    say("estimated GPU time ~%.0f s plus ~20 s of worker start-up and warm-up" % t)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    sys.exit(main())
