@@ -52,6 +52,13 @@ struct sim_alloc {
 	int32_t *slot;    /* managed: slot index, -1 = host */
 	int8_t *pdev;     /* managed: GPU of that slot */
 	int last_prefetch; /* managed: last prefetch target ordinal, -1 host, -2 none */
+	struct vmap *vmaps; /* VA reservation: what cuMemMap put there */
+};
+
+struct vmap {
+	uint64_t ptr, size;
+	struct sim_vmm *v;
+	struct vmap *next;
 };
 
 static struct sim_alloc **allocs; /* sorted by base */
@@ -505,8 +512,15 @@ static void release_pages(struct sim_alloc *a)
 	sim_unlock();
 }
 
+static void vmm_unmap_range(struct sim_alloc *a, uint64_t p, uint64_t n);
+
 static void alloc_destroy(struct sim_alloc *a)
 {
+	if (a->kind == A_VA) {
+		pthread_mutex_lock(&sim_mu);
+		vmm_unmap_range(a, a->base, a->size);
+		pthread_mutex_unlock(&sim_mu);
+	}
 	release_pages(a);
 	if (a->charged && a->dev >= 0)
 		sim_mem_unreserve(a->dev, a->charged);
@@ -970,6 +984,23 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 	return CUDA_SUCCESS;
 }
 
+/* Drops the mappings inside [p, p+n); a released handle whose last mapping
+ * goes away frees its physical memory (the driver's rule). sim_mu held. */
+static void vmm_unmap_range(struct sim_alloc *a, uint64_t p, uint64_t n)
+{
+	for (struct vmap **pm = &a->vmaps; *pm;) {
+		struct vmap *m = *pm;
+		if (m->ptr >= p && m->ptr + m->size <= p + n) {
+			*pm = m->next;
+			m->v->maps--;
+			vmm_maybe_free(m->v);
+			free(m);
+		} else {
+			pm = &m->next;
+		}
+	}
+}
+
 CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
 			     unsigned long long flags)
 {
@@ -1031,7 +1062,15 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 		pthread_mutex_unlock(&sim_mu);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	v->maps++;
+	struct vmap *vm = calloc(1, sizeof(*vm));
+	if (vm) {
+		vm->ptr = ptr;
+		vm->size = size;
+		vm->v = v;
+		vm->next = a->vmaps;
+		a->vmaps = vm;
+		v->maps++;
+	}
 	a->dev = v->dev;
 	pthread_mutex_unlock(&sim_mu);
 	return CUDA_SUCCESS;
@@ -1048,10 +1087,7 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 	}
 	mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
 	     MAP_NORESERVE, -1, 0);
-	/* Map counts are per handle; without a per-range record, an unmap
-	 * drops one mapping of every released handle mapped here is too
-	 * fine-grained for tests: release physical memory at cuMemRelease
-	 * once no mapping remains anywhere (approximation). */
+	vmm_unmap_range(a, ptr, size);
 	pthread_mutex_unlock(&sim_mu);
 	return CUDA_SUCCESS;
 }

@@ -1,0 +1,181 @@
+/*
+ * Kernel durations in real time: stream, event and context synchronisation,
+ * GPU serialisation across streams, capture and graph replay.
+ */
+#include <string.h>
+
+#include <cuda.h>
+
+#include "sim_api.h"
+
+CUresult cuStreamSynchronize_ptsz(CUstream hStream); /* exported; cuda.h declares it only per-thread */
+#include "tap.h"
+
+static CUfunction simk, plain;
+
+static double ms_since(uint64_t t0)
+{
+	return (double)(nvshareSimNowNs() - t0) / 1e6;
+}
+
+static CUresult run(CUstream s, unsigned long long us)
+{
+	void *params[] = { &us, NULL, NULL };
+	return cuLaunchKernel(simk, 1, 1, 1, 32, 1, 1, 0, s, params, NULL);
+}
+
+static int host_calls;
+static void host_fn(void *p)
+{
+	host_calls += *(int *)p;
+}
+
+int main(void)
+{
+	tap_private_state();
+	setenv("NVSHARE_SIM_KERNEL_US", "3000", 1);
+	unsetenv("NVSHARE_SIM_GPUS");
+	unsetenv("CUDA_VISIBLE_DEVICES");
+	CUcontext ctx;
+	CUmodule mod;
+	CUstream s1, s2;
+	cuInit(0);
+	cuCtxCreate_v4(&ctx, NULL, 0, 0);
+	OK(cuModuleLoadData(&mod, "image") == 0 && cuModuleGetFunction(&simk, mod, NVSHARE_SIM_KERNEL_NAME) == 0 &&
+		   cuModuleGetFunction(&plain, mod, "anything") == 0, "module and functions");
+	cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING);
+	cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING);
+
+	uint64_t t0 = nvshareSimNowNs();
+	for (int i = 0; i < 10; i++)
+		run(s1, 2000);
+	double launch_ms = ms_since(t0);
+	OK(launch_ms < 10, "10 launches return at once (%.2f ms)", launch_ms);
+	OK(cuStreamQuery(s1) == CUDA_ERROR_NOT_READY, "stream busy");
+	cuStreamSynchronize(s1);
+	double ms = ms_since(t0);
+	OK(ms >= 20 && ms < 40, "10 x 2 ms kernels: stream sync after %.1f ms", ms);
+	OK(cuStreamQuery(s1) == CUDA_SUCCESS, "stream idle");
+
+	t0 = nvshareSimNowNs();
+	cuLaunchKernel(plain, 1, 1, 1, 1, 1, 1, 0, s1, NULL, NULL);
+	cuStreamSynchronize(s1);
+	ms = ms_since(t0);
+	OK(ms >= 3 && ms < 13, "default duration from NVSHARE_SIM_KERNEL_US=3000 (%.1f ms)", ms);
+
+	/* Two streams share one GPU: their kernels serialize. */
+	t0 = nvshareSimNowNs();
+	for (int i = 0; i < 5; i++) {
+		run(s1, 2000);
+		run(s2, 2000);
+	}
+	cuStreamSynchronize(s1);
+	double ms1 = ms_since(t0);
+	cuStreamSynchronize(s2);
+	double ms2 = ms_since(t0);
+	OK(ms1 >= 18 && ms2 >= 20 && ms2 < 40, "2 streams x 5 x 2 ms serialize (%.1f / %.1f ms)", ms1, ms2);
+
+	/* Context sync covers every stream; events time the work. */
+	CUevent e0, e1;
+	cuEventCreate(&e0, 0);
+	cuEventCreate(&e1, 0);
+	cuEventRecord(e0, s2);
+	run(s2, 5000);
+	cuEventRecord(e1, s2);
+	OK(cuEventQuery(e1) == CUDA_ERROR_NOT_READY, "event not reached yet");
+	t0 = nvshareSimNowNs();
+	OK(cuCtxSynchronize() == CUDA_SUCCESS, "cuCtxSynchronize");
+	ms = ms_since(t0);
+	float el = 0;
+	OK(cuEventQuery(e1) == CUDA_SUCCESS && cuEventElapsedTime_v2(&el, e0, e1) == 0 && el >= 4.9f && el < 6,
+	   "event elapsed %.2f ms for a 5 ms kernel", el);
+	OK(ms >= 4 && ms < 15, "context sync waited %.1f ms", ms);
+
+	/* Cross-stream dependency through an event. */
+	run(s1, 4000);
+	cuEventRecord(e0, s1);
+	cuStreamWaitEvent(s2, e0, 0);
+	t0 = nvshareSimNowNs();
+	cuLaunchKernel(plain, 1, 1, 1, 1, 1, 1, 0, s2, NULL, NULL);
+	cuStreamSynchronize(s2);
+	ms = ms_since(t0);
+	OK(ms >= 7, "stream waits for an event of another stream (%.1f ms)", ms);
+
+	/* Legacy NULL stream and per-thread stream both work. */
+	t0 = nvshareSimNowNs();
+	OK(run(NULL, 2000) == 0 && run(CU_STREAM_PER_THREAD, 2000) == 0 && cuStreamSynchronize(NULL) == 0 &&
+		   cuStreamSynchronize_ptsz(NULL) == 0, "legacy and per-thread default streams");
+	ms = ms_since(t0);
+	OK(ms >= 4, "both default streams ran their kernels (%.1f ms)", ms);
+
+	/* Host function runs after earlier work. */
+	int one = 1;
+	run(s1, 3000);
+	t0 = nvshareSimNowNs();
+	OK(cuLaunchHostFunc(s1, host_fn, &one) == 0 && host_calls == 1 && ms_since(t0) >= 2.5,
+	   "host function ran after the kernel");
+
+	/* Capture records instead of running; replay takes the recorded time. */
+	struct nvshare_sim_stats a, b;
+	nvshareSimGetStats(0, &a);
+	CUstreamCaptureStatus cs;
+	CUgraph g;
+	CUgraphExec ge;
+	OK(cuStreamBeginCapture_v2(s1, CU_STREAM_CAPTURE_MODE_GLOBAL) == 0 && cuStreamIsCapturing(s1, &cs) == 0 &&
+		   cs == CU_STREAM_CAPTURE_STATUS_ACTIVE, "capture begins");
+	for (int i = 0; i < 4; i++)
+		run(s1, 2500);
+	cuLaunchHostFunc(s1, host_fn, &one);
+	cuuint64_t id = 0;
+	size_t nd = 9;
+	OK(cuStreamGetCaptureInfo_v3(s1, &cs, &id, &g, NULL, NULL, &nd) == 0 && cs == CU_STREAM_CAPTURE_STATUS_ACTIVE &&
+		   id > 0 && g != NULL, "capture info v3");
+	nvshareSimGetStats(0, &b);
+	OK(b.kernels == a.kernels && host_calls == 1, "nothing ran during capture");
+	OK(cuStreamEndCapture(s1, &g) == 0 && g, "capture ends with a graph");
+	size_t nn = 0;
+	OK(cuGraphGetNodes(g, NULL, &nn) == 0 && nn == 5, "graph has 5 nodes");
+	OK(cuGraphInstantiateWithFlags(&ge, g, 0) == 0, "instantiate");
+	t0 = nvshareSimNowNs();
+	OK(cuGraphLaunch(ge, s1) == 0 && cuStreamSynchronize(s1) == 0, "graph launch");
+	ms = ms_since(t0);
+	nvshareSimGetStats(0, &b);
+	OK(ms >= 10 && b.kernels == a.kernels + 4 && host_calls == 2, "replay ran 4 x 2.5 ms + host node (%.1f ms)", ms);
+	cuGraphExecDestroy(ge);
+	cuGraphDestroy(g);
+
+	/* A context-wide sync during capture breaks it (as on real GPUs). */
+	cuStreamBeginCapture_v2(s1, CU_STREAM_CAPTURE_MODE_GLOBAL);
+	run(s1, 1000);
+	OK(cuCtxSynchronize() == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cuCtxSynchronize during capture fails");
+	OK(cuStreamEndCapture(s1, &g) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED && g == NULL, "capture invalidated");
+	OK(cuStreamBeginCapture_v2(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+	   "legacy stream cannot capture");
+
+	/* Manually built graph with cuLaunchKernelEx-style params. */
+	CUDA_KERNEL_NODE_PARAMS kp;
+	memset(&kp, 0, sizeof(kp));
+	unsigned long long us = 3000;
+	void *params[] = { &us, NULL, NULL };
+	kp.func = simk;
+	kp.kernelParams = params;
+	CUgraphNode node;
+	cuGraphCreate(&g, 0);
+	OK(cuGraphAddKernelNode_v2(&node, g, NULL, 0, &kp) == 0 && cuGraphInstantiateWithFlags(&ge, g, 0) == 0,
+	   "add kernel node, instantiate");
+	t0 = nvshareSimNowNs();
+	CUlaunchConfig cfg = { .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1,
+			       .blockDimZ = 1, .hStream = s2 };
+	cuGraphLaunch(ge, s2);
+	cuLaunchKernelEx(&cfg, simk, params, NULL);
+	cuStreamSynchronize(s2);
+	ms = ms_since(t0);
+	OK(ms >= 6, "graph node + cuLaunchKernelEx: %.1f ms", ms);
+
+	nvshareSimGetStats(0, &b);
+	OK(b.kernel_busy_ns > 60e6 && b.busy_until_ns <= nvshareSimNowNs(), "busy time accounted (%.1f ms)",
+	   b.kernel_busy_ns / 1e6);
+	cuStreamDestroy_v2(s1);
+	OK(cuStreamQuery(s1) == CUDA_ERROR_INVALID_HANDLE, "destroyed stream is invalid");
+	TAP_DONE();
+}
