@@ -112,6 +112,9 @@ static atomic_int mem_dirty[NVS_MAX_GPUS];
 static atomic_int capture_depth;
 static atomic_int started;  /* the client thread was started (or tried) */
 static atomic_int stopping; /* process is exiting: no more driver calls */
+/* Forked child: keep the gate closed until a gated call has found its
+ * device and attached it (launches alone do not attach elsewhere). */
+static atomic_int probe_pending;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t start_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -193,6 +196,7 @@ static void recompute_gate(void)
 		atomic_store_explicit(&gpu_closed[i], closed, memory_order_release);
 		any |= closed;
 	}
+	any |= atomic_load(&probe_pending);
 	atomic_store_explicit(&nvs_gate_closed, any, memory_order_seq_cst);
 }
 
@@ -897,6 +901,11 @@ void nvs_gate_slow(void)
 		return;
 	if (!atomic_load_explicit(&gpu_attached[dev], memory_order_acquire))
 		nvs_sched_attach_gpu((int)dev);
+	if (atomic_exchange(&probe_pending, 0)) {
+		pthread_mutex_lock(&mu);
+		recompute_gate();
+		pthread_mutex_unlock(&mu);
+	}
 	if (!atomic_load_explicit(&gpu_closed[dev], memory_order_acquire))
 		return; /* another GPU is closed, not ours */
 	CUcontext cur = NULL;
@@ -975,7 +984,8 @@ void nvs_sched_atfork_child(void)
 	atomic_store(&capture_depth, 0);
 	atomic_store(&nvs_gate_activity, 0);
 	/* No thread here: the next gated call takes the slow path, which
-	 * restarts it and registers again the devices the child uses. */
+	 * restarts it and registers the device the child uses. */
 	atomic_store(&started, 0);
-	atomic_store(&nvs_gate_closed, was_started ? 1 : 0);
+	atomic_store(&probe_pending, was_started);
+	atomic_store(&nvs_gate_closed, was_started);
 }
