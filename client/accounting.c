@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static _Atomic uint64_t used[NVS_MAX_GPUS];
 /* Scheduler's run-time limit, stored +1 (0: none). */
@@ -81,8 +82,19 @@ uint64_t nvs_acct_used(int dev)
 	return dev_ok(dev) ? atomic_load_explicit(&used[dev], memory_order_relaxed) : 0;
 }
 
+/* One WARN line per refusal, but at most one per second per device (a
+ * framework retrying in a loop must not flood stderr); the rest go to DEBUG. */
+static _Atomic int64_t last_warn_s[NVS_MAX_GPUS];
+
 static void explain_refusal(int dev, uint64_t bytes, uint64_t cur, uint64_t lim)
 {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	int64_t prev = atomic_load_explicit(&last_warn_s[dev], memory_order_relaxed);
+	int loud = prev != (int64_t)ts.tv_sec + 1 &&
+		   atomic_compare_exchange_strong(&last_warn_s[dev], &prev, (int64_t)ts.tv_sec + 1);
+	if (!loud && !nvs_log_debug_enabled())
+		return;
 	char a[32], u[32], l[32];
 	nvs_format_size(bytes, a, sizeof a);
 	nvs_format_size(cur, u, sizeof u);
@@ -99,9 +111,10 @@ static void explain_refusal(int dev, uint64_t bytes, uint64_t cur, uint64_t lim)
 		why = "the GPU's memory size";
 		how = "set NVSHARE_ENABLE_SINGLE_OVERSUB=1 to let one process oversubscribe";
 	}
-	NVS_WARN("GPU %d: allocation of %s refused (CUDA_ERROR_OUT_OF_MEMORY): %s in use, limit %s "
-		 "is %s; %s",
-		 dev, a, u, l, why, how);
+	nvs_log(loud ? NVS_LOG_WARN : NVS_LOG_DEBUG,
+		"GPU %d: allocation of %s refused (CUDA_ERROR_OUT_OF_MEMORY): %s in use, limit %s "
+		"is %s; %s",
+		dev, a, u, l, why, how);
 }
 
 int nvs_acct_reserve(int dev, uint64_t bytes)

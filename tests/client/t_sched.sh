@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Scheduler interplay: a program that never touches CUDA never contacts the
+# scheduler; a CUDA program does; the scheduler's run-time memory limit is
+# applied, lowered below use and removed.
+. "$(dirname "$0")/../lib.sh"
+TC=$B/tests/client
+if [ ! -x "$TC/probe_alloc" ] || [ ! -x "$B/nvshare-scheduler" ]; then
+  ok "# SKIP simulated GPU or scheduler not built"; echo "1..$_tap_n"; exit 0
+fi
+start_scheduler
+LD_PRELOAD="$PRELOAD" "$TC/probe_alloc" nocuda >/dev/null 2>"$T/nocuda.err"
+LD_PRELOAD="$PRELOAD" sh -c 'true'
+sleep 0.3
+check "no CUDA use: no HELLO at the scheduler" bash -c "! grep -q 'HELLO' '$T/scheduler.log'"
+
+mkdir -p "$T/steps"
+NVS_STEP_DIR=$T/steps LD_PRELOAD="$PRELOAD" "$TC/probe_alloc" runtime >"$T/rt.out" 2>"$T/rt.err" &
+pid=$!; _pids+=($pid)
+if wait_for 10 test -f "$T/steps/ready1"; then
+  check "CUDA use: the client said HELLO" wait_log 5 "$T/scheduler.log" "HELLO"
+  "$B/nvsharectl" --set-client "$pid" --memory-limit 256Mi >"$T/ctl1.out" 2>&1
+  check "nvsharectl set a 256 MiB limit" [ $? -eq 0 ]
+  if wait_for 15 test -f "$T/steps/ready2"; then
+    "$B/nvsharectl" --set-client "$pid" --memory-limit none >"$T/ctl2.out" 2>&1
+  fi
+else
+  not_ok "probe did not start"
+fi
+wait "$pid"; rc=$?
+while IFS= read -r l; do
+  case "$l" in "ok "*) ok "runtime: ${l#ok - }";; "not ok "*) not_ok "runtime: ${l#not ok - }";; esac
+done <"$T/rt.out"
+check "runtime probe exited 0" [ $rc -eq 0 ]
+echo "1..$_tap_n"
