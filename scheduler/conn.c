@@ -273,7 +273,7 @@ void conn_reap(void)
 		doomed = c->doom_next;
 		const char *kind = c->kind == CONN_CLIENT ? "client" : c->kind == CONN_CTL ? "control" : "new";
 		if (!strcmp(c->why, "closed by peer") || !strcmp(c->why, "scheduler shutting down"))
-				NVS_DEBUG("conn %u (%s, pid %d): %s", c->id, kind, (int)c->pid, c->why);
+			NVS_DEBUG("conn %u (%s, pid %d): %s", c->id, kind, (int)c->pid, c->why);
 		else
 			NVS_WARN("closing conn %u (%s, pid %d, uid %d): %s", c->id, kind,
 				 (int)c->pid, (int)c->uid, c->why);
