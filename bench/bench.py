@@ -47,6 +47,8 @@ SCHED_LATENCY_ARGS = shlex.split(env("BENCH_SCHED_LATENCY_ARGS", ""))
 SOCK_NAME = "scheduler.sock"  # in $NVSHARE_SOCK_DIR
 # Scheduler settings by environment (scheduler/settings.c):
 MODE_VAR, TQ_VAR, CAP_VAR = "NVSHARE_SCHED_MODE", "NVSHARE_TQ", "NVSHARE_GPU_CAPACITY"
+# Several schedulers run at once: none may serve metrics on the shared port.
+SCHED_COMMON_ENV = {"NVSHARE_METRICS_ENABLE": "0"}
 # Swap (prefetch on hand-off) switch: BENCH_SWAP_OFF_ENV="VAR=value" forces
 # one ("" disables the comparison); unset = look for an NVSHARE_*SWAP* or
 # *PREFETCH* variable name inside the binaries and set it to 0.
@@ -167,6 +169,7 @@ def start_sched(cfg, dry, real=False):
     e = dict(os.environ)
     e["LD_LIBRARY_PATH"] = SCHED_LIBDIR + (":" + e["LD_LIBRARY_PATH"] if e.get("LD_LIBRARY_PATH") else "")
     e["NVSHARE_SOCK_DIR"] = cfg.sock_dir
+    e.update(SCHED_COMMON_ENV)
     e.update(cfg.sched_env)
     argv = ["timeout", "-k", "5", str(int(DEADLINE + 60)), SCHED_BIN]
     log = os.path.join(LOGDIR, "sched-%s.log" % cfg.name)
@@ -233,6 +236,9 @@ def pair_call(cfg, cmds, timeout=CMD_TIMEOUT):
     """Sends cmds[i] to worker i (None: skip) at once; returns the replies."""
     if not cfg.usable():
         raise RuntimeError(cfg.error or "%s unusable" % cfg.name)
+    # Never wait past the run's deadline: a stuck worker costs its config,
+    # not the report.
+    timeout = max(5.0, min(timeout, left() - 5))
     for w, c in zip(cfg.workers, cmds):
         if c is not None:
             w.send(c)
