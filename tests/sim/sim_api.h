@@ -8,11 +8,14 @@
  * Any name passed to cuModuleGetFunction / cuLibraryGetKernel gives a fake
  * kernel whose duration is NVSHARE_SIM_KERNEL_US (default 100 us). A function
  * obtained under the name "nvshare_sim_kernel" (NVSHARE_SIM_KERNEL_NAME)
- * reads its kernelParams when they are non-NULL:
+ * reads its kernelParams when they are non-NULL. The array must have three
+ * entries (the driver cannot know a fake kernel's parameter count):
  *   params[0] -> unsigned long long   duration in microseconds
- *   params[1] -> CUdeviceptr          (optional, with params[2]) start of a
- *                                     range the kernel touches
+ *   params[1] -> CUdeviceptr          start of a range the kernel touches,
+ *                                     or params[1] == NULL: no touch
  *   params[2] -> unsigned long long   byte count of that range
+ * e.g.  unsigned long long us = 2000, n = 64 << 20; CUdeviceptr p = buf;
+ *       void *params[] = { &us, &p, &n };   or  { &us, NULL, NULL }
  * Managed pages of the touched range that are not resident on the kernel's
  * GPU are fault-migrated at NVSHARE_SIM_FAULT_GBPS before the kernel body
  * runs (time added to the kernel, counted in fault_bytes/fault_ns), evicting

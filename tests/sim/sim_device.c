@@ -441,6 +441,7 @@ static CUresult ctx_new(CUcontext *pctx, unsigned flags, CUdevice dev)
 	c->dev = p;
 	c->flags = flags;
 	c->active = 1;
+	sim_keep(c);
 	ctx_opened(p);
 	if (ctx_depth < TLS_STACK)
 		ctx_stack[ctx_depth++] = c;

@@ -166,6 +166,11 @@ int sim_ctx_capture_violation(struct sim_ctx *ctx);
 int sim_phys(CUdevice d);
 CUdevice sim_ordinal(int phys);
 struct sim_graph *sim_graph_new(void);
+void sim_graph_free(struct sim_graph *g);
+/* Driver objects that live until exit (contexts, modules, destroyed
+ * streams kept so stale handles fail cleanly) are recorded here, so they
+ * stay reachable and leak checkers do not report them. */
+void sim_keep(void *p);
 void sim_streams_forget_ctx(struct sim_ctx *ctx);
 
 /* ---- memory (sim_memory.c) ---- */

@@ -51,6 +51,7 @@ static CUresult module_new(CUmodule *m)
 	if (!x)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	x->magic = SIM_MODULE_MAGIC;
+	sim_keep(x);
 	*m = (CUmodule)x;
 	return CUDA_SUCCESS;
 }
@@ -607,6 +608,12 @@ CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	*phGraph = (CUgraph)g;
 	return CUDA_SUCCESS;
+}
+
+void sim_graph_free(struct sim_graph *g)
+{
+	if (g)
+		cuGraphDestroy((CUgraph)g);
 }
 
 CUresult cuGraphDestroy(CUgraph hGraph)

@@ -775,6 +775,7 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	x->magic = SIM_POOL_MAGIC;
 	x->dev = p;
+	sim_keep(x);
 	*pool = (CUmemoryPool)x;
 	return CUDA_SUCCESS;
 }

@@ -45,6 +45,24 @@ uint64_t sim_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+struct keep {
+	void *p;
+	struct keep *next;
+};
+static struct keep *kept;
+
+void sim_keep(void *p)
+{
+	struct keep *k = malloc(sizeof(*k));
+	if (!k)
+		return;
+	k->p = p;
+	pthread_mutex_lock(&sim_mu);
+	k->next = kept;
+	kept = k;
+	pthread_mutex_unlock(&sim_mu);
+}
+
 uint64_t nvshareSimNowNs(void)
 {
 	return sim_now();

@@ -137,7 +137,11 @@ void sim_streams_forget_ctx(struct sim_ctx *ctx)
 	for (size_t i = 0; i < nstreams;) {
 		if (streams[i]->ctx == ctx) {
 			streams[i]->magic = 0; /* handles die with the context */
+			struct sim_stream *dead = streams[i];
 			streams[i] = streams[--nstreams];
+			pthread_mutex_unlock(&sim_mu);
+			sim_keep(dead);
+			pthread_mutex_lock(&sim_mu);
 		} else {
 			i++;
 		}
@@ -205,6 +209,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
 	untrack_locked(s);
 	s->magic = 0; /* kept allocated: a stale handle fails cleanly */
 	pthread_mutex_unlock(&sim_mu);
+	sim_keep(s);
 	return CUDA_SUCCESS;
 }
 
@@ -470,6 +475,7 @@ static CUresult end_capture(CUstream h, CUgraph *pg, int pt)
 	if (st == CU_STREAM_CAPTURE_STATUS_NONE)
 		return CUDA_ERROR_ILLEGAL_STATE;
 	if (st == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+		sim_graph_free(g);
 		*pg = NULL;
 		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
 	}

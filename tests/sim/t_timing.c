@@ -175,6 +175,10 @@ int main(void)
 	nvshareSimGetStats(0, &b);
 	OK(b.kernel_busy_ns > 60e6 && b.busy_until_ns <= nvshareSimNowNs(), "busy time accounted (%.1f ms)",
 	   b.kernel_busy_ns / 1e6);
+	cuGraphExecDestroy(ge);
+	cuGraphDestroy(g);
+	cuEventDestroy_v2(e0);
+	cuEventDestroy_v2(e1);
 	cuStreamDestroy_v2(s1);
 	OK(cuStreamQuery(s1) == CUDA_ERROR_INVALID_HANDLE, "destroyed stream is invalid");
 	TAP_DONE();
