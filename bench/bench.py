@@ -479,12 +479,13 @@ def report(R, meta, C):
             nat = [r["makespan"] for r in per.get("native", [])]
             auto = [r["makespan"] for r in per.get("auto", [])]
             on = [r["makespan"] for r in per.get("on", [])]
-            ok_all = all(r["correct"] for v in per.values() for r in v)
+            res_all = [r["correct"] for v in per.values() for r in v]
+            ok_all = "n/a" if not res_all else ("yes" if all(res_all) else "**NO**")
             ra = ratios(auto, nat)
             if ra:
                 worst = max(worst or 0, median(ra))
             rows.append([wl, cell_ratio(ra), cell_ratio(ratios(on, nat)), cell_time(nat), cell_time(auto),
-                         cell_time(on), "yes" if ok_all else "**NO**"])
+                         cell_time(on), ok_all])
         T["fit_auto"] = ("%.4f× (worst workload)" % worst if worst else "n/a",
                          worst <= 1.01 if worst else None)
         L.append("### Two jobs that fit together: makespan")
@@ -521,7 +522,7 @@ def report(R, meta, C):
         nat_sps = it.get("native", {}).get("batch_during_sps")
         for n, r in it.items():
             if "error" in r:
-                rows.append([n, "error: %s" % r["error"]] + [""] * 6)
+                rows.append([n, "error: %s" % r["error"]] + [""] * 5)
                 continue
             lat = r["burst_lat"]
             hu = r["holdups"]
@@ -559,7 +560,8 @@ def report(R, meta, C):
             for n in names:
                 xs = [r["makespan"] for r in per.get(n, [])]
                 row.append("%s<br>%s" % (cell_ratio(ratios(xs, seq)), cell_time(xs)) if xs else "n/a")
-            row.append("yes" if all(r["correct"] for v in per.values() for r in v) else "**NO**")
+            res_all = [r["correct"] for v in per.values() for r in v]
+            row.append("n/a" if not res_all else ("yes" if all(res_all) else "**NO**"))
             rows.append(row)
         label = {"native_seq": "native, one after the other", "native": "native side by side (real memory fits)",
                  "pressure": "nvshare auto, capacity %s" % meta["capacity"],
@@ -737,7 +739,10 @@ def main():
             f.write(replace_section(old, md, "<!-- bench:begin -->", "<!-- bench:end -->"))
         say("wrote %s and %s" % (os.path.relpath(path, ROOT), os.path.join(LOGDIR, "bench.md")))
     say("total %.0f s" % (time.monotonic() - T_START))
-    return 0
+    failed = [c.name for c in C.values() if c.error]
+    if failed:
+        say("configurations with failures: %s (see the report and %s)" % (", ".join(failed), LOGDIR))
+    return 1 if failed else 0
 
 
 def run_pressure(C, normal):
