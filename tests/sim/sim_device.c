@@ -864,7 +864,7 @@ CUresult cuGetErrorString(CUresult error, const char **pStr)
 			const char *n = err_names[i].name;
 			n += strncmp(n, "CUDA_ERROR_", 11) == 0 ? 11 : 5;
 			size_t k = 0;
-			for (; n[k] && k < 63; k++)
+			for (; k < 63 && n[k]; k++)
 				strs[i][k] = n[k] == '_' ? ' ' : (char)(n[k] | 0x20);
 			strs[i][k] = 0;
 			if (error == CUDA_SUCCESS)

@@ -11,6 +11,10 @@
 
 #include "tap.h"
 
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr, const void *, size_t);
+CUresult cuMemcpyDtoH_v2_ptds(void *, CUdeviceptr, size_t);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
+
 typedef CUresult (*gpa1_t)(const char *, void **, int, cuuint64_t);
 typedef CUresult (*gpa2_t)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 
@@ -222,6 +226,48 @@ int main(void)
 	   "VMM unmap/release/free");
 	cuMemGetInfo_v2(&fr1, &tot);
 	OK(fr1 == fr0, "VMM memory returned");
+
+	/* Pitch, 2D copies, arrays, host memory, pools. */
+	CUdeviceptr pd;
+	size_t pitch = 0;
+	OK(cuMemAllocPitch_v2(&pd, &pitch, 100, 8, 4) == 0 && pitch >= 100 && pitch % 256 == 0, "pitched allocation");
+	char host2d[8][100], back2d[8][100];
+	for (int y = 0; y < 8; y++)
+		for (int x = 0; x < 100; x++)
+			host2d[y][x] = (char)(x ^ y);
+	CUDA_MEMCPY2D c2 = { .srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = host2d, .srcPitch = 100,
+			     .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = pd, .dstPitch = pitch,
+			     .WidthInBytes = 100, .Height = 8 };
+	CUDA_MEMCPY2D c3 = { .srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = pd, .srcPitch = pitch,
+			     .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = back2d, .dstPitch = 100,
+			     .WidthInBytes = 100, .Height = 8 };
+	OK(cuMemcpy2D_v2(&c2) == 0 && cuMemcpy2D_v2(&c3) == 0 && !memcmp(host2d, back2d, sizeof(host2d)),
+	   "2D copy round trip through pitched memory");
+	cuMemFree_v2(pd);
+	CUarray arr;
+	CUDA_ARRAY_DESCRIPTOR ad = { .Width = 256, .Height = 256, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4 };
+	size_t fa;
+	OK(cuArrayCreate_v2(&arr, &ad) == 0 && cuMemGetInfo_v2(&fa, &tot) == 0 && fr0 - fa == (2 << 20),
+	   "array counts as device memory");
+	OK(cuMemcpyHtoA_v2(arr, 16, src, 64) == 0 && cuMemcpyAtoH_v2(dst, arr, 16, 64) == 0 && !memcmp(src, dst, 64),
+	   "array copies");
+	OK(cuArrayDestroy(arr) == 0, "array destroy");
+	void *hp = NULL;
+	OK(cuMemHostAlloc(&hp, 1 << 20, CU_MEMHOSTALLOC_PORTABLE) == 0 && cuMemGetInfo_v2(&fa, &tot) == 0 && fa == fr0 &&
+		   cuMemFreeHost(hp) == 0, "pinned host memory does not use GPU memory");
+	CUmemoryPool pool;
+	CUstream st;
+	cuStreamCreate(&st, CU_STREAM_NON_BLOCKING);
+	OK(cuDeviceGetDefaultMemPool(&pool, 0) == 0 && cuMemAllocFromPoolAsync(&d, 8 << 20, pool, st) == 0 &&
+		   cuMemGetInfo_v2(&fa, &tot) == 0 && fr0 - fa == (8 << 20), "pool allocation counts");
+	CUmemoryPool pp = NULL;
+	OK(cuPointerGetAttribute(&pp, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, d) == 0 && pp == pool, "pointer knows its pool");
+	OK(cuMemFreeAsync(d, st) == 0 && cuMemAllocAsync(&d, 4 << 20, st) == 0 && cuMemFreeAsync_ptsz(d, NULL) == 0,
+	   "async alloc/free (+_ptsz)");
+	cuStreamDestroy_v2(st);
+	char hb[64];
+	OK(cuMemAlloc_v2(&d, 4096) == 0 && cuMemcpyHtoD_v2_ptds(d, src, 64) == 0 && cuMemcpyDtoH_v2_ptds(hb, d, 64) == 0 &&
+		   !memcmp(src, hb, 64) && cuMemFree_v2(d) == 0, "per-thread (_ptds) copies");
 
 	const char *en = NULL;
 	OK(cuGetErrorName(CUDA_ERROR_OUT_OF_MEMORY, &en) == 0 && !strcmp(en, "CUDA_ERROR_OUT_OF_MEMORY"),
