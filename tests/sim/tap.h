@@ -3,6 +3,7 @@
 #define NVSHARE_TESTS_SIM_TAP_H
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static int tap_n, tap_failed;
 
@@ -27,11 +28,27 @@ static int tap_n, tap_failed;
 	} while (0)
 #define TAP_DONE() return tap_failed ? 1 : 0
 
-/* A private state directory, so a test never shares the GPU by accident. */
+static char tap_dir[] = "/tmp/nvs-sim-test.XXXXXX";
+static pid_t tap_owner;
+
+static void tap_cleanup(void)
+{
+	char f[64];
+	if (getpid() != tap_owner)
+		return;
+	snprintf(f, sizeof(f), "%s/gpu-state", tap_dir);
+	unlink(f);
+	rmdir(tap_dir);
+}
+
+/* A private state directory, so a test never shares the GPU by accident;
+ * removed at exit. */
 static inline void tap_private_state(void)
 {
-	static char dir[] = "/tmp/nvs-sim-test.XXXXXX";
-	if (mkdtemp(dir))
-		setenv("NVSHARE_SIM_STATE_DIR", dir, 1);
+	if (mkdtemp(tap_dir)) {
+		setenv("NVSHARE_SIM_STATE_DIR", tap_dir, 1);
+		tap_owner = getpid();
+		atexit(tap_cleanup);
+	}
 }
 #endif
