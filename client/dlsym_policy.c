@@ -20,7 +20,7 @@ dlsym_fn nvs_dlsym_glibc;
 
 void *nvs_dlsym_policy(void *handle, const char *name, void *caller);
 
-static dlsym_fn glibc_dlsym(void)
+NVS_NO_SANITIZE static dlsym_fn glibc_dlsym(void)
 {
 	dlsym_fn f = __atomic_load_n(&nvs_dlsym_glibc, __ATOMIC_ACQUIRE);
 	if (__builtin_expect(f != NULL, 1))
@@ -44,7 +44,7 @@ void *nvs_dlsym_real(void *handle, const char *name)
 	return f ? f(handle, name) : NULL;
 }
 
-enum nvs_lib nvs_lib_of_path(const char *path)
+NVS_NO_SANITIZE enum nvs_lib nvs_lib_of_path(const char *path)
 {
 	if (!path)
 		return NVS_LIB_OTHER;
@@ -61,7 +61,7 @@ enum nvs_lib nvs_lib_of_path(const char *path)
 	return NVS_LIB_OTHER;
 }
 
-static enum nvs_lib expected_lib(unsigned char fam)
+NVS_NO_SANITIZE static enum nvs_lib expected_lib(unsigned char fam)
 {
 	switch (fam) {
 	case NVS_FAM_RT:
@@ -73,7 +73,7 @@ static enum nvs_lib expected_lib(unsigned char fam)
 	}
 }
 
-void *nvs_dlsym_policy(void *handle, const char *name, void *caller)
+NVS_NO_SANITIZE void *nvs_dlsym_policy(void *handle, const char *name, void *caller)
 {
 	if (__builtin_expect(!nvs_dlsym_glibc, 0) && !glibc_dlsym())
 		return NULL;

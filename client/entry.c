@@ -107,7 +107,12 @@ CUresult nvs_unresolved(const char *name)
 
 CUresult nvs_legacy_refused(const char *name)
 {
+	static atomic_int warned;
 	nvs_config_load();
+	if (atomic_exchange(&warned, 1)) {
+		NVS_DEBUG("%s: 32-bit v1 driver ABI refused", name);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	NVS_WARN("%s: 32-bit v1 driver ABI refused (CUDA_ERROR_NOT_SUPPORTED); "
 		 "rebuild against CUDA >= 3.2 headers",
 		 name);

@@ -47,6 +47,10 @@ CUresult nvs_current_device(int *dev);
 /* First use of a device by this process: tells the scheduler client. */
 void nvs_device_used(int dev);
 
+/* For code on the dlsym path: the ASan runtime calls dlsym(RTLD_NEXT, ...)
+ * before its shadow memory exists (SAN=1 builds). */
+#define NVS_NO_SANITIZE __attribute__((no_sanitize_address, no_sanitize("undefined")))
+
 /* ---- the table (table.c) ---- */
 enum nvs_family {
 	NVS_FAM_ENTRY, NVS_FAM_RT, NVS_FAM_INIT, NVS_FAM_CTX, NVS_FAM_ALLOC, NVS_FAM_POOL,

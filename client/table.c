@@ -66,7 +66,7 @@ __attribute__((constructor(101))) static void build_index(void)
 	atomic_store_explicit(&sorted_ready, 1, memory_order_release);
 }
 
-const struct nvs_entry *nvs_table_find(const char *name)
+NVS_NO_SANITIZE const struct nvs_entry *nvs_table_find(const char *name)
 {
 	if (!name || (name[0] != 'c' && name[0] != 'n'))
 		return NULL;
