@@ -1,0 +1,71 @@
+# deploy/: container images built from the artifacts of `make` (see
+# deploy/images/Containerfile.* and docs/kubernetes.md). Not part of `all`.
+#
+#   make images                      the three images for this machine's arch
+#   make image-scheduler | image-device-plugin | image-library
+#   make image-stage                 only stage the build contexts
+#   make images-multiarch            docker buildx, PLATFORMS, --push
+#
+#   CONTAINER_TOOL  docker (default), podman, or buildah (`build` subcommand)
+#   IMAGE_REPO      image name prefix (default nvshare: nvshare/scheduler...)
+#   IMAGE_TAG       default 0.1.0 (deploy/kubernetes/kustomization.yaml too)
+#   IMAGE_BASE      base image (default debian:bookworm-slim; glibc >= 2.36)
+#   IMAGE_ARCH      Debian arch of the artifacts in $(B) (default: this host)
+#   IMAGE_CONTEXT   build contexts, shared by all archs (default build/images)
+
+CONTAINER_TOOL ?= docker
+IMAGE_REPO ?= nvshare
+IMAGE_TAG ?= 0.1.0
+IMAGE_BASE ?= debian:bookworm-slim
+IMAGE_ARCH ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+IMAGE_CONTEXT ?= build/images
+PLATFORMS ?= linux/amd64,linux/arm64
+IMAGES := scheduler device-plugin library
+IMAGE_STAGED := $(IMAGES:%=$(IMAGE_CONTEXT)/%/.staged-$(IMAGE_ARCH))
+
+.PHONY: images image-stage images-multiarch $(IMAGES:%=image-%)
+
+$(IMAGE_CONTEXT)/scheduler/.staged-$(IMAGE_ARCH): $(B)/nvshare-scheduler $(B)/nvsharectl \
+		deploy/images/stage.sh
+	deploy/images/stage.sh $(IMAGE_CONTEXT)/scheduler $(IMAGE_ARCH) \
+		$(B)/nvshare-scheduler:/usr/local/bin/ $(B)/nvsharectl:/usr/local/bin/
+	@touch $@
+
+$(IMAGE_CONTEXT)/device-plugin/.staged-$(IMAGE_ARCH): $(B)/nvshare-device-plugin \
+		deploy/images/stage.sh
+	deploy/images/stage.sh $(IMAGE_CONTEXT)/device-plugin $(IMAGE_ARCH) \
+		$(B)/nvshare-device-plugin:/usr/local/bin/
+	@touch $@
+
+# The library goes into arbitrary containers: it must need nothing but glibc,
+# so no dependencies are staged with it.
+$(IMAGE_CONTEXT)/library/.staged-$(IMAGE_ARCH): $(B)/libnvshare.so deploy/images/install-library.sh \
+		deploy/images/stage.sh
+	deploy/images/stage.sh --no-deps $(IMAGE_CONTEXT)/library $(IMAGE_ARCH) \
+		$(B)/libnvshare.so:/usr/local/nvshare/lib/ \
+		deploy/images/install-library.sh:/usr/local/bin/nvshare-install-library
+	@touch $@
+
+image-stage: $(IMAGE_STAGED)
+
+$(IMAGES:%=image-%): image-%: $(IMAGE_CONTEXT)/%/.staged-$(IMAGE_ARCH)
+	$(CONTAINER_TOOL) build --build-arg BASE=$(IMAGE_BASE) --build-arg TARGETARCH=$(IMAGE_ARCH) \
+		-f deploy/images/Containerfile.$* -t $(IMAGE_REPO)/$*:$(IMAGE_TAG) $(IMAGE_CONTEXT)/$*
+
+images: $(IMAGES:%=image-%)
+
+# Every platform's artifacts must be staged in $(IMAGE_CONTEXT) first, e.g.
+# on an arm64 machine (or with an aarch64 cross compiler and arm64 -dev
+# packages): make B=build-arm64 IMAGE_ARCH=arm64 image-stage, then copy
+# build/images/*/rootfs-arm64 here. Not run in CI.
+images-multiarch:
+	@for i in $(IMAGES); do for p in $(subst $(comma), ,$(PLATFORMS)); do \
+		a=$${p#*/}; test -d $(IMAGE_CONTEXT)/$$i/rootfs-$$a || { \
+		echo "$(IMAGE_CONTEXT)/$$i/rootfs-$$a missing: stage $$a artifacts first (see deploy/module.mk)" >&2; \
+		exit 1; }; done; done
+	for i in $(IMAGES); do \
+		docker buildx build --platform $(PLATFORMS) --build-arg BASE=$(IMAGE_BASE) \
+			-f deploy/images/Containerfile.$$i -t $(IMAGE_REPO)/$$i:$(IMAGE_TAG) --push \
+			$(IMAGE_CONTEXT)/$$i || exit 1; \
+	done
+comma := ,
