@@ -54,6 +54,7 @@ fi
 if [ $REAL = 1 ]; then
   GPU_DESC="$(nvidia-smi -L | head -1)"
   CAPACITY=1Gi
+  JOB_MEM=640Mi
   TQ=2
   cat >"$T/job.py" <<'PY'
 # Small PyTorch job: holds MIB MiB on the GPU and runs STEPS matmul steps,
@@ -82,7 +83,8 @@ print(f"DONE name={name} kernels={steps} elapsed_ms={mono() - t0:.1f} "
 sys.exit(0 if ok else 1)
 PY
   run_job() { # name idle_after
-    (export LD_PRELOAD="$PRELOAD"; exec -a "job-$1" python3 "$T/job.py" "$1" 640 300 "$2")
+    export LD_PRELOAD="$PRELOAD" # run_job runs in a background subshell
+    exec -a "job-$1" python3 "$T/job.py" "$1" 640 300 "$2"
   }
   STEP=30
 else
@@ -94,20 +96,21 @@ else
   export NVSHARE_SIM_STATE_DIR=$T/simgpu
   mkdir -p "$NVSHARE_SIM_STATE_DIR"
   CAPACITY=100Mi
+  JOB_MEM=64Mi
   TQ=1
   ln -s "$APP" "$T/job-A"
   ln -s "$APP" "$T/job-B"
   run_job() { # name idle_after
     local idle=()
     [ "$2" -gt 0 ] && idle=(--idle-after "$2" --idle-ms 1500)
-    LD_PRELOAD="$PRELOAD" "$T/job-$1" --name "$1" --alloc 64Mi --kernels 600 \
+    LD_PRELOAD="$PRELOAD" exec "$T/job-$1" --name "$1" --alloc 64Mi --kernels 600 \
       --kernel-us 5000 --report progress "${idle[@]}"
   }
   STEP=100
 fi
 
 echo "nvshare demo on: $GPU_DESC"
-echo "scheduler: mode auto, capacity $CAPACITY, time quantum ${TQ}s; two jobs of 640/64 MiB each"
+echo "scheduler: mode auto, capacity $CAPACITY, time quantum ${TQ}s; two jobs of $JOB_MEM each"
 echo "(they do not fit together, so the GPU is serialized: one holder at a time)"
 echo
 
@@ -117,29 +120,62 @@ PIDS+=($!)
 for _ in $(seq 100); do [ -S "$NVSHARE_SOCK_DIR/scheduler.sock" ] && break; sleep 0.05; done
 [ -S "$NVSHARE_SOCK_DIR/scheduler.sock" ] || { cat "$T/scheduler.log"; die "scheduler did not start"; }
 
-# Live view of the scheduler's lock decisions, with client ids named.
-tail -n +1 -F "$T/scheduler.log" 2>/dev/null | awk '
-  function v(k,   i) { for (i = 1; i <= NF; i++) if (index($i, k "=") == 1) return substr($i, length(k) + 2); return "" }
-  /HELLO client=/ { n = v("name"); gsub(/"/, "", n); name[v("client")] = n; next }
-  / GPU_MODE / { printf "%s  GPU_MODE       GPU %s %s (allocated %s, capacity %s)\n", $2,
-                   v("gpu"), v("serialized") == 1 ? "serialized" : "concurrent", v("allocated"), v("capacity"); fflush(); next }
-  / LOCK_OK / { printf "%s  LOCK_OK        -> %-6s waited %s ms\n", $2, name[v("client")], v("waited_ms"); fflush(); next }
-  / DROP_LOCK / && /reason=/ { printf "%s  DROP_LOCK      -> %-6s held %s ms (%s)\n", $2, name[v("client")], v("held_ms"), v("reason"); fflush(); next }
-  / LOCK_RELEASED / { why = v("reason"); if (why == "") why = v("idle") == 1 ? "idle release" : "asked, drain " v("drain_ms") " ms"
-                      held = v("held_ms"); printf "%s  LOCK_RELEASED  <- %-6s %s%s\n", $2, name[v("client")],
-                      held == "" ? "" : "held " held " ms, ", why; fflush(); next }
-' &
+# kv LINE KEY: the value of KEY=value in LINE.
+kv() { local re="(^| )$2=([^ ]*)"; [[ $1 =~ $re ]] && printf '%s' "${BASH_REMATCH[2]}"; }
+now() { date +%H:%M:%S.%3N; }
+
+# Live view of the scheduler's lock decisions, client ids replaced by names.
+live_sched() {
+  local l ts c why held
+  declare -A name
+  while IFS= read -r l; do
+    ts=${l#* }; ts=${ts%% *}
+    c=$(kv "$l" client)
+    case $l in
+      *" HELLO client="*) why=$(kv "$l" name); name[$c]=${why//\"/} ;;
+      *" GPU_MODE gpu="*)
+        if [ "$(kv "$l" serialized)" = 1 ]; then why="serialized: one holder at a time"; else why="concurrent: memory fits"; fi
+        printf '%s  GPU_MODE       GPU %s %s (allocated %s, capacity %s)\n' "$ts" "$(kv "$l" gpu)" \
+          "$why" "$(kv "$l" allocated)" "$(kv "$l" capacity)" ;;
+      *" LOCK_OK client="*)
+        printf '%s  LOCK_OK        -> %-6s (waited %s ms)\n' "$ts" "${name[$c]:-client $c}" "$(kv "$l" waited_ms)" ;;
+      *" DROP_LOCK client="*reason=*)
+        printf '%s  DROP_LOCK      -> %-6s (held %s ms, %s)\n' "$ts" "${name[$c]:-client $c}" \
+          "$(kv "$l" held_ms)" "$(kv "$l" reason)" ;;
+      *" LOCK_RELEASED client="*)
+        why=$(kv "$l" reason); held=$(kv "$l" held_ms)
+        if [ -z "$why" ]; then
+          if [ "$(kv "$l" idle)" = 1 ]; then why="idle release"; else why="drained in $(kv "$l" drain_ms) ms"; fi
+        fi
+        printf '%s  LOCK_RELEASED  <- %-6s (%s%s)\n' "$ts" "${name[$c]:-client $c}" \
+          "${held:+held $held ms, }" "$why" ;;
+    esac
+  done
+}
+
+# Live view of one job's output: every STEP-th step, idle periods, the end.
+live_job() { # name step
+  local l k f
+  while IFS= read -r l; do
+    case $l in
+      PROGRESS*) k=$(kv "$l" kernel)
+        [ $(( ${k%/*} % $2 )) -eq 0 ] && printf '%s    job-%s  progress %s\n' "$(now)" "$1" "$k" ;;
+      IDLE*) k=$(kv "$l" to); f=$(kv "$l" from); k=$(( ${k%.*} - ${f%.*} ))
+        printf '%s    job-%s  was idle for %s ms (no kernels)\n' "$(now)" "$1" "$k" ;;
+      DONE*) printf '%s    job-%s  done (%s), result %s\n' "$(now)" "$1" "$(kv "$l" kernels) steps" "$(kv "$l" result)" ;;
+    esac
+  done
+}
+
+tail -n +1 -F --pid=$$ "$T/scheduler.log" 2>/dev/null | live_sched &
 PIDS+=($!)
 
 start_job() { # name idle_after
+  : >"$T/$1.out"
   run_job "$1" "$2" >"$T/$1.out" 2>"$T/$1.err" &
   JOB_PID=$!
   PIDS+=($JOB_PID)
-  tail -n +1 -F "$T/$1.out" 2>/dev/null | awk -v step=$STEP '
-    function v(k,   i) { for (i = 1; i <= NF; i++) if (index($i, k "=") == 1) return substr($i, length(k) + 2); return "" }
-    $1 == "PROGRESS" { split(v("kernel"), a, "/"); if (a[1] % step == 0) { printf "              %-6s progress %s\n", "job-" v("name"), v("kernel"); fflush() } }
-    $1 == "IDLE" { printf "              %-6s was idle %.0f ms (CPU work, no kernels)\n", "job-" v("name"), v("to") - v("from"); fflush() }
-    $1 == "DONE" { printf "              %-6s done: %s kernels in %.1f s, result %s\n", "job-" v("name"), v("kernels"), v("elapsed_ms") / 1000, v("result"); fflush() }' &
+  tail -n +1 -F --pid=$$ "$T/$1.out" 2>/dev/null | live_job "$1" $STEP &
   PIDS+=($!)
 }
 
@@ -150,14 +186,19 @@ sleep 0.2
 start_job B $([ $REAL = 1 ] && echo 100 || echo 200)
 PID_B=$JOB_PID
 
-# Watchdog: the demo must not hang.
+# The demo must not hang: stop the jobs after NVSHARE_DEMO_TIMEOUT seconds.
 LIMIT=${NVSHARE_DEMO_TIMEOUT:-120}
-( sleep "$LIMIT"; echo "demo: jobs still running after ${LIMIT}s, stopping them"; kill -TERM $PID_A $PID_B 2>/dev/null ) &
-WD=$!
-PIDS+=($WD)
+END=$(( $(date +%s) + LIMIT ))
+while kill -0 $PID_A 2>/dev/null || kill -0 $PID_B 2>/dev/null; do
+  if [ "$(date +%s)" -ge $END ]; then
+    echo "demo: jobs still running after ${LIMIT}s, stopping them"
+    kill -TERM $PID_A $PID_B 2>/dev/null
+    break
+  fi
+  sleep 0.1
+done
 wait $PID_A; RC_A=$?
 wait $PID_B; RC_B=$?
-kill $WD 2>/dev/null
 T1=$(date +%s%N)
 sleep 0.3 # let the live view catch up
 
@@ -166,9 +207,11 @@ echo "Summary ($(awk -v a=$T0 -v b=$T1 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
 awk '
   function v(k,   i) { for (i = 1; i <= NF; i++) if (index($i, k "=") == 1) return substr($i, length(k) + 2); return "" }
   /HELLO client=/ { n = v("name"); gsub(/"/, "", n); name[v("client")] = n; order[++nc] = v("client"); next }
-  / LOCK_OK / { grants[v("client")]++; total++; if (last != "" && last != v("client")) handoffs++; last = v("client"); next }
+  function ms(t,   a) { split(t, a, ":"); return (a[1] * 3600 + a[2] * 60 + a[3]) * 1000 }
+  / LOCK_OK / { c = v("client"); grants[c]++; since[c] = ms($2); if (last != "" && last != c) handoffs++; last = c; next }
   / DROP_LOCK / && /reason=tq-expired/ { drops++; next }
-  / LOCK_RELEASED / { c = v("client"); if (v("held_ms") != "") held[c] += v("held_ms"); if (v("idle") == 1) { idle[c]++; idles++ } next }
+  / LOCK_RELEASED / && !/ignored/ { c = v("client"); if (c in since) { held[c] += ms($2) - since[c]; delete since[c] }
+                      if (v("idle") == 1) { idle[c]++; idles++ } next }
   END {
     for (i = 1; i <= nc; i++) { c = order[i]
       printf "  %-6s held the GPU %d time(s), %.0f ms in total%s\n", name[c], grants[c], held[c],
