@@ -244,14 +244,13 @@ void nvs_policy_detach(struct client_gpu *cg)
 {
 	struct gpu *g = cg->gpu;
 	uint64_t now = nvs_now_ns();
-	if (cg->state == CG_HOLDING) {
+	int was_holder = cg->state == CG_HOLDING;
+	if (was_holder) {
 		end_hold(g, now);
 		NVS_INFO("LOCK_RELEASED " CG_FMT " reason=disconnect", CG_ARGS(cg));
-		grant_next(g, now, 1);
 	} else if (cg->state == CG_WAITING) {
 		q_remove(g, cg);
 		cg->state = CG_IDLE;
-		sync_waiters(g);
 	}
 	if (cg->aprev)
 		cg->aprev->anext = cg->anext;
@@ -261,7 +260,12 @@ void nvs_policy_detach(struct client_gpu *cg)
 		cg->anext->aprev = cg->aprev;
 	g->nattached--;
 	g->allocated_sum -= cg->allocated;
+	/* Mode first: when the memory it frees makes the GPU concurrent, the
+	 * next waiter needs GPU_MODE(0), not a LOCK_OK. */
 	reevaluate(g, now);
+	if (g->serialized && !g->holder)
+		grant_next(g, now, was_holder);
+	sync_waiters(g);
 }
 
 void nvs_policy_mem_update(struct client_gpu *cg, uint64_t allocated)

@@ -52,3 +52,12 @@ check "mode on serializes even when memory fits" test "$(ev_count E 'GPU_MODE gp
 "$CTL" -S off >/dev/null
 fc F --gpu-uuid GPU-auto --total 10Gi --alloc 20Gi --script 'hold 10ms'
 check "mode off never serializes" test "$(ev_count F 'GPU_MODE gpu=0 value=0')" = 1
+
+# The holder leaves and its memory makes the GPU fit again: the waiter is
+# told "concurrent" (GPU_MODE 0), not handed a lock it no longer needs.
+"$CTL" -S auto >/dev/null
+fc G --gpu-uuid GPU-auto2 --total 10Gi --alloc 6Gi --script 'wait mode1 5s;lock;hold 300ms'
+fc H --gpu-uuid GPU-auto2 --total 10Gi --alloc 6Gi --script 'hold 100ms;lock;hold 100ms'
+wait_exit 5 "$PID_H"
+check "waiter of a departed holder gets GPU_MODE 0 and no LOCK_OK" \
+  test "$(ev_count H 'GPU_MODE gpu=0 value=0')" = 1 -a "$(ev_count H 'LOCK_OK')" = 0 -a "$(ev_count G 'LOCK_OK')" = 1
