@@ -15,7 +15,7 @@
 # Exit status 0 iff both clients finished correctly. Everything it started is
 # stopped and its temporary directory removed on exit (also on Ctrl-C).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 NVS_BUILD=${NVS_BUILD:-build}
 case "$NVS_BUILD" in /*) B=$NVS_BUILD;; *) B=$ROOT/$NVS_BUILD;; esac
@@ -116,7 +116,7 @@ echo
 
 NVSHARE_SCHED_MODE=auto NVSHARE_GPU_CAPACITY=$CAPACITY NVSHARE_TQ=$TQ \
   "$B/nvshare-scheduler" >"$T/scheduler.log" 2>&1 &
-PIDS+=($!)
+PIDS+=("$!")
 for _ in $(seq 100); do [ -S "$NVSHARE_SOCK_DIR/scheduler.sock" ] && break; sleep 0.05; done
 [ -S "$NVSHARE_SOCK_DIR/scheduler.sock" ] || { cat "$T/scheduler.log"; die "scheduler did not start"; }
 
@@ -168,22 +168,22 @@ live_job() { # name step
 }
 
 tail -n +1 -F --pid=$$ "$T/scheduler.log" 2>/dev/null | live_sched &
-PIDS+=($!)
+PIDS+=("$!")
 
 start_job() { # name idle_after
   : >"$T/$1.out"
   run_job "$1" "$2" >"$T/$1.out" 2>"$T/$1.err" &
   JOB_PID=$!
-  PIDS+=($JOB_PID)
+  PIDS+=("$JOB_PID")
   tail -n +1 -F --pid=$$ "$T/$1.out" 2>/dev/null | live_job "$1" $STEP &
-  PIDS+=($!)
+  PIDS+=("$!")
 }
 
 T0=$(date +%s%N)
 start_job A 0
 PID_A=$JOB_PID
 sleep 0.2
-start_job B $([ $REAL = 1 ] && echo 100 || echo 200)
+start_job B "$([ $REAL = 1 ] && echo 100 || echo 200)"
 PID_B=$JOB_PID
 
 # The demo must not hang: stop the jobs after NVSHARE_DEMO_TIMEOUT seconds.

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154
 # Helpers for the end-to-end tests (sourced after tests/lib.sh): run sim_app
 # under libnvshare.so on the simulated GPU, and read what it printed.
 APP=$B/tests/e2e/sim_app

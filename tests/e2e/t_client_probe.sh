@@ -3,6 +3,7 @@
 # fake driver table (client_probe): no interposition, no simulated GPU.
 # Turn-taking under a small quantum, idle release latency, several threads
 # at the gate, scheduler absent then present, scheduler restart.
+# shellcheck disable=SC2154
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/e2e_lib.sh"
 PROBE=$B/tests/e2e/client_probe
