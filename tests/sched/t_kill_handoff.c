@@ -16,7 +16,7 @@ int main(int argc, char **argv)
 {
 	(void)argc;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	h_start(argv[0], "--mode", "on", NULL);
+	h_start(argv[0], "--mode", "on", (char *)NULL);
 	uint64_t lat[ROUNDS];
 	int got = 0;
 	for (int i = 0; i < ROUNDS; i++) {

@@ -13,7 +13,7 @@ int main(int argc, char **argv)
 {
 	(void)argc;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	h_start(argv[0], NULL);
+	h_start(argv[0], (char *)NULL);
 	struct nvs_sconn holder;
 	int mode = h_client(&holder, "GPU-slow", 0);
 	tap(mode == 0, "a client attaches (mode auto, memory fits: concurrent)");
