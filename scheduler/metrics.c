@@ -44,8 +44,8 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct msnap *cur;	 /* latest published, NULL none */
 static uint64_t last_publish_ns; /* loop thread only */
 static uint64_t publish_seq;
-static int pending;		 /* state may have changed since the last publish */
-static int any_holder;		 /* in the last snapshot */
+static int pending;    /* state may have changed since the last publish */
+static int any_holder; /* in the last snapshot */
 static double start_time_s;
 
 /* ---- settings ---- */
@@ -99,7 +99,8 @@ int nvs_metrics_set_addr(struct nvs_metrics_config *mc, const char *s)
 	struct sockaddr_storage ss;
 	if (!s || strlen(s) >= sizeof mc->addr || parse_addr(s, 0, &ss) < 0) {
 		NVS_WARN("bad metrics address \"%s\": expected an IPv4 or IPv6 address "
-			 "(0.0.0.0, 127.0.0.1, ::)", s ? s : "");
+			 "(0.0.0.0, 127.0.0.1, ::)",
+			 s ? s : "");
 		return -1;
 	}
 	size_t n = strlen(s);
@@ -297,7 +298,8 @@ static int nvml_open(void)
 	 * takes its own references (both are counted). */
 	void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
-		NVS_WARN("metrics: NVML not available (%s): no utilization or memory use", dlerror());
+		NVS_WARN("metrics: NVML not available (%s): no utilization or memory use",
+			 dlerror());
 		return 0;
 	}
 	nvs_pfn_nvmlInit_v2 init = (nvs_pfn_nvmlInit_v2)dlsym(h, "nvmlInit_v2");
@@ -348,7 +350,7 @@ static void nvml_sample(const struct msnap *s, struct msample *out)
 static enum MHD_Result reply_static(struct MHD_Connection *conn, unsigned code, const char *text)
 {
 	struct MHD_Response *r =
-		MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+	    MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
 	if (!r)
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
@@ -432,7 +434,8 @@ int nvs_metrics_start(void)
 {
 	const struct nvs_metrics_config *mc = &nvs_metrics_cfg;
 	if (!mc->enable) {
-		NVS_DEBUG("metrics exporter off (NVSHARE_METRICS_ENABLE=1 or --metrics enables it)");
+		NVS_DEBUG(
+		    "metrics exporter off (NVSHARE_METRICS_ENABLE=1 or --metrics enables it)");
 		return 0;
 	}
 	struct sockaddr_storage ss;
@@ -460,11 +463,11 @@ int nvs_metrics_start(void)
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	daemon_ = MHD_start_daemon(flags, (uint16_t)mc->port, NULL, NULL, on_request, NULL,
-				   MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-				   MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-				   MHD_OPTION_CONNECTION_LIMIT, (unsigned)32,
-				   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+	daemon_ =
+	    MHD_start_daemon(flags, (uint16_t)mc->port, NULL, NULL, on_request, NULL,
+			     MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
+			     (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, (unsigned)32,
+			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!daemon_) {
 		NVS_ERROR("metrics: cannot listen on %s port %u (in use? see above): exporter NOT "

@@ -132,8 +132,8 @@ static void entry_labels(struct mbuf *b, const struct msnap *s, const struct msn
 /* ---- families over GPUs and over client entries ---- */
 
 enum vkind {
-	V_INT = 0,	/* uint64_t as is */
-	V_SECONDS = 1,	/* uint64_t nanoseconds */
+	V_INT = 0,     /* uint64_t as is */
+	V_SECONDS = 1, /* uint64_t nanoseconds */
 };
 
 static void v_put(struct mbuf *b, enum vkind k, uint64_t v)
@@ -160,8 +160,8 @@ static void gpu_family(struct mbuf *b, const struct msnap *s, const char *name, 
 	}
 }
 
-static void entry_family(struct mbuf *b, const struct msnap *s, const char *name,
-			 const char *type, const char *help, size_t off, enum vkind k)
+static void entry_family(struct mbuf *b, const struct msnap *s, const char *name, const char *type,
+			 const char *help, size_t off, enum vkind k)
 {
 	family(b, name, type, help);
 	for (unsigned i = 0; i < s->nentries; i++) {
@@ -182,7 +182,8 @@ static const char *const state_names[] = {"idle", "waiting", "holding"};
 
 static void render_gpus(struct mbuf *b, const struct msnap *s, const struct msample *samples)
 {
-	family(b, "nvshare_gpu_info", "gauge", "GPU known to the scheduler (value 1), with its name.");
+	family(b, "nvshare_gpu_info", "gauge",
+	       "GPU known to the scheduler (value 1), with its name.");
 	for (unsigned i = 0; i < s->ngpus; i++) {
 		const struct msnap_gpu *g = &s->gpus[i];
 		mbuf_printf(b, "nvshare_gpu_info{");
@@ -217,7 +218,8 @@ static void render_gpus(struct mbuf *b, const struct msnap *s, const struct msam
 	       "GPU memory size (NVML; for GPUs learned from clients, what they report).");
 	for (unsigned i = 0; i < s->ngpus; i++) {
 		const struct msnap_gpu *g = &s->gpus[i];
-		uint64_t total = samples && samples[i].have_mem ? samples[i].mem_total : g->total_mem;
+		uint64_t total =
+		    samples && samples[i].have_mem ? samples[i].mem_total : g->total_mem;
 		if (!total)
 			continue;
 		mbuf_printf(b, "nvshare_gpu_memory_total_bytes{");
@@ -262,8 +264,8 @@ static void render_gpus(struct mbuf *b, const struct msnap *s, const struct msam
 		   GOFF(tq_ns), V_SECONDS);
 	gpu_family(b, s, "nvshare_gpu_attached_clients", "gauge",
 		   "Clients using the GPU (connected and attached).", GOFF(nattached), V_INT);
-	gpu_family(b, s, "nvshare_gpu_queue_length", "gauge",
-		   "Clients waiting for the GPU's lock.", GOFF(qlen), V_INT);
+	gpu_family(b, s, "nvshare_gpu_queue_length", "gauge", "Clients waiting for the GPU's lock.",
+		   GOFF(qlen), V_INT);
 	gpu_family(b, s, "nvshare_scheduler_running_clients", "gauge",
 		   "Clients allowed to run on the GPU now: the lock holder when serialized, every "
 		   "attached client when not.",
@@ -280,8 +282,8 @@ static void render_gpus(struct mbuf *b, const struct msnap *s, const struct msam
 		   "DROP_LOCK requests sent to holders (time quantum expiry or quota).",
 		   GOFF(st.drops), V_INT);
 	gpu_family(b, s, "nvshare_gpu_lock_idle_releases_total", "counter",
-		   "Locks given back by idle holders without being asked.",
-		   GOFF(st.idle_releases), V_INT);
+		   "Locks given back by idle holders without being asked.", GOFF(st.idle_releases),
+		   V_INT);
 	gpu_family(b, s, "nvshare_gpu_mode_switches_total", "counter",
 		   "Switches between serialized and concurrent.", GOFF(mode_switches), V_INT);
 	gpu_family(b, s, "nvshare_gpu_lock_held_seconds_total", "counter",
@@ -303,7 +305,8 @@ static void render_gpus(struct mbuf *b, const struct msnap *s, const struct msam
 				uint64_t us = nvs_wait_bucket_le_us[k];
 				/* Shortest decimal: 0.0001, 0.001, 5, 120. */
 				char le[32];
-				snprintf(le, sizeof le, "%llu.%06llu", (unsigned long long)(us / 1000000),
+				snprintf(le, sizeof le, "%llu.%06llu",
+					 (unsigned long long)(us / 1000000),
 					 (unsigned long long)(us % 1000000));
 				char *e = le + strlen(le) - 1;
 				while (*e == '0')
@@ -375,13 +378,13 @@ static void render_clients(struct mbuf *b, const struct msnap *s)
 		     "Time a compute quota kept the client from the GPU's lock.",
 		     EOFF(throttled_ns), V_SECONDS);
 	entry_family(b, s, "nvshare_client_lock_wait_seconds_total", "counter",
-		     "Time the client waited for the GPU's lock (completed waits).",
-		     EOFF(wait_ns), V_SECONDS);
+		     "Time the client waited for the GPU's lock (completed waits).", EOFF(wait_ns),
+		     V_SECONDS);
 	entry_family(b, s, "nvshare_client_lock_grants_total", "counter",
 		     "Locks granted to the client.", EOFF(grants), V_INT);
 	entry_family(b, s, "nvshare_client_lock_revocations_total", "counter",
-		     "Locks taken back from the client after the grace period.",
-		     EOFF(revocations), V_INT);
+		     "Locks taken back from the client after the grace period.", EOFF(revocations),
+		     V_INT);
 	entry_family(b, s, "nvshare_client_swap_in_bytes_total", "counter",
 		     "Managed memory the client moved to the GPU when it got the lock.",
 		     EOFF(swap_bytes_in), V_INT);

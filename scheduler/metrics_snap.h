@@ -50,16 +50,16 @@ struct msnap_entry {
 	uint64_t allocated;
 	unsigned state; /* enum cg_state */
 	uint32_t core_limit;
-	uint64_t mem_limit; /* NVS_NO_LIMIT: none */
-	uint64_t held_ns;   /* completed holds + the current one */
+	uint64_t mem_limit;    /* NVS_NO_LIMIT: none */
+	uint64_t held_ns;      /* completed holds + the current one */
 	uint64_t throttled_ns; /* time a quota kept it from the lock */
 	uint64_t grants, revocations, waits, wait_ns;
 	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
 };
 
 struct msnap {
-	unsigned refs; /* readers holding it (under the metrics mutex) */
-	uint64_t taken_ns; /* CLOCK_MONOTONIC */
+	unsigned refs;	     /* readers holding it (under the metrics mutex) */
+	uint64_t taken_ns;   /* CLOCK_MONOTONIC */
 	double start_time_s; /* scheduler start, Unix seconds */
 	uint64_t seq;	     /* publish number */
 	unsigned nclients;

@@ -13,7 +13,7 @@
 
 /* Normally from policy.c; the same bounds. */
 const uint64_t nvs_wait_bucket_le_us[NVS_WAIT_BUCKETS - 1] = {
-	100, 1000, 5000, 10000, 50000, 100000, 500000, 1000000, 5000000, 30000000, 120000000,
+    100, 1000, 5000, 10000, 50000, 100000, 500000, 1000000, 5000000, 30000000, 120000000,
 };
 
 int main(int argc, char **argv)
