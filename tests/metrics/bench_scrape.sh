@@ -30,7 +30,7 @@ run() { # run CONFIG SCRAPE_INTERVAL_S|-
   fi
   kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
 }
-for i in $(seq 1 "$REPEATS"); do
+for _ in $(seq 1 "$REPEATS"); do
   run off -
   run scrape1s 1
   run scrape10ms 0.01

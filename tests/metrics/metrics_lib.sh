@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers for the exporter tests; source after tests/lib.sh.
 FC=$B/tests/sched/fake_client
 

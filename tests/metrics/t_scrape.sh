@@ -73,7 +73,7 @@ check "held seconds of the holder advance while it holds ($h1 -> $h2)" \
   awk -v a="$h1" -v b="$h2" 'BEGIN{exit !(b > a + 0.5)}'
 
 # Clients that hang up mid-request or mid-response.
-for i in $(seq 1 20); do
+for _ in $(seq 1 20); do
   (exec 3<>"/dev/tcp/127.0.0.1/$MPORT" && printf 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n' >&3 && exec 3>&-) 2>/dev/null
   (exec 3<>"/dev/tcp/127.0.0.1/$MPORT" && printf 'GET /met' >&3 && exec 3>&-) 2>/dev/null
   curl -s --max-time 5 --limit-rate 1k -o /dev/null "$MURL/metrics" & cpid=$!
