@@ -98,6 +98,7 @@ export NVSHARE_SOCK_DIR=$T/sock2
 mkdir -p "$NVSHARE_SOCK_DIR"
 bg env NVSHARE_METRICS_ENABLE=1 NVSHARE_METRICS_ADDR=127.0.0.1 NVSHARE_METRICS_PORT="$MPORT" \
   "$B/nvshare-scheduler" --mode on >"$T/scheduler2.log" 2>&1
+# shellcheck disable=SC2154 # _pids: tests/lib.sh
 S2=${_pids[-1]}
 wait_for 5 test -S "$NVSHARE_SOCK_DIR/scheduler.sock"
 check "port in use: error logged" wait_log 5 "$T/scheduler2.log" 'metrics: cannot listen on 127.0.0.1 port '"$MPORT"'.*NOT started, scheduling goes on'
