@@ -109,7 +109,8 @@ for img in scheduler device-plugin library; do
       fi ;;
     device-plugin)
       st=$(echo "$T/ctx/device-plugin/rootfs-"*)
-      if [ -f "$st/usr/lib/"*/libgrpc.so.29 ] && ! ls "$st"/usr/lib/*/libc.so.6 >/dev/null 2>&1 &&
+      if compgen -G "$st/usr/lib/*/libgrpc.so.29" >/dev/null &&
+         ! compgen -G "$st/usr/lib/*/libc.so.6" >/dev/null &&
          grep -q libgrpc "$st/usr/share/doc/nvshare/bundled-packages.txt"; then
         ok "nvshare/device-plugin: bundles gRPC's libraries (packages listed), not glibc"
       else
