@@ -531,6 +531,8 @@ static void handle_msg(const struct nvs_msg *m)
 		if (m->u.lock_ok.flags & NVS_LOCK_SWAP_IN)
 			nvs_swap_in(dev);
 		pthread_mutex_lock(&mu);
+		if (g->lock != L_HELD) /* not a repeated LOCK_OK */
+			g->waiters = 0; /* as the scheduler: 0 until WAITERS says more */
 		g->lock = L_HELD;
 		g->req_pending = 0;
 		g->quantum_ms = m->u.lock_ok.quantum_ms;
@@ -901,7 +903,7 @@ void nvs_gate_slow(void)
 		return;
 	if (!atomic_load_explicit(&gpu_attached[dev], memory_order_acquire))
 		nvs_sched_attach_gpu((int)dev);
-	if (atomic_exchange(&probe_pending, 0)) {
+	if (atomic_load(&probe_pending) && atomic_exchange(&probe_pending, 0)) {
 		pthread_mutex_lock(&mu);
 		recompute_gate();
 		pthread_mutex_unlock(&mu);
