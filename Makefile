@@ -41,6 +41,7 @@ include client/module.mk
 include scheduler/module.mk
 include ctl/module.mk
 -include device-plugin/module.mk
+-include deploy/module.mk
 include tests/module.mk
 
 targets: $(TARGETS) $(TEST_TARGETS) $(B)/.san-marker
@@ -86,7 +87,7 @@ format:
 lint:
 	cppcheck --quiet --error-exitcode=1 --std=c11 --enable=warning,portability \
 	  --inline-suppr --suppress=missingIncludeSystem -I common -I client \
-	  common client scheduler ctl tests/sim
+	  common client scheduler ctl device-plugin tests/sim tests/k8s
 
 clean:
 	rm -rf build build-san

@@ -4,6 +4,7 @@
 # command and by .ci/run, so both stay in step. Idempotent: installs only
 # what is missing.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 SUDO=
 [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -20,7 +21,15 @@ PKGS=(
   clang libclang-rt-14-dev # libFuzzer targets
   cppcheck clang-format    # make lint / format
   util-linux procps psmisc # setpriv, pkill, fuser in tests
+  yamllint buildah         # manifest lint, image builds in tests
+  openssl curl             # fake API server certificates, scrapes in tests
 )
+# kubectl renders the kustomize manifests; Debian's kubernetes-client provides
+# it, but conflicts with a kubectl package already installed from elsewhere.
+command -v kubectl >/dev/null 2>&1 || PKGS+=(kubernetes-client)
+# Node and npm (kubernetes-models schema validation, tests/k8s/tools): the
+# machines ship Node 20 from NodeSource; Debian's npm would conflict with it.
+command -v npm >/dev/null 2>&1 || PKGS+=(nodejs npm)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -31,6 +40,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "== build and test dependencies already installed"
+fi
+# Node tools for the manifest schema check (pinned by package-lock.json).
+if [ -f tests/k8s/tools/package-lock.json ] && [ ! -d tests/k8s/tools/node_modules ]; then
+  (cd tests/k8s/tools && npm ci --no-audit --no-fund --silent)
 fi
 if [ ! -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ]; then
   echo "CUDA toolkit headers not found at ${CUDA_HOME:-/usr/local/cuda}/include (set CUDA_HOME)" >&2
