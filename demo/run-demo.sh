@@ -84,9 +84,9 @@ sys.exit(0 if ok else 1)
 PY
   run_job() { # name idle_after
     export LD_PRELOAD="$PRELOAD" # run_job runs in a background subshell
-    exec -a "job-$1" python3 "$T/job.py" "$1" 640 300 "$2"
+    exec python3 "$T/job.py" "$1" 640 1000 "$2"
   }
-  STEP=30
+  STEP=100
 else
   APP=$B/tests/e2e/sim_app
   [ -x "$APP" ] && [ -e "$B/tests/sim/libcuda.so.1" ] ||
@@ -126,13 +126,15 @@ now() { date +%H:%M:%S.%3N; }
 
 # Live view of the scheduler's lock decisions, client ids replaced by names.
 live_sched() {
-  local l ts c why held
+  local l ts c why held p
   declare -A name
   while IFS= read -r l; do
     ts=${l#* }; ts=${ts%% *}
     c=$(kv "$l" client)
     case $l in
-      *" HELLO client="*) why=$(kv "$l" name); name[$c]=${why//\"/} ;;
+      *" HELLO client="*) p=$(kv "$l" pid); why=$(kv "$l" name)
+        name[$c]=$(awk -v p="$p" '$1 == p { print $2 }' "$T/pids")
+        [ -n "${name[$c]}" ] || name[$c]=${why//\"/} ;;
       *" GPU_MODE gpu="*)
         if [ "$(kv "$l" serialized)" = 1 ]; then why="serialized: one holder at a time"; else why="concurrent: memory fits"; fi
         printf '%s  GPU_MODE       GPU %s %s (allocated %s, capacity %s)\n' "$ts" "$(kv "$l" gpu)" \
@@ -167,6 +169,7 @@ live_job() { # name step
   done
 }
 
+: >"$T/pids"
 tail -n +1 -F --pid=$$ "$T/scheduler.log" 2>/dev/null | live_sched &
 PIDS+=("$!")
 
@@ -175,6 +178,7 @@ start_job() { # name idle_after
   run_job "$1" "$2" >"$T/$1.out" 2>"$T/$1.err" &
   JOB_PID=$!
   PIDS+=("$JOB_PID")
+  echo "$JOB_PID job-$1" >>"$T/pids" # the scheduler logs pids: name them
   tail -n +1 -F --pid=$$ "$T/$1.out" 2>/dev/null | live_job "$1" $STEP &
   PIDS+=("$!")
 }
@@ -183,7 +187,7 @@ T0=$(date +%s%N)
 start_job A 0
 PID_A=$JOB_PID
 sleep 0.2
-start_job B "$([ $REAL = 1 ] && echo 100 || echo 200)"
+start_job B "$([ $REAL = 1 ] && echo 300 || echo 200)"
 PID_B=$JOB_PID
 
 # The demo must not hang: stop the jobs after NVSHARE_DEMO_TIMEOUT seconds.
@@ -206,7 +210,9 @@ echo
 echo "Summary ($(awk -v a=$T0 -v b=$T1 'BEGIN { printf "%.1f", (b - a) / 1e9 }') s in total):"
 awk '
   function v(k,   i) { for (i = 1; i <= NF; i++) if (index($i, k "=") == 1) return substr($i, length(k) + 2); return "" }
-  /HELLO client=/ { n = v("name"); gsub(/"/, "", n); name[v("client")] = n; order[++nc] = v("client"); next }
+  FNR == NR { job[$1] = $2; next }
+  /HELLO client=/ { n = v("name"); gsub(/"/, "", n); if (v("pid") in job) n = job[v("pid")]
+                    name[v("client")] = n; order[++nc] = v("client"); next }
   function ms(t,   a) { split(t, a, ":"); return (a[1] * 3600 + a[2] * 60 + a[3]) * 1000 }
   / LOCK_OK / { c = v("client"); grants[c]++; since[c] = ms($2); if (last != "" && last != c) handoffs++; last = c; next }
   / DROP_LOCK / && /reason=tq-expired/ { drops++; next }
@@ -218,7 +224,7 @@ awk '
              idle[c] ? sprintf(", %d idle release(s)", idle[c]) : "" }
     printf "  hand-offs between the jobs: %d; DROP_LOCK at quantum expiry: %d; idle releases: %d\n",
            handoffs, drops, idles
-  }' "$T/scheduler.log"
+  }' "$T/pids" "$T/scheduler.log"
 for j in A B; do
   grep -h "^DONE" "$T/$j.out" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^(elapsed_ms|result)=/) { split($i, a, "="); r[a[1]] = a[2] }
     printf "  job-%s finished in %.1f s, result %s\n", "'$j'", r["elapsed_ms"] / 1000, r["result"] }'
