@@ -3,10 +3,15 @@
 #   make fuzz && build/fuzz/fuzz_protocol -max_total_time=3600 tests/fuzz/corpus/protocol
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -std=gnu11 -D_GNU_SOURCE -Icommon
-FUZZ_TARGETS := fuzz_protocol fuzz_parse
+FUZZ_TARGETS := fuzz_protocol fuzz_parse fuzz_k8s_event
 .PHONY: fuzz
 fuzz: $(FUZZ_TARGETS:%=build/fuzz/%)
 
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRCS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^
+
+# The Pod watch's JSON/event handling (scheduler/k8s_json.c, cJSON).
+build/fuzz/fuzz_k8s_event: tests/fuzz/fuzz_k8s_event.c scheduler/k8s_json.c $(COMMON_SRCS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -Ischeduler -o $@ $^ -lcjson

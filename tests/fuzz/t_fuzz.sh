@@ -20,3 +20,4 @@ run() { # target corpus-dir
 run fuzz_protocol protocol
 run fuzz_parse size
 run fuzz_parse cgroup
+run fuzz_k8s_event k8s_event

@@ -1,0 +1,304 @@
+#include "k8s_json.h"
+
+#include "parse.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Printable excerpt of an untrusted string for logs. */
+static void excerpt(const char *s, char *out, size_t cap)
+{
+	size_t i = 0;
+	for (; s[i] && i + 1 < cap; i++) {
+		unsigned char c = (unsigned char)s[i];
+		out[i] = (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') ? '?' : (char)c;
+	}
+	out[i] = '\0';
+}
+
+void nvs_k8s_core_annotation(const char *s, struct nvs_k8s_limit *l)
+{
+	memset(l, 0, sizeof *l);
+	if (!s)
+		return;
+	excerpt(s, l->raw, sizeof l->raw);
+	unsigned v;
+	if (nvs_parse_percent(s, 1, 100, &v)) {
+		l->state = NVS_ANN_INVALID;
+		return;
+	}
+	l->state = NVS_ANN_VALID;
+	l->v = v;
+}
+
+void nvs_k8s_mem_annotation(const char *s, struct nvs_k8s_limit *l)
+{
+	memset(l, 0, sizeof *l);
+	if (!s)
+		return;
+	excerpt(s, l->raw, sizeof l->raw);
+	uint64_t v;
+	if (nvs_parse_size(s, 1ull << 20, &v) || v == 0) {
+		l->state = NVS_ANN_INVALID;
+		return;
+	}
+	l->state = NVS_ANN_VALID;
+	l->v = v;
+}
+
+int nvs_k8s_merge_limit(const struct nvs_k8s_limit *l, int *cur_has, uint64_t *cur_v)
+{
+	switch (l->state) {
+	case NVS_ANN_ABSENT:
+		if (!*cur_has)
+			return 0;
+		*cur_has = 0;
+		*cur_v = 0;
+		return 1;
+	case NVS_ANN_VALID:
+		if (*cur_has && *cur_v == l->v)
+			return 0;
+		*cur_has = 1;
+		*cur_v = l->v;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static const char *str_item(const cJSON *o, const char *k)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(x) ? x->valuestring : NULL;
+}
+
+/* Copies a string that must fit; returns -1 if it does not. */
+static int copy(char *dst, size_t cap, const char *s)
+{
+	size_t n = strlen(s);
+	if (n >= cap)
+		return -1;
+	memcpy(dst, s, n + 1);
+	return 0;
+}
+
+/* A Pod UID: 8-4-4-4-12 hex. Stored lower case, as the cgroup parser
+ * writes it. */
+static int uid_copy(char *dst, const char *s)
+{
+	static const int dash[] = {8, 13, 18, 23};
+	if (strlen(s) != 36)
+		return -1;
+	for (int i = 0, d = 0; i < 36; i++) {
+		if (d < 4 && i == dash[d]) {
+			if (s[i] != '-')
+				return -1;
+			d++;
+			dst[i] = '-';
+			continue;
+		}
+		if (!isxdigit((unsigned char)s[i]))
+			return -1;
+		dst[i] = (char)tolower((unsigned char)s[i]);
+	}
+	dst[36] = '\0';
+	return 0;
+}
+
+int nvs_k8s_pod_from_json(const struct cJSON *obj, struct nvs_k8s_pod *p)
+{
+	memset(p, 0, sizeof *p);
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+	if (!cJSON_IsObject(md))
+		return -1;
+	const char *uid = str_item(md, "uid");
+	if (!uid || uid_copy(p->uid, uid))
+		return -1;
+	const char *s;
+	if ((s = str_item(md, "name")) && copy(p->name, sizeof p->name, s))
+		excerpt(s, p->name, sizeof p->name);
+	if ((s = str_item(md, "namespace")) && copy(p->ns, sizeof p->ns, s))
+		excerpt(s, p->ns, sizeof p->ns);
+	if ((s = str_item(md, "resourceVersion")) && copy(p->rv, sizeof p->rv, s))
+		p->rv[0] = '\0';
+	const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
+	if (cJSON_IsObject(ann)) {
+		if ((s = str_item(ann, NVS_K8S_ANN_MIRROR)) && uid_copy(p->mirror, s))
+			p->mirror[0] = '\0';
+		nvs_k8s_core_annotation(str_item(ann, NVS_K8S_ANN_CORE), &p->core);
+		nvs_k8s_mem_annotation(str_item(ann, NVS_K8S_ANN_MEM), &p->mem);
+		/* A non-string value (a number where a string belongs) is as
+		 * bad as an unparsable string. */
+		if (!p->core.state && cJSON_GetObjectItemCaseSensitive(ann, NVS_K8S_ANN_CORE))
+			p->core.state = NVS_ANN_INVALID, snprintf(p->core.raw, sizeof p->core.raw, "(not a string)");
+		if (!p->mem.state && cJSON_GetObjectItemCaseSensitive(ann, NVS_K8S_ANN_MEM))
+			p->mem.state = NVS_ANN_INVALID, snprintf(p->mem.raw, sizeof p->mem.raw, "(not a string)");
+	}
+	/* Printable names only: they reach logs, JSON and metric labels. */
+	excerpt(p->name, p->name, sizeof p->name);
+	excerpt(p->ns, p->ns, sizeof p->ns);
+	return 0;
+}
+
+int nvs_k8s_parse_event(const char *json, size_t len, struct nvs_k8s_event *ev)
+{
+	memset(ev, 0, sizeof *ev);
+	cJSON *root = cJSON_ParseWithLength(json, len);
+	if (!root)
+		return -1;
+	int rc = -1;
+	const char *type = str_item(root, "type");
+	const cJSON *obj = cJSON_GetObjectItemCaseSensitive(root, "object");
+	if (!type || !cJSON_IsObject(obj))
+		goto out;
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+	const char *rv = cJSON_IsObject(md) ? str_item(md, "resourceVersion") : NULL;
+	if (rv && copy(ev->rv, sizeof ev->rv, rv))
+		goto out;
+	if (!strcmp(type, "ERROR")) {
+		ev->type = NVS_K8S_ERROR;
+		const cJSON *code = cJSON_GetObjectItemCaseSensitive(obj, "code");
+		if (cJSON_IsNumber(code) && code->valuedouble >= 0 && code->valuedouble < 1000)
+			ev->code = (int)code->valuedouble;
+		const char *m = str_item(obj, "message");
+		excerpt(m ? m : "", ev->message, sizeof ev->message);
+		rc = 0;
+	} else if (!strcmp(type, "BOOKMARK")) {
+		ev->type = NVS_K8S_BOOKMARK;
+		rc = ev->rv[0] ? 0 : -1;
+	} else {
+		if (!strcmp(type, "ADDED"))
+			ev->type = NVS_K8S_ADDED;
+		else if (!strcmp(type, "MODIFIED"))
+			ev->type = NVS_K8S_MODIFIED;
+		else if (!strcmp(type, "DELETED"))
+			ev->type = NVS_K8S_DELETED;
+		else
+			goto out;
+		rc = nvs_k8s_pod_from_json(obj, &ev->pod);
+	}
+out:
+	cJSON_Delete(root);
+	return rc;
+}
+
+int nvs_k8s_parse_list(const char *json, size_t len,
+		       void (*cb)(const struct nvs_k8s_pod *p, void *arg), void *arg,
+		       char *rv, size_t rv_cap, char *cont, size_t cont_cap, unsigned *skipped)
+{
+	cJSON *root = cJSON_ParseWithLength(json, len);
+	if (!root)
+		return -1;
+	int n = -1;
+	const cJSON *items = cJSON_GetObjectItemCaseSensitive(root, "items");
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(root, "metadata");
+	const char *r = cJSON_IsObject(md) ? str_item(md, "resourceVersion") : NULL;
+	const char *c = cJSON_IsObject(md) ? str_item(md, "continue") : NULL;
+	if (!cJSON_IsArray(items) && !cJSON_IsNull(items) && items)
+		goto out;
+	if (!r || copy(rv, rv_cap, r))
+		goto out;
+	if (!c)
+		c = "";
+	if (copy(cont, cont_cap, c))
+		goto out;
+	n = 0;
+	struct nvs_k8s_pod *p = malloc(sizeof *p);
+	if (!p) {
+		n = -1;
+		goto out;
+	}
+	const cJSON *it;
+	cJSON_ArrayForEach(it, items)
+	{
+		if (nvs_k8s_pod_from_json(it, p)) {
+			if (skipped)
+				(*skipped)++;
+			continue;
+		}
+		cb(p, arg);
+		n++;
+	}
+	free(p);
+out:
+	cJSON_Delete(root);
+	return n;
+}
+
+void nvs_k8s_lines_init(struct nvs_k8s_lines *lb, size_t max)
+{
+	memset(lb, 0, sizeof *lb);
+	lb->max = max;
+}
+
+void nvs_k8s_lines_reset(struct nvs_k8s_lines *lb)
+{
+	lb->len = 0;
+	lb->skipping = 0;
+}
+
+void nvs_k8s_lines_free(struct nvs_k8s_lines *lb)
+{
+	free(lb->buf);
+	lb->buf = NULL;
+	lb->len = lb->cap = 0;
+}
+
+/* Appends n bytes to the partial line; -1 when it would exceed max. */
+static int append(struct nvs_k8s_lines *lb, const char *d, size_t n)
+{
+	if (lb->len + n + 1 > lb->max)
+		return -1;
+	if (lb->len + n + 1 > lb->cap) {
+		size_t cap = lb->cap ? lb->cap : 4096;
+		while (cap < lb->len + n + 1)
+			cap *= 2;
+		if (cap > lb->max)
+			cap = lb->max;
+		char *b = realloc(lb->buf, cap);
+		if (!b)
+			return -1;
+		lb->buf = b;
+		lb->cap = cap;
+	}
+	memcpy(lb->buf + lb->len, d, n);
+	lb->len += n;
+	lb->buf[lb->len] = '\0';
+	return 0;
+}
+
+int nvs_k8s_lines_feed(struct nvs_k8s_lines *lb, const char *data, size_t n,
+		       int (*cb)(const char *line, size_t len, void *arg), void *arg)
+{
+	while (n) {
+		const char *nl = memchr(data, '\n', n);
+		size_t take = nl ? (size_t)(nl - data) : n;
+		if (!lb->skipping && append(lb, data, take)) {
+			lb->skipping = 1;
+			lb->dropped++;
+			lb->len = 0;
+		}
+		if (!nl)
+			return 0;
+		data += take + 1;
+		n -= take + 1;
+		if (lb->skipping) {
+			lb->skipping = 0;
+			lb->len = 0;
+			continue;
+		}
+		int r;
+		if (lb->len == 0) {
+			r = cb("", 0, arg);
+		} else {
+			r = cb(lb->buf, lb->len, arg);
+			lb->len = 0;
+		}
+		if (r)
+			return r;
+	}
+	return 0;
+}

@@ -1,0 +1,106 @@
+/*
+ * Kubernetes API objects as the scheduler needs them: Pods reduced to
+ * identity + nvshare annotations, watch events, LIST pages, and the
+ * newline splitter for a chunked watch stream. Pure functions (cJSON
+ * only, no globals, no I/O): used by the watch thread (k8s_watch.c) and
+ * the fuzz target (tests/fuzz/fuzz_k8s_event.c).
+ */
+#ifndef NVSHARE_SCHEDULER_K8S_JSON_H
+#define NVSHARE_SCHEDULER_K8S_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NVS_K8S_ANN_CORE "nvshare.com/gpu-core-limit"
+#define NVS_K8S_ANN_MEM "nvshare.com/gpu-memory-limit"
+#define NVS_K8S_ANN_MIRROR "kubernetes.io/config.mirror"
+
+#define NVS_K8S_UID_LEN 40  /* 36 + NUL, rounded */
+#define NVS_K8S_NAME_LEN 254 /* DNS subdomain: 253 + NUL */
+#define NVS_K8S_NS_LEN 64    /* DNS label: 63 + NUL */
+#define NVS_K8S_RV_LEN 256   /* opaque; longer ones are refused */
+#define NVS_K8S_RAW_LEN 48   /* annotation excerpt kept for logs */
+
+enum nvs_k8s_ann_state {
+	NVS_ANN_ABSENT = 0,
+	NVS_ANN_VALID = 1,
+	NVS_ANN_INVALID = 2, /* present but unusable: keep the previous value */
+};
+
+/* One annotation's value, already checked. */
+struct nvs_k8s_limit {
+	int state;		    /* enum nvs_k8s_ann_state */
+	uint64_t v;		    /* core: 1..100; memory: bytes > 0 */
+	char raw[NVS_K8S_RAW_LEN]; /* printable excerpt of the value */
+};
+
+struct nvs_k8s_pod {
+	char uid[NVS_K8S_UID_LEN];    /* metadata.uid, lower case */
+	char mirror[NVS_K8S_UID_LEN]; /* static pods: config.mirror, "" none */
+	char name[NVS_K8S_NAME_LEN];
+	char ns[NVS_K8S_NS_LEN];
+	char rv[NVS_K8S_RV_LEN];
+	struct nvs_k8s_limit core, mem;
+};
+
+enum nvs_k8s_ev_type {
+	NVS_K8S_ADDED = 1,
+	NVS_K8S_MODIFIED,
+	NVS_K8S_DELETED,
+	NVS_K8S_BOOKMARK,
+	NVS_K8S_ERROR,
+};
+
+struct nvs_k8s_event {
+	int type;		  /* enum nvs_k8s_ev_type */
+	char rv[NVS_K8S_RV_LEN]; /* the object's resourceVersion ("" none) */
+	int code;		  /* ERROR: Status.code (410: re-list) */
+	char message[160];	  /* ERROR: Status.message (printable) */
+	struct nvs_k8s_pod pod;	  /* ADDED / MODIFIED / DELETED */
+};
+
+/* Annotation value checks: core "1".."100" (optional %); memory a size,
+ * a bare number being MiB ("512", "512Mi", "4Gi"), > 0. Fill l with
+ * VALID + value or INVALID; s == NULL gives ABSENT. */
+void nvs_k8s_core_annotation(const char *s, struct nvs_k8s_limit *l);
+void nvs_k8s_mem_annotation(const char *s, struct nvs_k8s_limit *l);
+
+/* A Pod object (cJSON *) into p. Returns 0, or -1 without a usable
+ * metadata.uid (36-char UUID). */
+struct cJSON;
+int nvs_k8s_pod_from_json(const struct cJSON *obj, struct nvs_k8s_pod *p);
+
+/* One watch line ({"type":..,"object":..}). Returns 0, or -1 when the line
+ * is not a well-formed event (it is then skipped). */
+int nvs_k8s_parse_event(const char *json, size_t len, struct nvs_k8s_event *ev);
+
+/* A LIST response (PodList). Calls cb for each usable item (others are
+ * counted in *skipped); copies metadata.resourceVersion and
+ * metadata.continue. Returns the number of items passed to cb, or -1 when
+ * the body is not a PodList. */
+int nvs_k8s_parse_list(const char *json, size_t len,
+		       void (*cb)(const struct nvs_k8s_pod *p, void *arg), void *arg,
+		       char *rv, size_t rv_cap, char *cont, size_t cont_cap, unsigned *skipped);
+
+/* Newline-delimited stream: feed bytes as they come; cb gets each
+ * complete line (without '\n', NUL-terminated, may be empty). A line
+ * longer than max is dropped (counted in `dropped`). cb returning
+ * non-zero stops the feed, which returns that value. */
+struct nvs_k8s_lines {
+	char *buf;
+	size_t len, cap, max;
+	int skipping; /* inside an over-long line */
+	unsigned long dropped;
+};
+void nvs_k8s_lines_init(struct nvs_k8s_lines *lb, size_t max);
+int nvs_k8s_lines_feed(struct nvs_k8s_lines *lb, const char *data, size_t n,
+		       int (*cb)(const char *line, size_t len, void *arg), void *arg);
+void nvs_k8s_lines_reset(struct nvs_k8s_lines *lb); /* drop a partial line */
+void nvs_k8s_lines_free(struct nvs_k8s_lines *lb);
+
+/* Merges the annotation states of a new version of a Pod with the limit
+ * in force (*cur_has, *cur_v): ABSENT clears it, VALID sets it, INVALID
+ * keeps it. Returns 1 when the limit in force changed. */
+int nvs_k8s_merge_limit(const struct nvs_k8s_limit *l, int *cur_has, uint64_t *cur_v);
+
+#endif

@@ -1,0 +1,117 @@
+/* libFuzzer target: the Pod watch's input handling (scheduler/k8s_json.c).
+ * The input is a watch stream fed to the line splitter in chunks whose
+ * sizes come from the first bytes; every line goes through the event
+ * parser and the annotation merge; the whole input also goes through the
+ * LIST parser. Results must be self-consistent: printable names, UIDs of
+ * 36 chars, limits in range, and the same lines whatever the chunking. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "k8s_json.h"
+
+static int printable(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+			return 0;
+	return 1;
+}
+
+static void check_limit(const struct nvs_k8s_limit *l, uint64_t lo, uint64_t hi)
+{
+	if (l->state == NVS_ANN_VALID && (l->v < lo || l->v > hi))
+		abort();
+	if (l->state > NVS_ANN_INVALID || !printable(l->raw))
+		abort();
+}
+
+static void check_pod(const struct nvs_k8s_pod *p)
+{
+	if (strlen(p->uid) != 36 || (p->mirror[0] && strlen(p->mirror) != 36))
+		abort();
+	if (!printable(p->name) || !printable(p->ns))
+		abort();
+	check_limit(&p->core, 1, 100);
+	check_limit(&p->mem, 1, UINT64_MAX);
+}
+
+/* The Pod's limits in force across the stream, as the loop keeps them. */
+static int has_core, has_mem;
+static uint64_t core, mem;
+static unsigned long lines_a, lines_b;
+static uint64_t sum_a, sum_b;
+
+static int on_line(const char *line, size_t len, void *arg)
+{
+	int second = arg != NULL;
+	if (strlen(line) != len)
+		return 0; /* an embedded NUL: the parser sees a shorter string */
+	unsigned long *nl = second ? &lines_b : &lines_a;
+	uint64_t *sum = second ? &sum_b : &sum_a;
+	++*nl;
+	for (size_t i = 0; i < len; i++)
+		*sum += (unsigned char)line[i] * (i + 1);
+	if (second)
+		return 0;
+	struct nvs_k8s_event ev;
+	if (nvs_k8s_parse_event(line, len, &ev))
+		return 0;
+	if (ev.type < NVS_K8S_ADDED || ev.type > NVS_K8S_ERROR || !printable(ev.message))
+		abort();
+	if (ev.type == NVS_K8S_BOOKMARK && !ev.rv[0])
+		abort();
+	if (ev.type == NVS_K8S_ADDED || ev.type == NVS_K8S_MODIFIED || ev.type == NVS_K8S_DELETED) {
+		check_pod(&ev.pod);
+		int hc = has_core;
+		uint64_t c = core;
+		int changed = nvs_k8s_merge_limit(&ev.pod.core, &has_core, &core);
+		if (ev.pod.core.state == NVS_ANN_INVALID && (changed || hc != has_core || c != core))
+			abort(); /* an invalid value never changes the limit */
+		nvs_k8s_merge_limit(&ev.pod.mem, &has_mem, &mem);
+		if ((has_core && (core < 1 || core > 100)) || (has_mem && !mem))
+			abort();
+	}
+	return 0;
+}
+
+static void list_cb(const struct nvs_k8s_pod *p, void *arg)
+{
+	check_pod(p);
+	++*(unsigned *)arg;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 2)
+		return 0;
+	size_t step = (size_t)data[0] % 64 + 1; /* chunk size */
+	size_t max = (size_t)data[1] * 64 + 16;	/* line limit */
+	data += 2;
+	size -= 2;
+	has_core = has_mem = 0;
+	core = mem = 0;
+	lines_a = lines_b = 0;
+	sum_a = sum_b = 0;
+
+	struct nvs_k8s_lines a, b;
+	nvs_k8s_lines_init(&a, max);
+	nvs_k8s_lines_init(&b, max);
+	for (size_t off = 0; off < size; off += step)
+		nvs_k8s_lines_feed(&a, (const char *)data + off, size - off < step ? size - off : step,
+				   on_line, NULL);
+	/* Same bytes in one piece: the same complete lines. */
+	nvs_k8s_lines_feed(&b, (const char *)data, size, on_line, &b);
+	if (lines_a != lines_b || sum_a != sum_b || a.dropped != b.dropped || a.len != b.len)
+		abort();
+	nvs_k8s_lines_free(&a);
+	nvs_k8s_lines_free(&b);
+
+	char rv[NVS_K8S_RV_LEN], cont[512];
+	unsigned got = 0, skipped = 0;
+	int n = nvs_k8s_parse_list((const char *)data, size, list_cb, &got, rv, sizeof rv, cont,
+				   sizeof cont, &skipped);
+	if (n >= 0 && (unsigned)n != got)
+		abort();
+	return 0;
+}
