@@ -88,21 +88,28 @@ int nvs_status_print(FILE *f, const char *json, size_t len)
 	cJSON_ArrayForEach(c, clients) {
 		const cJSON *x;
 		int any = 0;
+		/* Pod (namespace/name) from the scheduler's watch, last. */
+		char pod[330] = "";
+		const cJSON *pj = cJSON_GetObjectItemCaseSensitive(c, "pod");
+		if (cJSON_IsObject(pj))
+			snprintf(pod, sizeof pod, "  pod %s/%s", *strv(pj, "namespace") ? strv(pj, "namespace") : "?",
+				 *strv(pj, "name") ? strv(pj, "name") : strv(pj, "uid"));
 		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(c, "gpus")) {
 			char b1[32], b2[32], b3[32];
 			const cJSON *l = cJSON_GetObjectItemCaseSensitive(x, "limits");
-			fprintf(f, "%-6.0f %-8.0f %-6.0f %-16.16s %-4.0f %-9s %-8s %-9s %.0f%%, %s\n",
+			fprintf(f, "%-6.0f %-8.0f %-6.0f %-16.16s %-4.0f %-9s %-8s %-9s %.0f%%, %s%s\n",
 				numv(c, "id"), numv(c, "pid"), numv(c, "uid"), strv(c, "name"),
 				numv(x, "gpu"), size(x, "allocated", b1, sizeof b1), strv(x, "state"),
 				secs(numv(x, "held_ns") / 1e6, b2, sizeof b2), numv(l, "core_limit"),
 				cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(l, "mem_limit"))
 					? size(l, "mem_limit", b3, sizeof b3)
-					: "none");
+					: "none",
+				pod);
 			any = 1;
 		}
 		if (!any)
-			fprintf(f, "%-6.0f %-8.0f %-6.0f %-16.16s %-4s\n", numv(c, "id"), numv(c, "pid"),
-				numv(c, "uid"), strv(c, "name"), "-");
+			fprintf(f, "%-6.0f %-8.0f %-6.0f %-16.16s %-4s%s\n", numv(c, "id"),
+				numv(c, "pid"), numv(c, "uid"), strv(c, "name"), "-", pod);
 		n++;
 	}
 	if (!n)

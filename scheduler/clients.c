@@ -4,6 +4,7 @@
 #include "gpus.h"
 #include "log.h"
 #include "parse.h"
+#include "pod_identity.h"
 #include "policy.h"
 #include "state.h"
 
@@ -28,8 +29,13 @@ static struct client_gpu *find_gpu(struct client *cl, uint32_t local_gpu)
 void nvs_client_update_limits(struct client_gpu *cg)
 {
 	struct client *cl = cg->client;
-	cg->core_limit = cl->core_override ? cl->core_override : cl->hello_core_limit;
-	cg->mem_limit = cl->has_mem_override ? cl->mem_override : cl->hello_mem_limit;
+	/* nvsharectl > Pod annotation > HELLO (env) */
+	cg->core_limit = cl->core_override ? cl->core_override
+			 : cl->annot_core  ? cl->annot_core
+					   : cl->hello_core_limit;
+	cg->mem_limit = cl->has_mem_override ? cl->mem_override
+			: cl->has_annot_mem  ? cl->annot_mem
+					     : cl->hello_mem_limit;
 }
 
 void nvs_client_send_limits(struct client_gpu *cg)
@@ -81,6 +87,7 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 		S.clients->prev = cl;
 	S.clients = cl;
 	S.nclients++;
+	nvs_pod_identify(cl); /* Pod from the cgroup of the SO_PEERCRED pid */
 
 	struct nvs_msg m;
 	memset(&m, 0, sizeof m);
@@ -140,7 +147,7 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 	NVS_INFO("ATTACH_GPU client=%u pid=%d gpu=%d cuda_dev=%u allocated=%s", cl->id,
 		 (int)cl->pid, g->index, a->local_gpu, nvs_format_size(a->allocated, b, sizeof b));
 	nvs_policy_attach(cg);
-	if (cl->core_override || cl->has_mem_override)
+	if (cl->core_override || cl->has_mem_override || cl->annot_core || cl->has_annot_mem)
 		nvs_client_send_limits(cg);
 }
 

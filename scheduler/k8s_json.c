@@ -133,9 +133,11 @@ int nvs_k8s_pod_from_json(const struct cJSON *obj, struct nvs_k8s_pod *p)
 		/* A non-string value (a number where a string belongs) is as
 		 * bad as an unparsable string. */
 		if (!p->core.state && cJSON_GetObjectItemCaseSensitive(ann, NVS_K8S_ANN_CORE))
-			p->core.state = NVS_ANN_INVALID, snprintf(p->core.raw, sizeof p->core.raw, "(not a string)");
+			p->core.state = NVS_ANN_INVALID,
+			snprintf(p->core.raw, sizeof p->core.raw, "(not a string)");
 		if (!p->mem.state && cJSON_GetObjectItemCaseSensitive(ann, NVS_K8S_ANN_MEM))
-			p->mem.state = NVS_ANN_INVALID, snprintf(p->mem.raw, sizeof p->mem.raw, "(not a string)");
+			p->mem.state = NVS_ANN_INVALID,
+			snprintf(p->mem.raw, sizeof p->mem.raw, "(not a string)");
 	}
 	/* Printable names only: they reach logs, JSON and metric labels. */
 	excerpt(p->name, p->name, sizeof p->name);
@@ -186,8 +188,8 @@ out:
 }
 
 int nvs_k8s_parse_list(const char *json, size_t len,
-		       void (*cb)(const struct nvs_k8s_pod *p, void *arg), void *arg,
-		       char *rv, size_t rv_cap, char *cont, size_t cont_cap, unsigned *skipped)
+		       void (*cb)(const struct nvs_k8s_pod *p, void *arg), void *arg, char *rv,
+		       size_t rv_cap, char *cont, size_t cont_cap, unsigned *skipped)
 {
 	cJSON *root = cJSON_ParseWithLength(json, len);
 	if (!root)

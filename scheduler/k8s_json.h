@@ -15,7 +15,7 @@
 #define NVS_K8S_ANN_MEM "nvshare.com/gpu-memory-limit"
 #define NVS_K8S_ANN_MIRROR "kubernetes.io/config.mirror"
 
-#define NVS_K8S_UID_LEN 40  /* 36 + NUL, rounded */
+#define NVS_K8S_UID_LEN 40   /* 36 + NUL, rounded */
 #define NVS_K8S_NAME_LEN 254 /* DNS subdomain: 253 + NUL */
 #define NVS_K8S_NS_LEN 64    /* DNS label: 63 + NUL */
 #define NVS_K8S_RV_LEN 256   /* opaque; longer ones are refused */
@@ -29,8 +29,8 @@ enum nvs_k8s_ann_state {
 
 /* One annotation's value, already checked. */
 struct nvs_k8s_limit {
-	int state;		    /* enum nvs_k8s_ann_state */
-	uint64_t v;		    /* core: 1..100; memory: bytes > 0 */
+	int state;		   /* enum nvs_k8s_ann_state */
+	uint64_t v;		   /* core: 1..100; memory: bytes > 0 */
 	char raw[NVS_K8S_RAW_LEN]; /* printable excerpt of the value */
 };
 
@@ -52,11 +52,11 @@ enum nvs_k8s_ev_type {
 };
 
 struct nvs_k8s_event {
-	int type;		  /* enum nvs_k8s_ev_type */
+	int type;		 /* enum nvs_k8s_ev_type */
 	char rv[NVS_K8S_RV_LEN]; /* the object's resourceVersion ("" none) */
-	int code;		  /* ERROR: Status.code (410: re-list) */
-	char message[160];	  /* ERROR: Status.message (printable) */
-	struct nvs_k8s_pod pod;	  /* ADDED / MODIFIED / DELETED */
+	int code;		 /* ERROR: Status.code (410: re-list) */
+	char message[160];	 /* ERROR: Status.message (printable) */
+	struct nvs_k8s_pod pod;	 /* ADDED / MODIFIED / DELETED */
 };
 
 /* Annotation value checks: core "1".."100" (optional %); memory a size,
@@ -79,8 +79,8 @@ int nvs_k8s_parse_event(const char *json, size_t len, struct nvs_k8s_event *ev);
  * metadata.continue. Returns the number of items passed to cb, or -1 when
  * the body is not a PodList. */
 int nvs_k8s_parse_list(const char *json, size_t len,
-		       void (*cb)(const struct nvs_k8s_pod *p, void *arg), void *arg,
-		       char *rv, size_t rv_cap, char *cont, size_t cont_cap, unsigned *skipped);
+		       void (*cb)(const struct nvs_k8s_pod *p, void *arg), void *arg, char *rv,
+		       size_t rv_cap, char *cont, size_t cont_cap, unsigned *skipped);
 
 /* Newline-delimited stream: feed bytes as they come; cb gets each
  * complete line (without '\n', NUL-terminated, may be empty). A line

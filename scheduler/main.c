@@ -3,9 +3,11 @@
  * loop (server.c). Flags override the matching NVSHARE_* variables.
  */
 #include "gpus.h"
+#include "k8s_watch.h"
 #include "log.h"
 #include "metrics.h"
 #include "parse.h"
+#include "pod_identity.h"
 #include "server.h"
 #include "settings.h"
 #include "sockpath.h"
@@ -45,6 +47,13 @@ static void usage(FILE *f)
 		"      --metrics             serve Prometheus /metrics  NVSHARE_METRICS_ENABLE=1 (off)\n"
 		"      --metrics-port PORT   its port                   NVSHARE_METRICS_PORT (9402)\n"
 		"      --metrics-addr ADDR   its address                NVSHARE_METRICS_ADDR (0.0.0.0)\n"
+		"      --proc-root DIR       where client pids are read NVSHARE_PROC_ROOT (/proc)\n"
+		"      --node-name NAME      watch this node's Pods     NODE_NAME\n"
+		"      --kube-api URL        API server (default: in-cluster config)\n"
+		"                                                       NVSHARE_KUBE_API\n"
+		"      --kube-token-file F   bearer token file          NVSHARE_KUBE_TOKEN_FILE\n"
+		"      --kube-ca-file F      CA bundle (TLS verified)   NVSHARE_KUBE_CA_FILE\n"
+		"      --no-kube             no Pod watch               NVSHARE_KUBE=0\n"
 		"  -v, --debug               verbose logs               NVSHARE_DEBUG=1\n"
 		"  -V, --version             print the version\n"
 		"  -h, --help                this text\n"
@@ -75,6 +84,10 @@ int main(int argc, char **argv)
 	nvs_config_defaults(&S.cfg);
 	nvs_config_from_env(&S.cfg);
 	nvs_metrics_config_from_env(&nvs_metrics_cfg);
+	nvs_k8s_config_from_env(&nvs_k8s_cfg);
+	const char *proc_root = getenv("NVSHARE_PROC_ROOT");
+	if (proc_root && *proc_root && nvs_pod_set_proc_root(proc_root))
+		NVS_WARN("ignoring NVSHARE_PROC_ROOT: too long");
 	if (nvs_sock_dir(S.cfg.sock_dir, sizeof S.cfg.sock_dir)) {
 		fprintf(stderr, "nvshare-scheduler: NVSHARE_SOCK_DIR is too long\n");
 		return 2;
@@ -92,6 +105,12 @@ int main(int argc, char **argv)
 		{"metrics", no_argument, 0, 'M'},
 		{"metrics-port", required_argument, 0, 'P'},
 		{"metrics-addr", required_argument, 0, 'A'},
+		{"proc-root", required_argument, 0, 1000},
+		{"node-name", required_argument, 0, 1001},
+		{"kube-api", required_argument, 0, 1002},
+		{"kube-token-file", required_argument, 0, 1003},
+		{"kube-ca-file", required_argument, 0, 1004},
+		{"no-kube", no_argument, 0, 1005},
 		{"debug", no_argument, 0, 'v'},
 		{"version", no_argument, 0, 'V'},
 		{"help", no_argument, 0, 'h'},
@@ -145,6 +164,30 @@ int main(int argc, char **argv)
 			if (nvs_metrics_set_addr(&nvs_metrics_cfg, optarg))
 				return bad_flag("--metrics-addr", optarg, "an IP address");
 			break;
+		case 1000:
+			if (nvs_pod_set_proc_root(optarg))
+				return bad_flag("--proc-root", optarg, "a shorter path");
+			break;
+		case 1001:
+		case 1002:
+		case 1003:
+		case 1004: {
+			struct nvs_k8s_config *kc = &nvs_k8s_cfg;
+			char *dst = o == 1001 ? kc->node_name
+				    : o == 1002 ? kc->api
+				    : o == 1003 ? kc->token_file
+						: kc->ca_file;
+			size_t cap = o == 1001 ? sizeof kc->node_name : sizeof kc->api;
+			if (!*optarg || strlen(optarg) >= cap)
+				return bad_flag(o == 1001 ? "--node-name" : o == 1002 ? "--kube-api"
+						: o == 1003 ? "--kube-token-file" : "--kube-ca-file",
+						optarg, "a non-empty, shorter value");
+			snprintf(dst, cap, "%s", optarg);
+			break;
+		}
+		case 1005:
+			nvs_k8s_cfg.disabled = 1;
+			break;
 		case 'v':
 			setenv("NVSHARE_DEBUG", "1", 1);
 			nvs_log_reload_env();
@@ -185,7 +228,12 @@ int main(int argc, char **argv)
 	else
 		NVS_INFO("NVML disabled: GPUs will be learned from clients");
 	nvs_metrics_start(); /* a failure is logged; scheduling goes on */
+	if (nvs_k8s_start()) {
+		nvs_server_close();
+		return 1;
+	}
 	int rc = nvs_server_run();
+	nvs_k8s_stop();
 	nvs_metrics_stop();
 	nvs_server_close();
 	return rc;

@@ -30,10 +30,10 @@
 #include <string.h>
 #include <sys/socket.h>
 
-/* Pod identity: struct client does not carry it yet. When it does, these
- * become e.g. (cl)->pod_name and (cl)->pod_namespace; "" omits the label. */
-#define CLIENT_POD(cl) ""
-#define CLIENT_NAMESPACE(cl) ""
+/* Pod identity (pod_identity.c): "" (not in a Pod, or not yet known to the
+ * watch) omits the label. */
+#define CLIENT_POD(cl) ((cl)->pod_name)
+#define CLIENT_NAMESPACE(cl) ((cl)->pod_namespace)
 /* Compute-quota throttling: 0 until quotas keep a per-GPU counter. */
 #define CG_THROTTLED_NS(cg) 0
 

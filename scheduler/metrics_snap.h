@@ -38,8 +38,8 @@ struct msnap_client {
 	uint32_t uid;
 	uint32_t pid; /* reported in HELLO (its own pid namespace) */
 	char name[256];
-	char pod[128]; /* "" unknown: label omitted */
-	char pod_namespace[128];
+	char pod[254]; /* "" unknown: label omitted (names: up to 253) */
+	char pod_namespace[64];
 	unsigned first_entry, nentries; /* its msnap_entry range */
 };
 

@@ -1,12 +1,13 @@
 # scheduler/: the nvshare-scheduler daemon (epoll loop, policy, control).
 SCHED_SRCS := scheduler/main.c scheduler/server.c scheduler/conn.c scheduler/clients.c \
 	scheduler/policy.c scheduler/control.c scheduler/gpus.c scheduler/settings.c \
-	scheduler/status_json.c scheduler/metrics.c scheduler/metrics_render.c
+	scheduler/status_json.c scheduler/metrics.c scheduler/metrics_render.c \
+	scheduler/pod_identity.c scheduler/k8s_watch.c scheduler/k8s_json.c
 SCHED_OBJS := $(SCHED_SRCS:%.c=$(B)/%.o)
 TARGETS += $(B)/nvshare-scheduler
 
 $(B)/nvshare-scheduler: $(SCHED_OBJS) $(COMMON_OBJS)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcjson -lmicrohttpd -lpthread -ldl
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcjson -lcurl -lmicrohttpd -lpthread -ldl
 
 # The benchmark lives in bench/ (the top-level Makefile has no line for it).
 -include bench/module.mk

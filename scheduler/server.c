@@ -1,6 +1,7 @@
 #include "server.h"
 
 #include "conn.h"
+#include "k8s_watch.h"
 #include "log.h"
 #include "metrics.h"
 #include "policy.h"
@@ -197,6 +198,8 @@ int nvs_server_run(void)
 			void *p = evs[i].data.ptr;
 			if (p == &tag_listen) {
 				accept_all();
+			} else if (p == &nvs_k8s_tag) {
+				nvs_k8s_on_event();
 			} else if (p == &tag_signal) {
 				struct signalfd_siginfo si;
 				if (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {

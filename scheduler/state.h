@@ -92,6 +92,16 @@ struct client {
 	uint32_t core_override;
 	int has_mem_override;
 	uint64_t mem_override;
+	/* From the Pod annotations (pod_identity.c): between the overrides
+	 * and HELLO in precedence. 0 / has_annot_mem=0: none. */
+	uint32_t annot_core;
+	int has_annot_mem;
+	uint64_t annot_mem;
+	/* Kubernetes Pod (pod_identity.c): UID from <proc-root>/<pid>/cgroup,
+	 * name and namespace from the API watch cache ("" unknown). */
+	char pod_uid[40];
+	char pod_name[254];
+	char pod_namespace[64];
 	uint64_t connected_ns;
 	struct conn *conn;
 	struct client_gpu *gpus[NVS_SCHED_MAX_GPUS];

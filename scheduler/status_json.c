@@ -2,6 +2,7 @@
 
 #include "conn.h"
 #include "gpus.h"
+#include "k8s_watch.h"
 #include "policy.h"
 #include "state.h"
 
@@ -111,6 +112,23 @@ static cJSON *client_json(const struct client *cl, uint64_t now)
 	num(o, "connected_ns", now - cl->connected_ns);
 	num(o, "core_limit", cl->hello_core_limit);
 	limit(o, "mem_limit", cl->hello_mem_limit);
+	if (cl->pod_uid[0]) {
+		/* From the cgroup and the API watch, never from the client. */
+		cJSON *p = cJSON_AddObjectToObject(o, "pod");
+		cJSON_AddStringToObject(p, "uid", cl->pod_uid);
+		cJSON_AddStringToObject(p, "name", cl->pod_name);
+		cJSON_AddStringToObject(p, "namespace", cl->pod_namespace);
+		if (cl->annot_core)
+			num(p, "core_limit", cl->annot_core);
+		else
+			cJSON_AddNullToObject(p, "core_limit");
+		if (cl->has_annot_mem)
+			num(p, "mem_limit", cl->annot_mem);
+		else
+			cJSON_AddNullToObject(p, "mem_limit");
+	} else {
+		cJSON_AddNullToObject(o, "pod");
+	}
 	cJSON *gs = cJSON_AddArrayToObject(o, "gpus");
 	for (unsigned i = 0; i < cl->ngpus; i++) {
 		const struct client_gpu *cg = cl->gpus[i];
@@ -154,6 +172,9 @@ cJSON *nvs_status_json(uint64_t now)
 	cJSON *b = cJSON_AddArrayToObject(root, "wait_buckets_le_us");
 	for (unsigned i = 0; i < NVS_WAIT_BUCKETS - 1; i++)
 		cJSON_AddItemToArray(b, cJSON_CreateNumber((double)nvs_wait_bucket_le_us[i]));
+	cJSON *k = cJSON_AddObjectToObject(root, "kube");
+	cJSON_AddStringToObject(k, "watch", nvs_k8s_state());
+	num(k, "pods", nvs_k8s_npods());
 	cJSON *c = cJSON_AddObjectToObject(root, "connections");
 	num(c, "open", conn_count());
 	num(c, "accepted", S.conns_accepted);

@@ -66,7 +66,8 @@ static int on_line(const char *line, size_t len, void *arg)
 		int hc = has_core;
 		uint64_t c = core;
 		int changed = nvs_k8s_merge_limit(&ev.pod.core, &has_core, &core);
-		if (ev.pod.core.state == NVS_ANN_INVALID && (changed || hc != has_core || c != core))
+		if (ev.pod.core.state == NVS_ANN_INVALID &&
+		    (changed || hc != has_core || c != core))
 			abort(); /* an invalid value never changes the limit */
 		nvs_k8s_merge_limit(&ev.pod.mem, &has_mem, &mem);
 		if ((has_core && (core < 1 || core > 100)) || (has_mem && !mem))
@@ -86,7 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 2)
 		return 0;
 	size_t step = (size_t)data[0] % 64 + 1; /* chunk size */
-	size_t max = (size_t)data[1] * 64 + 16;	/* line limit */
+	size_t max = (size_t)data[1] * 64 + 16; /* line limit */
 	data += 2;
 	size -= 2;
 	has_core = has_mem = 0;
@@ -98,8 +99,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	nvs_k8s_lines_init(&a, max);
 	nvs_k8s_lines_init(&b, max);
 	for (size_t off = 0; off < size; off += step)
-		nvs_k8s_lines_feed(&a, (const char *)data + off, size - off < step ? size - off : step,
-				   on_line, NULL);
+		nvs_k8s_lines_feed(&a, (const char *)data + off,
+				   size - off < step ? size - off : step, on_line, NULL);
 	/* Same bytes in one piece: the same complete lines. */
 	nvs_k8s_lines_feed(&b, (const char *)data, size, on_line, &b);
 	if (lines_a != lines_b || sum_a != sum_b || a.dropped != b.dropped || a.len != b.len)

@@ -1,0 +1,850 @@
+/*
+ * Threads: the watch thread runs libcurl (blocking, one transfer at a
+ * time) and owns everything under "thread state". The loop thread owns the
+ * Pod cache and the clients. `mu` guards the queue and `stopping`; the
+ * eventfd wakes the loop; `cv` wakes the thread's back-off sleeps.
+ */
+#include "k8s_watch.h"
+
+#include "k8s_json.h"
+#include "log.h"
+#include "pod_identity.h"
+#include "server.h"
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WATCH_TIMEOUT_S 300  /* timeoutSeconds asked of the server */
+#define LOW_SPEED_TIME_S 150 /* no byte for this long: dead stream */
+#define LIST_TIMEOUT_S 60
+#define CONNECT_TIMEOUT_S 10
+#define TOKEN_REREAD_S 60
+#define BACKOFF_FIRST_MS 250
+#define BACKOFF_MAX_MS 30000
+#define LIST_PAGE 500
+#define LIST_MAX_BYTES (256u << 20)
+#define LINE_MAX_BYTES (16u << 20)
+#define ERRBODY_MAX 4096
+
+struct nvs_k8s_config nvs_k8s_cfg;
+char nvs_k8s_tag;
+
+enum { KM_UPSERT = 1, KM_DELETE, KM_RESYNC_BEGIN, KM_RESYNC_END };
+
+struct kmsg {
+	int kind;
+	uint64_t t_ns; /* when the thread parsed it */
+	struct nvs_k8s_pod pod;
+	struct kmsg *next;
+};
+
+struct kq {
+	struct kmsg *head, *tail;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static struct kq queue; /* mu */
+static int stopping;	/* mu; read unlocked as a hint in curl callbacks */
+static int efd = -1;
+static pthread_t thr;
+static int started;
+static const char *volatile state_name = "off";
+/* loop thread: the Pod cache */
+static struct nvs_k8s_cached_pod *cache;
+static unsigned ncache;
+
+/* ---- thread state ---- */
+static char base_url[600];
+static char node_q[800]; /* escaped fieldSelector value */
+static char token[16384];
+static char token_file[600], ca_file[600];
+static uint64_t token_read_ns;
+static char rv[NVS_K8S_RV_LEN];
+static int need_list = 1;
+static uint64_t backoff_ms;
+
+static void *run(void *arg);
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void set_state(const char *s)
+{
+	__atomic_store_n(&state_name, s, __ATOMIC_RELAXED);
+}
+
+const char *nvs_k8s_state(void)
+{
+	return __atomic_load_n(&state_name, __ATOMIC_RELAXED);
+}
+
+static int is_stopping(void)
+{
+	return __atomic_load_n(&stopping, __ATOMIC_RELAXED);
+}
+
+/* ---- configuration ---- */
+
+static void env_copy(char *dst, size_t cap, const char *name)
+{
+	const char *v = getenv(name);
+	if (v && *v)
+		snprintf(dst, cap, "%s", v);
+}
+
+void nvs_k8s_config_from_env(struct nvs_k8s_config *kc)
+{
+	env_copy(kc->node_name, sizeof kc->node_name, "NODE_NAME");
+	env_copy(kc->api, sizeof kc->api, "NVSHARE_KUBE_API");
+	env_copy(kc->token_file, sizeof kc->token_file, "NVSHARE_KUBE_TOKEN_FILE");
+	env_copy(kc->ca_file, sizeof kc->ca_file, "NVSHARE_KUBE_CA_FILE");
+	const char *v = getenv("NVSHARE_KUBE");
+	if (v && (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "off") || !strcmp(v, "no")))
+		kc->disabled = 1;
+}
+
+/* Reads the token file; returns 1 if the token changed, 0 if not, -1 on
+ * error (the old token is kept). */
+static int read_token(void)
+{
+	token_read_ns = mono_ns();
+	int fd = open(token_file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		NVS_WARN("k8s: cannot read the token %s: %s", token_file, strerror(errno));
+		return -1;
+	}
+	char buf[sizeof token];
+	size_t len = 0;
+	ssize_t r;
+	while (len < sizeof buf - 1 && (r = read(fd, buf + len, sizeof buf - 1 - len)) != 0) {
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		len += (size_t)r;
+	}
+	close(fd);
+	while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' '))
+		len--;
+	buf[len] = '\0';
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)buf[i] < 0x21 || (unsigned char)buf[i] > 0x7e) {
+			NVS_WARN("k8s: the token in %s has a non-printable byte: ignored",
+				 token_file);
+			return -1;
+		}
+	if (!len) {
+		NVS_WARN("k8s: the token file %s is empty", token_file);
+		return -1;
+	}
+	if (!strcmp(buf, token))
+		return 0;
+	int had = token[0] != '\0';
+	memcpy(token, buf, len + 1);
+	if (had)
+		NVS_INFO("k8s: token re-read from %s (changed)", token_file);
+	return 1;
+}
+
+/* snprintf that reports truncation. */
+static int fit(char *dst, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fit(char *dst, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(dst, cap, fmt, ap);
+	va_end(ap);
+	return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+int nvs_k8s_start(void)
+{
+	struct nvs_k8s_config *kc = &nvs_k8s_cfg;
+	if (kc->disabled) {
+		NVS_INFO("k8s: Pod watch disabled (--no-kube)");
+		return 0;
+	}
+	const char *host = getenv("KUBERNETES_SERVICE_HOST");
+	const char *port = getenv("KUBERNETES_SERVICE_PORT");
+	if (kc->api[0]) {
+		if (fit(base_url, sizeof base_url, "%s", kc->api))
+			goto too_long;
+	} else {
+		if (!kc->node_name[0]) {
+			NVS_INFO("k8s: Pod watch off (no NODE_NAME and no --kube-api)");
+			return 0;
+		}
+		if (!host || !*host) {
+			NVS_INFO("k8s: Pod watch off: NODE_NAME is set but KUBERNETES_SERVICE_HOST "
+				 "is not (not in a cluster; use --kube-api)");
+			return 0;
+		}
+		/* IPv6 literals go in brackets. */
+		int v6 = strchr(host, ':') != NULL;
+		if (fit(base_url, sizeof base_url, "https://%s%s%s:%s", v6 ? "[" : "", host,
+			v6 ? "]" : "", port && *port ? port : "443"))
+			goto too_long;
+	}
+	size_t n = strlen(base_url);
+	while (n && base_url[n - 1] == '/')
+		base_url[--n] = '\0';
+	if (!kc->node_name[0]) {
+		NVS_ERROR("k8s: --kube-api needs --node-name (or NODE_NAME)");
+		return -1;
+	}
+	if (fit(token_file, sizeof token_file, "%s",
+		kc->token_file[0] ? kc->token_file : NVS_K8S_SA_DIR "/token") ||
+	    fit(ca_file, sizeof ca_file, "%s",
+		kc->ca_file[0] ? kc->ca_file : NVS_K8S_SA_DIR "/ca.crt"))
+		goto too_long;
+	if (!kc->api[0] && access(token_file, R_OK)) {
+		NVS_INFO("k8s: Pod watch off: no service-account token at %s", token_file);
+		return 0;
+	}
+	if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
+		NVS_ERROR("k8s: curl_global_init failed");
+		return -1;
+	}
+	char *e = curl_easy_escape(NULL, kc->node_name, 0);
+	if (!e)
+		return -1;
+	snprintf(node_q, sizeof node_q, "spec.nodeName%%3D%s", e);
+	curl_free(e);
+	read_token();
+	efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &nvs_k8s_tag};
+	if (efd < 0 || epoll_ctl(nvs_epfd, EPOLL_CTL_ADD, efd, &ev) < 0) {
+		NVS_ERROR("k8s: eventfd: %s", strerror(errno));
+		return -1;
+	}
+	if (pthread_create(&thr, NULL, run, NULL)) {
+		NVS_ERROR("k8s: cannot start the watch thread");
+		return -1;
+	}
+	started = 1;
+	NVS_INFO("k8s: watching Pods of node %s at %s (CA %s, token %s)", kc->node_name, base_url,
+		 ca_file, token_file);
+	return 0;
+too_long:
+	NVS_ERROR("k8s: API server URL or file path too long");
+	return -1;
+}
+
+/* ---- queue (thread -> loop) ---- */
+
+static void kq_add(struct kq *q, int kind, const struct nvs_k8s_pod *p)
+{
+	struct kmsg *m = calloc(1, sizeof *m);
+	if (!m) {
+		/* Lost change: re-list to get back in step. */
+		need_list = 1;
+		return;
+	}
+	m->kind = kind;
+	m->t_ns = mono_ns();
+	if (p)
+		m->pod = *p;
+	if (q->tail)
+		q->tail->next = m;
+	else
+		q->head = m;
+	q->tail = m;
+}
+
+static void kq_post(struct kq *q)
+{
+	if (!q->head)
+		return;
+	pthread_mutex_lock(&mu);
+	if (queue.tail)
+		queue.tail->next = q->head;
+	else
+		queue.head = q->head;
+	queue.tail = q->tail;
+	pthread_mutex_unlock(&mu);
+	q->head = q->tail = NULL;
+	uint64_t one = 1;
+	if (write(efd, &one, sizeof one) < 0 && errno != EAGAIN)
+		NVS_WARN("k8s: eventfd write: %s", strerror(errno));
+}
+
+static void kq_free(struct kq *q)
+{
+	while (q->head) {
+		struct kmsg *m = q->head;
+		q->head = m->next;
+		free(m);
+	}
+	q->tail = NULL;
+}
+
+/* ---- HTTP ---- */
+
+struct xfer {
+	CURL *h;
+	int watch;
+	long status;
+	char *body; /* LIST body, or the error body of a failed request */
+	size_t blen, bcap, bmax;
+	int too_big;
+	struct nvs_k8s_lines lines;
+	struct kq out;	 /* events parsed by this write callback */
+	int relist;	 /* ERROR event with code 410 */
+	int error_event; /* another ERROR event */
+	unsigned long nevents, nbad;
+};
+
+static int body_append(struct xfer *x, const char *d, size_t n)
+{
+	if (x->blen + n + 1 > x->bmax) {
+		x->too_big = 1;
+		n = x->bmax > x->blen + 1 ? x->bmax - x->blen - 1 : 0;
+	}
+	if (x->blen + n + 1 > x->bcap) {
+		size_t cap = x->bcap ? x->bcap : 65536;
+		while (cap < x->blen + n + 1)
+			cap *= 2;
+		char *b = realloc(x->body, cap);
+		if (!b)
+			return -1;
+		x->body = b;
+		x->bcap = cap;
+	}
+	memcpy(x->body + x->blen, d, n);
+	x->blen += n;
+	x->body[x->blen] = '\0';
+	return 0;
+}
+
+static int on_line(const char *line, size_t len, void *arg)
+{
+	struct xfer *x = arg;
+	if (!len)
+		return 0;
+	struct nvs_k8s_event *ev = malloc(sizeof *ev);
+	if (!ev)
+		return 1;
+	int stop = 0;
+	if (nvs_k8s_parse_event(line, len, ev)) {
+		x->nbad++;
+		char ex[80];
+		snprintf(ex, sizeof ex, "%.*s", (int)(len < 60 ? len : 60), line);
+		for (char *c = ex; *c; c++)
+			if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+				*c = '?';
+		NVS_WARN("k8s: skipping a malformed watch event (%zu bytes: %s...)", len, ex);
+		free(ev);
+		return 0;
+	}
+	x->nevents++;
+	switch (ev->type) {
+	case NVS_K8S_ERROR:
+		if (ev->code == 410) {
+			NVS_INFO("k8s: watch ERROR 410 (%s): re-listing", ev->message);
+			x->relist = 1;
+		} else {
+			NVS_WARN("k8s: watch ERROR event code %d: %s", ev->code, ev->message);
+			x->error_event = 1;
+		}
+		stop = 1;
+		break;
+	case NVS_K8S_BOOKMARK:
+		NVS_DEBUG("k8s: BOOKMARK resourceVersion %s", ev->rv);
+		break;
+	default:
+		NVS_DEBUG("k8s: %s pod %s/%s rv %s",
+			  ev->type == NVS_K8S_ADDED	 ? "ADDED"
+			  : ev->type == NVS_K8S_MODIFIED ? "MODIFIED"
+							 : "DELETED",
+			  ev->pod.ns, ev->pod.name, ev->rv);
+		kq_add(&x->out, ev->type == NVS_K8S_DELETED ? KM_DELETE : KM_UPSERT, &ev->pod);
+		break;
+	}
+	if (ev->rv[0] && ev->type != NVS_K8S_ERROR)
+		memcpy(rv, ev->rv, sizeof rv);
+	free(ev);
+	return stop;
+}
+
+static size_t on_data(char *d, size_t sz, size_t nm, void *arg)
+{
+	struct xfer *x = arg;
+	size_t n = sz * nm;
+	if (is_stopping())
+		return 0;
+	if (!x->status)
+		curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &x->status);
+	if (!x->watch || x->status != 200) {
+		if (body_append(x, d, n))
+			return 0;
+		return (!x->watch && x->status == 200 && x->too_big) ? 0 : n;
+	}
+	int r = nvs_k8s_lines_feed(&x->lines, d, n, on_line, x);
+	kq_post(&x->out); /* what this chunk completed, at once */
+	return r ? 0 : n;
+}
+
+static int on_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+	return is_stopping();
+}
+
+/* Runs one GET; returns the curl result. x->status has the HTTP status. */
+static CURLcode get(struct xfer *x, const char *url)
+{
+	CURL *h = curl_easy_init();
+	if (!h)
+		return CURLE_OUT_OF_MEMORY;
+	x->h = h;
+	char auth[sizeof token + 32];
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+	struct curl_slist *hd = curl_slist_append(NULL, auth);
+	struct curl_slist *h2 = hd ? curl_slist_append(hd, "Accept: application/json") : NULL;
+	if (!h2) {
+		curl_slist_free_all(hd);
+		curl_easy_cleanup(h);
+		return CURLE_OUT_OF_MEMORY;
+	}
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, h2);
+	curl_easy_setopt(h, CURLOPT_CAINFO, ca_file);
+	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+	curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)CONNECT_TIMEOUT_S);
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 30L);
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 10L);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
+	if (x->watch) {
+		curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)(WATCH_TIMEOUT_S + 60));
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)LOW_SPEED_TIME_S);
+	} else {
+		curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)LIST_TIMEOUT_S);
+		curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
+	}
+	CURLcode r = curl_easy_perform(h);
+	if (!x->status)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &x->status);
+	curl_slist_free_all(h2);
+	curl_easy_cleanup(h);
+	x->h = NULL;
+	return r;
+}
+
+/* Result of one LIST or WATCH round. */
+enum { RES_OK, RES_RELIST, RES_AUTH, RES_FAIL, RES_STOP };
+
+/* Logs a failed request: curl error or HTTP status + the Status message. */
+static void log_failure(const char *what, CURLcode r, const struct xfer *x)
+{
+	if (is_stopping())
+		return;
+	if (r != CURLE_OK && r != CURLE_WRITE_ERROR && !(x->status && x->status != 200)) {
+		NVS_WARN("k8s: %s: %s", what, curl_easy_strerror(r));
+		return;
+	}
+	char msg[200] = "";
+	if (x->body && x->blen) {
+		/* A Status object's message, else the body's start. */
+		cJSON *j = cJSON_ParseWithLength(x->body, x->blen);
+		const cJSON *m = j ? cJSON_GetObjectItemCaseSensitive(j, "message") : NULL;
+		const char *s = cJSON_IsString(m) ? m->valuestring : x->body;
+		size_t i = 0;
+		for (; s[i] && i + 1 < sizeof msg; i++)
+			msg[i] = ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f) ? '?'
+											     : s[i];
+		msg[i] = '\0';
+		cJSON_Delete(j);
+	}
+	NVS_WARN("k8s: %s: HTTP %ld%s%s", what, x->status, msg[0] ? ": " : "", msg);
+}
+
+static void list_item(const struct nvs_k8s_pod *p, void *arg)
+{
+	kq_add(arg, KM_UPSERT, p);
+}
+
+static int do_list(void)
+{
+	set_state("listing");
+	char cont[4096] = "";
+	unsigned total = 0, skipped = 0, pages = 0;
+	char new_rv[NVS_K8S_RV_LEN] = "";
+	for (;;) {
+		char url[sizeof base_url + sizeof node_q + sizeof cont * 3 + 64];
+		char *ec = cont[0] ? curl_easy_escape(NULL, cont, 0) : NULL;
+		snprintf(url, sizeof url, "%s/api/v1/pods?fieldSelector=%s&limit=%d%s%s", base_url,
+			 node_q, LIST_PAGE, ec ? "&continue=" : "", ec ? ec : "");
+		curl_free(ec);
+		struct xfer x;
+		memset(&x, 0, sizeof x);
+		x.bmax = LIST_MAX_BYTES;
+		CURLcode r = get(&x, url);
+		int res = RES_FAIL;
+		if (is_stopping()) {
+			res = RES_STOP;
+		} else if (r == CURLE_OK && x.status == 200 && !x.too_big) {
+			struct kq q = {0};
+			if (!pages)
+				kq_add(&q, KM_RESYNC_BEGIN, NULL);
+			int n =
+			    nvs_k8s_parse_list(x.body ? x.body : "", x.blen, list_item, &q, new_rv,
+					       sizeof new_rv, cont, sizeof cont, &skipped);
+			if (n < 0) {
+				NVS_WARN("k8s: LIST: the response is not a PodList");
+				kq_free(&q);
+			} else {
+				total += (unsigned)n;
+				pages++;
+				if (!cont[0])
+					kq_add(&q, KM_RESYNC_END, NULL);
+				kq_post(&q);
+				res = RES_OK;
+			}
+		} else if (x.status == 410) {
+			NVS_INFO("k8s: LIST continuation expired (410): listing again");
+			res = RES_RELIST;
+		} else {
+			if (x.too_big)
+				NVS_WARN("k8s: LIST: response larger than %u bytes",
+					 LIST_MAX_BYTES);
+			else
+				log_failure("LIST", r, &x);
+			res = x.status == 401 ? RES_AUTH : RES_FAIL;
+		}
+		free(x.body);
+		if (res != RES_OK)
+			return res;
+		if (!cont[0])
+			break;
+	}
+	memcpy(rv, new_rv, sizeof rv);
+	need_list = 0;
+	NVS_INFO("k8s: LIST: %u pod(s) on node %s%s, resourceVersion %s", total,
+		 nvs_k8s_cfg.node_name, skipped ? " (some without a usable uid skipped)" : "", rv);
+	return RES_OK;
+}
+
+static int do_watch(uint64_t *lasted_ns, unsigned long *nevents)
+{
+	set_state("watching");
+	char *erv = curl_easy_escape(NULL, rv, 0);
+	if (!erv)
+		return RES_FAIL;
+	char url[sizeof base_url + sizeof node_q + sizeof rv * 3 + 128];
+	snprintf(url, sizeof url,
+		 "%s/api/v1/pods?fieldSelector=%s&watch=1&resourceVersion=%s"
+		 "&allowWatchBookmarks=true&timeoutSeconds=%d",
+		 base_url, node_q, erv, WATCH_TIMEOUT_S);
+	curl_free(erv);
+	NVS_DEBUG("k8s: WATCH from resourceVersion %s", rv);
+	struct xfer x;
+	memset(&x, 0, sizeof x);
+	x.watch = 1;
+	x.bmax = ERRBODY_MAX;
+	nvs_k8s_lines_init(&x.lines, LINE_MAX_BYTES);
+	uint64_t t0 = mono_ns();
+	CURLcode r = get(&x, url);
+	*lasted_ns = mono_ns() - t0;
+	*nevents = x.nevents;
+	kq_post(&x.out);
+	if (x.lines.dropped)
+		NVS_WARN("k8s: %lu watch event(s) over %u bytes dropped", x.lines.dropped,
+			 LINE_MAX_BYTES);
+	nvs_k8s_lines_free(&x.lines);
+	int res;
+	if (is_stopping()) {
+		res = RES_STOP;
+	} else if (x.relist || x.status == 410) {
+		if (x.status == 410)
+			NVS_INFO("k8s: WATCH: 410 Gone (resourceVersion %s too old): re-listing",
+				 rv);
+		res = RES_RELIST;
+	} else if (x.status == 401) {
+		log_failure("WATCH", r, &x);
+		res = RES_AUTH;
+	} else if (x.status == 200 && r == CURLE_OK && !x.error_event) {
+		NVS_INFO("k8s: watch ended after %.1f s, %lu event(s): watching again from %s",
+			 (double)*lasted_ns / 1e9, x.nevents, rv);
+		res = RES_OK;
+	} else {
+		if (x.error_event)
+			NVS_WARN("k8s: watch ended by an ERROR event");
+		else
+			log_failure("WATCH", r, &x);
+		res = RES_FAIL;
+	}
+	free(x.body);
+	return res;
+}
+
+/* Sleeps ms unless stopped; returns 1 when stopping. */
+static int nap(uint64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&mu);
+	while (!stopping && pthread_cond_timedwait(&cv, &mu, &ts) != ETIMEDOUT)
+		;
+	int s = stopping;
+	pthread_mutex_unlock(&mu);
+	return s;
+}
+
+/* Exponential back-off, capped, with jitter in [b/2, b]. */
+static int back_off(void)
+{
+	backoff_ms = backoff_ms ? backoff_ms * 2 : BACKOFF_FIRST_MS;
+	if (backoff_ms > BACKOFF_MAX_MS)
+		backoff_ms = BACKOFF_MAX_MS;
+	uint64_t d = backoff_ms / 2 + (uint64_t)random() % (backoff_ms / 2 + 1);
+	set_state("backoff");
+	NVS_INFO("k8s: retrying in %llu ms", (unsigned long long)d);
+	return nap(d);
+}
+
+static void *run(void *arg)
+{
+	srandom((unsigned)mono_ns() ^ (unsigned)getpid());
+	int auth_retried = 0;
+	while (!is_stopping()) {
+		if (mono_ns() - token_read_ns >= (uint64_t)TOKEN_REREAD_S * 1000000000ull)
+			read_token();
+		int res;
+		uint64_t lasted = 0;
+		unsigned long nev = 0;
+		int was_watch = !need_list;
+		if (need_list)
+			res = do_list();
+		else
+			res = do_watch(&lasted, &nev);
+		if (res == RES_STOP)
+			break;
+		if (res != RES_AUTH)
+			auth_retried = 0;
+		switch (res) {
+		case RES_OK:
+			/* A watch that ends at once with nothing is a failure in
+			 * disguise: do not spin on it. */
+			if (was_watch && !nev && lasted < 1000000000ull) {
+				if (back_off())
+					goto out;
+			} else {
+				backoff_ms = 0;
+			}
+			break;
+		case RES_RELIST:
+			need_list = 1;
+			backoff_ms = 0;
+			break;
+		case RES_AUTH:
+			/* 401: the token may have been rotated. Retry at once
+			 * if it changed, else back off (and re-read next time). */
+			if (read_token() == 1 && !auth_retried) {
+				auth_retried = 1;
+				break;
+			}
+			token_read_ns = 0;
+			if (back_off())
+				goto out;
+			break;
+		default:
+			/* A stream that delivered events was healthy: start
+			 * the back-off afresh. */
+			if (nev || lasted >= 5000000000ull)
+				backoff_ms = 0;
+			if (back_off())
+				goto out;
+			break;
+		}
+	}
+out:
+	set_state("off");
+	return NULL;
+}
+
+void nvs_k8s_stop(void)
+{
+	if (!started)
+		return;
+	pthread_mutex_lock(&mu);
+	__atomic_store_n(&stopping, 1, __ATOMIC_RELAXED);
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+	pthread_join(thr, NULL);
+	started = 0;
+	kq_free(&queue);
+	while (cache) {
+		struct nvs_k8s_cached_pod *n = cache->next;
+		free(cache);
+		cache = n;
+	}
+	ncache = 0;
+	close(efd);
+	efd = -1;
+	curl_global_cleanup();
+}
+
+/* ---- loop side: the Pod cache ---- */
+
+unsigned nvs_k8s_npods(void)
+{
+	return ncache;
+}
+
+const struct nvs_k8s_cached_pod *nvs_k8s_pod_lookup(const char *cgroup_uid)
+{
+	for (struct nvs_k8s_cached_pod *p = cache; p; p = p->next)
+		if (!strcmp(p->uid, cgroup_uid) || (p->mirror[0] && !strcmp(p->mirror, cgroup_uid)))
+			return p;
+	return NULL;
+}
+
+static struct nvs_k8s_cached_pod *find(const char *uid)
+{
+	for (struct nvs_k8s_cached_pod *p = cache; p; p = p->next)
+		if (!strcmp(p->uid, uid))
+			return p;
+	return NULL;
+}
+
+static void unlink_pod(struct nvs_k8s_cached_pod *e)
+{
+	struct nvs_k8s_cached_pod **pp = &cache;
+	while (*pp && *pp != e)
+		pp = &(*pp)->next;
+	if (*pp) {
+		*pp = e->next;
+		ncache--;
+	}
+	free(e);
+}
+
+/* One annotation of a new Pod version: merge, and log a bad value once. */
+static void merge(struct nvs_k8s_cached_pod *e, const char *ann, const struct nvs_k8s_limit *l,
+		  int *has, uint64_t *v, char *bad, size_t badcap, const char *expected)
+{
+	if (l->state == NVS_ANN_INVALID) {
+		if (strcmp(bad, l->raw)) {
+			snprintf(bad, badcap, "%s", l->raw);
+			char b[32] = "none";
+			if (*has)
+				snprintf(b, sizeof b, "%llu", (unsigned long long)*v);
+			NVS_WARN("pod %s/%s: ignoring invalid annotation %s=\"%s\" (expected %s); "
+				 "keeping %s",
+				 e->ns, e->name, ann, l->raw, expected, b);
+		}
+		return;
+	}
+	bad[0] = '\0';
+	nvs_k8s_merge_limit(l, has, v);
+}
+
+static void upsert(const struct kmsg *m)
+{
+	const struct nvs_k8s_pod *p = &m->pod;
+	struct nvs_k8s_cached_pod *e = find(p->uid);
+	int fresh = !e;
+	if (!e) {
+		e = calloc(1, sizeof *e);
+		if (!e)
+			return;
+		memcpy(e->uid, p->uid, sizeof e->uid);
+		e->next = cache;
+		cache = e;
+		ncache++;
+	}
+	snprintf(e->mirror, sizeof e->mirror, "%s", p->mirror);
+	snprintf(e->name, sizeof e->name, "%s", p->name);
+	snprintf(e->ns, sizeof e->ns, "%s", p->ns);
+	int oc = e->has_core, om = e->has_mem;
+	uint64_t ocv = e->core, omv = e->mem;
+	merge(e, NVS_K8S_ANN_CORE, &p->core, &e->has_core, &e->core, e->bad_core,
+	      sizeof e->bad_core, "an integer percent 1..100");
+	merge(e, NVS_K8S_ANN_MEM, &p->mem, &e->has_mem, &e->mem, e->bad_mem, sizeof e->bad_mem,
+	      "a size: MiB, or with a unit such as 512Mi or 4Gi");
+	e->mark = 1;
+	if (fresh || oc != e->has_core || om != e->has_mem || ocv != e->core || omv != e->mem)
+		NVS_DEBUG("k8s: pod %s/%s uid %s: core %llu mem %llu (%.1f ms after receipt)",
+			  e->ns, e->name, e->uid, e->has_core ? (unsigned long long)e->core : 0ull,
+			  e->has_mem ? (unsigned long long)e->mem : 0ull,
+			  (double)(mono_ns() - m->t_ns) / 1e6);
+	nvs_pod_changed(e);
+}
+
+static void remove_pod(struct nvs_k8s_cached_pod *e)
+{
+	nvs_pod_removed(e);
+	unlink_pod(e);
+}
+
+void nvs_k8s_on_event(void)
+{
+	uint64_t v;
+	while (read(efd, &v, sizeof v) < 0 && errno == EINTR)
+		;
+	pthread_mutex_lock(&mu);
+	struct kmsg *m = queue.head;
+	queue.head = queue.tail = NULL;
+	pthread_mutex_unlock(&mu);
+	while (m) {
+		struct kmsg *next = m->next;
+		struct nvs_k8s_cached_pod *e;
+		switch (m->kind) {
+		case KM_UPSERT:
+			upsert(m);
+			break;
+		case KM_DELETE:
+			if ((e = find(m->pod.uid)))
+				remove_pod(e);
+			break;
+		case KM_RESYNC_BEGIN:
+			for (e = cache; e; e = e->next)
+				e->mark = 0;
+			break;
+		case KM_RESYNC_END:
+			for (e = cache; e;) {
+				struct nvs_k8s_cached_pod *n = e->next;
+				if (!e->mark) {
+					NVS_INFO("k8s: pod %s/%s is gone (not in the new LIST)",
+						 e->ns, e->name);
+					remove_pod(e);
+				}
+				e = n;
+			}
+			break;
+		}
+		free(m);
+		m = next;
+	}
+}

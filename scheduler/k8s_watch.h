@@ -1,0 +1,61 @@
+/*
+ * Node-scoped Pod watch: a libcurl thread LISTs then WATCHes the Pods of
+ * this node on the API server and hands each change to the event loop
+ * through a mutex-protected queue and an eventfd (never blocking the
+ * loop). The loop keeps a Pod cache (UID and static-pod mirror UID ->
+ * name, namespace, nvshare annotations) and applies annotation limits to
+ * the clients of each Pod (pod_identity.c). See docs/kubernetes-identity.md.
+ */
+#ifndef NVSHARE_SCHEDULER_K8S_WATCH_H
+#define NVSHARE_SCHEDULER_K8S_WATCH_H
+
+#include <stdint.h>
+
+#define NVS_K8S_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
+
+struct nvs_k8s_config {
+	int disabled;	      /* --no-kube / NVSHARE_KUBE=0 */
+	char api[512];	      /* https://host:port, "" = in-cluster */
+	char token_file[512]; /* "" = in-cluster path */
+	char ca_file[512];    /* "" = in-cluster path */
+	char node_name[254];  /* --node-name / NODE_NAME */
+};
+
+extern struct nvs_k8s_config nvs_k8s_cfg;
+
+/* Fills the config from the environment (NODE_NAME, NVSHARE_KUBE). */
+void nvs_k8s_config_from_env(struct nvs_k8s_config *kc);
+
+/* Resolves the configuration (in-cluster when NODE_NAME is set and
+ * KUBERNETES_SERVICE_HOST + the service-account token exist, or the
+ * explicit flags) and starts the thread. Returns 0 when started or not
+ * configured (logged), -1 on a configuration error. Loop thread. */
+int nvs_k8s_start(void);
+/* Stops and joins the thread. Loop thread. */
+void nvs_k8s_stop(void);
+
+/* epoll data.ptr tag of the notification eventfd (server.c). */
+extern char nvs_k8s_tag;
+/* The eventfd is readable: apply the queued changes. Loop thread. */
+void nvs_k8s_on_event(void);
+
+/* Pod cache lookup by the UID found in a client's cgroup (metadata.uid or
+ * a static pod's config.mirror). Loop thread. NULL when not cached. */
+struct nvs_k8s_cached_pod {
+	char uid[40], mirror[40];
+	char name[254], ns[64];
+	int has_core, has_mem; /* annotation limits in force for the Pod */
+	uint64_t core, mem;
+	char bad_core[48], bad_mem[48]; /* last invalid value logged */
+	int mark;			/* re-list bookkeeping */
+	struct nvs_k8s_cached_pod *next;
+};
+const struct nvs_k8s_cached_pod *nvs_k8s_pod_lookup(const char *cgroup_uid);
+
+/* Watch state for the status view: "off", "listing", "watching",
+ * "backoff". */
+const char *nvs_k8s_state(void);
+/* Number of Pods in the cache. Loop thread. */
+unsigned nvs_k8s_npods(void);
+
+#endif

@@ -1,0 +1,319 @@
+#!/usr/bin/python3
+"""A fake Kubernetes API server for the scheduler's Pod watch tests.
+
+Serves, over HTTPS (a certificate the test makes with openssl) and with a
+bearer-token check:
+  GET /api/v1/pods?fieldSelector=spec.nodeName%3D<node>[&limit=N&continue=C]
+      LIST (a PodList; pages when limit is given)
+  GET /api/v1/pods?...&watch=1&resourceVersion=RV&allowWatchBookmarks=true
+      WATCH: chunked, newline-delimited JSON events from RV on
+Pods are changed by commands, one JSON object per line, written to the
+control FIFO (--ctl):
+  {"op":"add","pod":{"uid","name","namespace","node","annotations"}}
+  {"op":"modify","uid":U,"annotations":{...},"split":bool,"silent":bool}
+      (split: the event goes out in 3 chunks 30 ms apart; silent: change
+      the Pod with no event, as if the watch missed it)
+  {"op":"delete","uid":U,"silent":bool}
+  {"op":"bookmark"}             BOOKMARK with the current resourceVersion
+  {"op":"error410"}             ERROR event (Status code 410) and end
+  {"op":"gone_next","n":1}      the next n WATCH requests get HTTP 410
+  {"op":"close"}                drop every watch connection mid-stream
+  {"op":"token","value":T}      accept only token T from now on
+  {"op":"garbage"}              a malformed line in the watch stream
+Every request and every event sent is printed to stdout as
+"<CLOCK_MONOTONIC us> WHAT ..." (the clock fake_client prints too).
+"""
+import argparse
+import json
+import os
+import socket
+import ssl
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+lock = threading.Condition()
+pods = {}  # uid -> pod dict (the Kubernetes object)
+history = []  # (rv int, event dict) for watches from an older RV
+rv = 1000
+token = None
+gone_next = 0
+generation = 0  # bumped by "close": watches of older generations drop
+out_lock = threading.Lock()
+
+
+def now_us():
+    return time.monotonic_ns() // 1000
+
+
+def log(*a):
+    with out_lock:
+        print(now_us(), *a, flush=True)
+
+
+def make_pod(p):
+    global rv
+    rv += 1
+    ann = dict(p.get("annotations") or {})
+    return {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": p["name"],
+            "namespace": p.get("namespace", "default"),
+            "uid": p["uid"],
+            "resourceVersion": str(rv),
+            "annotations": ann,
+            "labels": {"app": p["name"]},
+        },
+        "spec": {"nodeName": p.get("node", "node-1"), "containers": [{"name": "c", "image": "x"}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def emit(kind, obj, split=False):
+    """Queues an event for every watch (caller holds lock)."""
+    ev = {"type": kind, "object": obj}
+    history.append((rv, ev, split))
+    lock.notify_all()
+
+
+def node_of(pod):
+    return pod["spec"]["nodeName"]
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def status(self, code, reason, message):
+        body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                           "message": message, "reason": reason, "code": code}).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def do_GET(self):
+        global gone_next
+        u = urllib.parse.urlsplit(self.path)
+        q = urllib.parse.parse_qs(u.query)
+        auth = self.headers.get("Authorization", "")
+        watch = q.get("watch", ["0"])[0] in ("1", "true")
+        what = "WATCH" if watch else "LIST"
+        if u.path != "/api/v1/pods":
+            log("REQ", what, "404", u.path)
+            return self.status(404, "NotFound", "no such path")
+        with lock:
+            tok = token
+        if auth != "Bearer " + tok:
+            log("REQ", what, "401", "token=" + auth.replace("Bearer ", "")[:16])
+            return self.status(401, "Unauthorized", "Unauthorized")
+        sel = q.get("fieldSelector", [""])[0]
+        if not sel.startswith("spec.nodeName="):
+            log("REQ", what, "400", "fieldSelector=" + sel)
+            return self.status(400, "BadRequest", "this fake wants a node field selector")
+        node = sel.split("=", 1)[1]
+        if watch:
+            return self.watch(q, node)
+        with lock:
+            items = sorted((p for p in pods.values() if node_of(p) == node),
+                           key=lambda p: p["metadata"]["name"])
+            cur = rv
+        limit = int(q.get("limit", ["0"])[0] or 0)
+        start = int(q.get("continue", ["0"])[0] or 0)
+        page = items[start:start + limit] if limit else items
+        cont = str(start + limit) if limit and start + limit < len(items) else ""
+        body = json.dumps({"kind": "PodList", "apiVersion": "v1",
+                           "metadata": {"resourceVersion": str(cur), "continue": cont},
+                           "items": page}).encode()
+        log("REQ LIST 200 node=%s items=%d rv=%d continue=%s" % (node, len(page), cur, cont or "-"))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def watch(self, q, node):
+        global gone_next
+        since = q.get("resourceVersion", [""])[0]
+        timeout = float(q.get("timeoutSeconds", ["300"])[0])
+        with lock:
+            if gone_next > 0:
+                gone_next -= 1
+                log("REQ WATCH 410 rv=" + since)
+                return self.status(410, "Expired", "too old resource version: %s" % since)
+            gen = generation
+            try:
+                pos = next(i for i, (r, _, _) in enumerate(history) if r > int(since))
+            except StopIteration:
+                pos = len(history)
+        log("REQ WATCH 200 rv=%s bookmarks=%s" % (since, q.get("allowWatchBookmarks", [""])[0]))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+        end = time.monotonic() + timeout
+        try:
+            while True:
+                with lock:
+                    while pos >= len(history) and generation == gen and time.monotonic() < end:
+                        lock.wait(min(0.2, max(0.0, end - time.monotonic())))
+                    if generation != gen:
+                        log("CLOSE watch (no final chunk)")
+                        self.close_connection = True
+                        try:
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+                        return
+                    if pos >= len(history):
+                        break
+                    r, ev, split = history[pos]
+                    pos += 1
+                if ev.get("_node") and ev["_node"] != node:
+                    continue
+                line = ev.get("_raw")
+                if line is None:
+                    o = ev["object"]
+                    if ev["type"] in ("ADDED", "MODIFIED", "DELETED") and node_of(o) != node:
+                        continue
+                    line = json.dumps({"type": ev["type"], "object": o}).encode() + b"\n"
+                desc = ev["type"]
+                if ev["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                    desc += " uid=" + ev["object"]["metadata"]["uid"]
+                log("SENT", desc, "rv=%d" % r, "split" if split else "")
+                if split:
+                    a, b = len(line) // 3, 2 * len(line) // 3
+                    for part in (line[:a], line[a:b], line[b:]):
+                        self.chunk(part)
+                        time.sleep(0.03)
+                else:
+                    self.chunk(line)
+                if ev["type"] == "ERROR":
+                    break
+            self.chunk(b"")
+            log("END watch")
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError) as e:
+            log("WATCH write failed:", type(e).__name__)
+            self.close_connection = True
+
+
+def control(path):
+    global rv, token, gone_next, generation
+    f = open(path, "r")  # the test holds it open for writing
+    while True:
+        line = f.readline()
+        if not line:
+            time.sleep(0.05)
+            continue
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            c = json.loads(line)
+        except ValueError:
+            log("CTL bad", line)
+            continue
+        op = c.get("op")
+        with lock:
+            if op == "add":
+                p = make_pod(c["pod"])
+                if c["pod"].get("mirror"):
+                    p["metadata"]["annotations"]["kubernetes.io/config.mirror"] = c["pod"]["mirror"]
+                pods[p["metadata"]["uid"]] = p
+                if not c.get("silent"):
+                    emit("ADDED", p)
+            elif op == "modify":
+                old = pods[c["uid"]]
+                p = json.loads(json.dumps(old))
+                rv += 1
+                p["metadata"]["resourceVersion"] = str(rv)
+                ann = {k: v for k, v in old["metadata"]["annotations"].items()
+                       if k == "kubernetes.io/config.mirror"}
+                ann.update(c.get("annotations") or {})
+                p["metadata"]["annotations"] = ann
+                pods[c["uid"]] = p
+                if not c.get("silent"):
+                    emit("MODIFIED", p, bool(c.get("split")))
+            elif op == "delete":
+                p = pods.pop(c["uid"])
+                rv += 1
+                p = json.loads(json.dumps(p))
+                p["metadata"]["resourceVersion"] = str(rv)
+                if not c.get("silent"):
+                    emit("DELETED", p)
+            elif op == "bookmark":
+                rv += 1
+                emit("BOOKMARK", {"kind": "Pod", "apiVersion": "v1",
+                                  "metadata": {"resourceVersion": str(rv)}})
+            elif op == "error410":
+                history.append((rv, {"type": "ERROR", "object": {
+                    "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "message": "too old resource version: 1 (%d)" % rv,
+                    "reason": "Expired", "code": 410}}, False))
+                lock.notify_all()
+            elif op == "garbage":
+                history.append((rv, {"type": "GARBAGE", "_raw": b'{"type":"MODIFIED","object":[1,2\n'}, False))
+                lock.notify_all()
+            elif op == "gone_next":
+                gone_next = int(c.get("n", 1))
+            elif op == "close":
+                generation += 1
+                lock.notify_all()
+            elif op == "token":
+                token = c["value"]
+        log("CTL", op, c.get("uid", ""))
+
+
+def main():
+    global token
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cert", required=True)
+    ap.add_argument("--key", required=True)
+    ap.add_argument("--token", required=True)
+    ap.add_argument("--ctl", required=True)
+    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--pods", help="JSON file: a list of pods to start with")
+    ap.add_argument("--bind", default="127.0.0.1", help="address (::1 for IPv6)")
+    a = ap.parse_args()
+    token = a.token
+    if a.pods:
+        with open(a.pods) as f:
+            for p in json.load(f):
+                o = make_pod(p)
+                if p.get("mirror"):
+                    o["metadata"]["annotations"]["kubernetes.io/config.mirror"] = p["mirror"]
+                pods[p["uid"]] = o
+    cls = ThreadingHTTPServer
+    if ":" in a.bind:
+        cls = type("Server6", (ThreadingHTTPServer,), {"address_family": socket.AF_INET6})
+    srv = cls((a.bind, 0), Handler)
+    srv.daemon_threads = True
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(a.cert, a.key)
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=control, args=(a.ctl,), daemon=True).start()
+    tmp = a.port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(srv.server_address[1]))
+    os.rename(tmp, a.port_file)
+    log("LISTEN", srv.server_address[1])
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
