@@ -54,6 +54,7 @@ SCHED_COMMON_ENV = {"NVSHARE_METRICS_ENABLE": "0"}
 # *PREFETCH* variable name inside the binaries and set it to 0.
 SWAP_OFF_ENV = os.environ.get("BENCH_SWAP_OFF_ENV")
 SWAP_NAME_RE = rb"NVSHARE_[A-Z0-9_]*(?:SWAP|PREFETCH)[A-Z0-9_]*"
+CTL_BIN_SWAP = os.path.join(BUILD, "nvsharectl")  # swap counters of the pressure schedulers
 # Time quanta per scheduler (NVSHARE_TQ syntax: bare number = seconds).
 TQ_ON = env("BENCH_TQ_ON", "")                   # "" = scheduler default (30 s)
 TQ_INTERACTIVE = env("BENCH_TQ_INTERACTIVE", "0.1")  # on-mode, interactive beside batch
@@ -159,6 +160,8 @@ def detect_swap_env():
         except OSError:
             pass
     names = sorted(n for n in names if n != "NVSHARE_CLIENT_SCHED_SWAP_H")
+    if "NVSHARE_SWAP" in names:  # docs/swap.md: prefetch on grant off
+        return {"NVSHARE_SWAP": "0"}
     return {names[0]: "0"} if names else {}
 
 
@@ -551,6 +554,8 @@ def report(R, meta, C):
     # pressure
     p = R.get("pressure")
     if p:
+        swap = p.get("_swap") or {}
+        p = {k: v for k, v in p.items() if k != "_swap"}
         rows = []
         names = [n for n in ("native_seq", "native", "pressure", "pressure_noswap") if any(
             n in per for per in p.values())]
@@ -575,6 +580,21 @@ def report(R, meta, C):
                      "No swap on/off switch was found in the binaries: swap off not measured."))
         L.append("")
         L.append(md_table(["workload"] + [label[n] for n in names] + ["results correct"], rows))
+        L.append("")
+        pf, cs = swap.get("prefetch"), swap.get("counters") or {}
+        if pf:
+            L.append("Plain `cuMemPrefetchAsync` of one %d MiB managed buffer (native worker): host → GPU "
+                     "%.1f GB/s, GPU → host %.1f GB/s." % (pf["bytes"] >> 20, pf["h2d_gbps"], pf["d2h_gbps"]))
+        for n in ("pressure", "pressure_noswap"):
+            c = cs.get(n)
+            if not c:
+                continue
+            bw = c["bytes_in"] / c["ns_in"] if c["ns_in"] else 0
+            L.append("%s: swapped in %.0f MiB in %.2f s (%s), out %.0f MiB in %.2f s; effective TQ %d ms%s." % (
+                label[n], c["bytes_in"] / 2**20, c["ns_in"] / 1e9,
+                "%.1f GB/s" % bw if c["ns_in"] else "no swap-in", c["bytes_out"] / 2**20, c["ns_out"] / 1e9,
+                c["tq_effective_ms"],
+                " = %.0f%% of the plain prefetch" % (100 * bw / pf["h2d_gbps"]) if pf and c["ns_in"] and pf["h2d_gbps"] else ""))
         L.append("")
 
     s = R.get("sched_latency")
@@ -745,14 +765,47 @@ def main():
     return 1 if failed else 0
 
 
+def swap_counters(cfg):
+    """The pressure scheduler's per-GPU swap totals (nvsharectl --json)."""
+    if FAKE or not cfg or not cfg.sock_dir:
+        return None
+    e = dict(os.environ)
+    e["NVSHARE_SOCK_DIR"] = cfg.sock_dir
+    try:
+        r = subprocess.run([CTL_BIN_SWAP, "--json"], env=e, capture_output=True, text=True, timeout=10)
+        g = json.loads(r.stdout)["gpus"]
+    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
+        return None
+    tot = {k: sum(x.get("swap", {}).get(k, 0) for x in g) for k in ("bytes_in", "bytes_out", "ns_in", "ns_out")}
+    tot["tq_effective_ms"] = max((x.get("tq_effective_ms", 0) for x in g), default=0)
+    return tot
+
+
 def run_pressure(C, normal):
-    """native_seq: the native pair, one job after the other."""
+    """native_seq: the native pair, one job after the other. Also the plain
+    prefetch bandwidths (native worker) and the swap counters of the pressure
+    schedulers (docs/swap.md)."""
     C2 = dict(C)
     if "native" in C:
         C2["native_seq"] = C["native"]
-    return run_pairs(C2, ["native_seq", "native", "pressure", "pressure_noswap"],
-                     [("add", "normal"), ("mm", "normal")], {"normal": normal},
-                     sequential=("native_seq",))
+    bw = None
+    if "native" in C and C["native"].usable():
+        try:
+            bw = pair_call(C["native"], [{"op": "h2d_bw", "mib": normal}, None])[0]
+        except RuntimeError as ex:
+            say("h2d_bw on native: %s" % ex)
+    before = {n: swap_counters(C.get(n)) for n in ("pressure", "pressure_noswap")}
+    res = run_pairs(C2, ["native_seq", "native", "pressure", "pressure_noswap"],
+                    [("add", "normal"), ("mm", "normal")], {"normal": normal},
+                    sequential=("native_seq",))
+    sw = {}
+    for n in ("pressure", "pressure_noswap"):
+        a, b = before.get(n), swap_counters(C.get(n))
+        if a and b:
+            sw[n] = {k: b[k] - a[k] for k in ("bytes_in", "bytes_out", "ns_in", "ns_out")}
+            sw[n]["tq_effective_ms"] = b["tq_effective_ms"]
+    res["_swap"] = {"prefetch": bw, "counters": sw}
+    return res
 
 
 def plan_dry(only, small, normal):

@@ -20,6 +20,8 @@ Commands (field "op"):
   pingpong dir me handoffs margin idle-release hand-offs between two workers
   batch start_at until            back-to-back large matmuls, per-step times
   bursts start_at n period k size interactive bursts of small matmuls
+  h2d_bw mib                       plain managed-memory prefetch bandwidth (driver API
+                                  through ctypes): host->device and device->host GB/s
   quit
 """
 import json
@@ -299,6 +301,39 @@ def op_bursts(c):
 FAKE = os.environ.get("BENCH_FAKE") == "1"
 
 
+def op_h2d_bw(c):
+    """cuMemPrefetchAsync_v2 of one managed buffer: populate on the GPU, time
+    GPU -> host, then host -> GPU (the swap-in reference)."""
+    import ctypes
+    torch.cuda.synchronize()
+    cu = ctypes.CDLL("libcuda.so.1")
+
+    class Loc(ctypes.Structure):
+        _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+    def ck(r, what):
+        if r != 0:
+            raise RuntimeError("%s failed: CUresult %d" % (what, r))
+    n = int(c["mib"]) << 20
+    p = ctypes.c_uint64()
+    ck(cu.cuMemAllocManaged(ctypes.byref(p), ctypes.c_size_t(n), 1), "cuMemAllocManaged")
+    dev, host = Loc(1, torch.cuda.current_device()), Loc(2, 0)
+    pf = cu.cuMemPrefetchAsync_v2
+    pf.argtypes = [ctypes.c_uint64, ctypes.c_size_t, Loc, ctypes.c_uint, ctypes.c_void_p]
+    try:
+        def move(loc):
+            t = now()
+            ck(pf(p.value, n, loc, 0, None), "cuMemPrefetchAsync_v2")
+            ck(cu.cuCtxSynchronize(), "cuCtxSynchronize")
+            return now() - t
+        move(dev)
+        d2h = move(host)
+        h2d = move(dev)
+    finally:
+        cu.cuMemFree_v2(p)
+    return {"bytes": n, "h2d_gbps": n / h2d / 1e9, "d2h_gbps": n / d2h / 1e9}
+
+
 def fake_op(c):
     import random
     op = c["op"]
@@ -333,11 +368,15 @@ def fake_op(c):
         sleep_until(c["start_at"] + c["n"] * c["period"])
         return {"bursts": [(c["start_at"] + i * c["period"], c["start_at"] + i * c["period"] + 0.003)
                            for i in range(c["n"])]}
+    if op == "h2d_bw":
+        return {"bytes": c["mib"] << 20, "h2d_gbps": 50.0, "d2h_gbps": 4.5}
     raise ValueError(op)
 
 
 OPS = {"hello": op_hello, "warmup": op_warmup, "overhead": op_overhead, "job": op_job,
        "pingpong": op_pingpong, "batch": op_batch, "bursts": op_bursts}
+
+OPS["h2d_bw"] = op_h2d_bw
 
 
 def main():

@@ -14,8 +14,11 @@
  */
 #include "client/accounting.h"
 #include "client/internal.h"
+#include "client/sched_swap.h"
 
 #include "parse.h"
+
+#include <string.h>
 
 #define PITCH_ALIGN 512u
 
@@ -47,6 +50,10 @@ static CUresult alloc_managed(CUdeviceptr *dptr, size_t bytes, unsigned flags, c
 		return r;
 	}
 	nvs_acct_track(dev, *dptr, bytes, NVS_ALLOC_MANAGED);
+	/* Converted device memory only: the application's own managed
+	 * memory may be meant for the host first. */
+	if (strcmp(why, "cuMemAllocManaged") != 0)
+		nvs_swap_fresh(dev, *dptr, bytes);
 	char b[32];
 	NVS_DEBUG("%s: %s on GPU %d -> managed 0x%llx", why, nvs_format_size(bytes, b, sizeof b), dev,
 		  (unsigned long long)*dptr);

@@ -107,6 +107,7 @@ static int first_try_done; /* under mu: the thread tried to connect once */
 /* Lock-free views for application threads. */
 static atomic_int gpu_closed[NVS_MAX_GPUS];
 static atomic_int gpu_attached[NVS_MAX_GPUS];
+static atomic_int gpu_fits[NVS_MAX_GPUS]; /* not serialized (or no scheduler) */
 static _Atomic uint64_t mem_value[NVS_MAX_GPUS];
 static atomic_int mem_dirty[NVS_MAX_GPUS];
 static atomic_int capture_depth;
@@ -194,6 +195,8 @@ static void recompute_gate(void)
 			      g->lock == L_DROPPING || g->lock == L_IDLE_CHECK);
 		/* TODO(quota): a throttled GPU (compute limit) closes here too. */
 		atomic_store_explicit(&gpu_closed[i], closed, memory_order_release);
+		atomic_store_explicit(&gpu_fits[i], !connected || (g->mode_known && !g->serialized),
+				      memory_order_relaxed);
 		any |= closed;
 	}
 	any |= atomic_load(&probe_pending);
@@ -384,6 +387,8 @@ static void flush_out(void)
 /* ---------------------------------------------------------------------- */
 /* Draining and releasing                                                  */
 
+static int use_ctx(int dev, CUcontext failed);
+
 /* Waits for the work already submitted on dev's context. Never while a stream
  * capture is active (captured work does not execute, and a synchronize would
  * invalidate the capture). */
@@ -397,12 +402,28 @@ static void sync_gpu(int dev)
 		return;
 	pthread_mutex_lock(&mu);
 	CUcontext ctx = gpus[dev].ctx;
-	CUdevice cudev = gpus[dev].cudev;
 	pthread_mutex_unlock(&mu);
-	struct gpu *g = &gpus[dev];
 	if (ctx && nvs_real.cuCtxSetCurrent(ctx) == CUDA_SUCCESS &&
 	    nvs_real.cuCtxSynchronize() == CUDA_SUCCESS)
 		return;
+	if (use_ctx(dev, ctx))
+		(void)nvs_real.cuCtxSynchronize();
+}
+
+/* Makes a context of dev current on the client thread: the application's
+ * (unless it is `failed`, which just did not work), else the retained
+ * primary one. Returns 0 if none could be made current. */
+static int use_ctx(int dev, CUcontext failed)
+{
+	if (!nvs_real.cuCtxSetCurrent)
+		return 0;
+	pthread_mutex_lock(&mu);
+	CUcontext ctx = gpus[dev].ctx;
+	CUdevice cudev = gpus[dev].cudev;
+	pthread_mutex_unlock(&mu);
+	struct gpu *g = &gpus[dev];
+	if (ctx && ctx != failed && nvs_real.cuCtxSetCurrent(ctx) == CUDA_SUCCESS)
+		return 1;
 	if (ctx) {
 		/* The context we saw is gone (destroyed): fall back to the
 		 * primary one from now on. */
@@ -414,8 +435,34 @@ static void sync_gpu(int dev)
 	if (!g->primary && nvs_real.cuDevicePrimaryCtxRetain &&
 	    nvs_real.cuDevicePrimaryCtxRetain(&g->primary, cudev) != CUDA_SUCCESS)
 		g->primary = NULL;
-	if (g->primary && nvs_real.cuCtxSetCurrent(g->primary) == CUDA_SUCCESS)
-		(void)nvs_real.cuCtxSynchronize();
+	return g->primary && nvs_real.cuCtxSetCurrent(g->primary) == CUDA_SUCCESS;
+}
+
+/* Sends the swap counters of dev if they changed (client thread). */
+static void queue_swap_stats(int dev)
+{
+	struct nvs_swap_totals t;
+	if (!nvs_swap_totals(dev, &t))
+		return;
+	struct nvs_msg m;
+	memset(&m, 0, sizeof m);
+	m.type = NVS_MSG_SWAP_STATS;
+	m.u.swap.local_gpu = (uint32_t)dev;
+	m.u.swap.bytes_in = t.bytes_in;
+	m.u.swap.bytes_out = t.bytes_out;
+	m.u.swap.ns_in = t.ns_in;
+	m.u.swap.ns_out = t.ns_out;
+	queue_msg(&m);
+}
+
+/* Swapping needs the application's context current and no capture. */
+static int swap_possible(int dev)
+{
+	if (atomic_load(&capture_depth) > 0 || atomic_load(&stopping)) {
+		NVS_DEBUG("GPU %d: stream capture active or exiting: no swap", dev);
+		return 0;
+	}
+	return use_ctx(dev, NULL);
 }
 
 static uint64_t busy_threshold_ns(void)
@@ -444,8 +491,12 @@ static void release_lock(int dev, uint32_t drop_flags, int idle)
 
 	uint64_t t0 = now_ns();
 	sync_gpu(dev);
-	if (!idle && (drop_flags & NVS_LOCK_SWAP_OUT))
-		nvs_swap_out(dev);
+	if (!idle && (drop_flags & NVS_LOCK_SWAP_OUT) && swap_possible(dev)) {
+		/* The amount the scheduler computed (MiB in the flags' upper
+		 * bits; 0 = all): just what the next holder needs. */
+		uint64_t mib = drop_flags >> NVS_DROP_SWAP_MIB_SHIFT;
+		nvs_swap_out(dev, mib ? mib << 20 : UINT64_MAX);
+	}
 	uint64_t drain = now_ns() - t0;
 
 	pthread_mutex_lock(&mu);
@@ -464,6 +515,8 @@ static void release_lock(int dev, uint32_t drop_flags, int idle)
 		}
 	}
 	if (g->lock == L_DROPPING || g->lock == L_IDLE_CHECK) {
+		nvs_swap_released(dev);
+		queue_swap_stats(dev);
 		queue_released(dev, idle ? 1u : 0u, drain);
 		g->lock = L_NONE;
 		/* Threads that queued at the closed gate ask again at once, after
@@ -528,8 +581,17 @@ static void handle_msg(const struct nvs_msg *m)
 		int dev = (int)m->u.lock_ok.local_gpu;
 		if (!(g = msg_gpu(m->u.lock_ok.local_gpu, "LOCK_OK")))
 			break;
-		if (m->u.lock_ok.flags & NVS_LOCK_SWAP_IN)
-			nvs_swap_in(dev);
+		pthread_mutex_lock(&mu);
+		int regrant = g->lock == L_HELD;
+		CUdevice cudev = g->cudev;
+		pthread_mutex_unlock(&mu);
+		/* Before the gate opens: the first kernel finds its data on
+		 * the GPU instead of faulting it in page by page. */
+		if ((m->u.lock_ok.flags & NVS_LOCK_SWAP_IN) && !regrant && nvs_swap_enabled() &&
+		    swap_possible(dev)) {
+			nvs_swap_in(dev, cudev);
+			queue_swap_stats(dev);
+		}
 		pthread_mutex_lock(&mu);
 		if (g->lock != L_HELD) /* not a repeated LOCK_OK */
 			g->waiters = 0; /* as the scheduler: 0 until WAITERS says more */
@@ -941,6 +1003,15 @@ void nvs_sched_mem_changed(int dev, uint64_t allocated)
 		kick();
 }
 
+int nvs_sched_gpu_fits(int dev)
+{
+	if (dev < 0 || dev >= NVS_MAX_GPUS)
+		return 0;
+	if (!atomic_load_explicit(&gpu_attached[dev], memory_order_acquire))
+		return !atomic_load_explicit(&started, memory_order_acquire);
+	return atomic_load_explicit(&gpu_fits[dev], memory_order_relaxed);
+}
+
 void nvs_sched_capture_begin(void)
 {
 	atomic_fetch_add(&capture_depth, 1);
@@ -974,12 +1045,14 @@ void nvs_sched_atfork_child(void)
 	pthread_mutex_init(&start_mu, NULL);
 	init_cv();
 	memset(gpus, 0, sizeof gpus);
+	nvs_swap_atfork_child();
 	ndev = 0;
 	connected = 0;
 	first_try_done = 0;
 	for (int i = 0; i < NVS_MAX_GPUS; i++) {
 		atomic_store(&gpu_closed[i], 0);
 		atomic_store(&gpu_attached[i], 0);
+		atomic_store(&gpu_fits[i], 0);
 		atomic_store(&mem_value[i], 0);
 		atomic_store(&mem_dirty[i], 0);
 	}

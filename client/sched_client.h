@@ -49,6 +49,11 @@ void nvs_sched_attach_gpu(int dev);
 /* Allocated bytes on `dev` changed (accounting calls this; coalesced). */
 void nvs_sched_mem_changed(int dev, uint64_t allocated);
 
+/* 1 when `dev` is not serialized by the scheduler (its clients' memory
+ * fits), or no scheduler is connected; 0 while serialized or before the
+ * scheduler answered. */
+int nvs_sched_gpu_fits(int dev);
+
 /* Stream capture began / ended on some stream: while any capture is active
  * the client never synchronizes the context (it would break the capture). */
 void nvs_sched_capture_begin(void);

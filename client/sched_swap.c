@@ -1,15 +1,273 @@
 /*
- * Swap hooks called on lock hand-off. Placeholders: the prefetch on grant and
- * the eviction on drop are a later issue (see sched_swap.h).
+ * Swap on lock hand-off, and prefetch of fresh allocations while memory
+ * fits. See client/sched_swap.h for who calls what, docs/swap.md for the
+ * design and the measurements.
+ *
+ * Bookkeeping per device: `off` estimates how many of this process's managed
+ * bytes are not on the GPU (fresh allocations never prefetched, plus what
+ * swap-outs moved to the host). A swap-in counts `off` as the bytes it moved
+ * (it prefetches every range: ranges already resident cost the driver a
+ * page-table walk and move nothing) and clears it; a swap-out adds what it
+ * moved. The counters therefore measure data moved, not ranges visited.
  */
 #include "sched_swap.h"
 
-void nvs_swap_in(int dev)
+#include "accounting.h"
+#include "real.h"
+#include "sched_client.h"
+
+#include "log.h"
+#include "parse.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define SWAP_GRAIN (2ull << 20) /* UVM's large page: partial evictions round up */
+
+struct swap_dev {
+	/* Client thread only. */
+	CUcontext ctx;	   /* context the private stream belongs to */
+	CUstream stream;   /* non-blocking, for swap-in and swap-out */
+	/* Under mu (application threads add fresh bytes). */
+	uint64_t off;	   /* bytes believed off the GPU */
+	uint64_t out_hold; /* bytes this hold's swap-out moved */
+	struct nvs_swap_totals tot;
+	int dirty;	   /* totals changed since last reported */
+};
+
+static struct swap_dev sd[NVS_MAX_GPUS];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static int swap_on = 1, alloc_prefetch_on = 1;
+
+static void read_env(void)
 {
-	(void)dev; /* TODO(swap): prefetch managed ranges on dev to the GPU. */
+	int b;
+	if (nvs_env_bool("NVSHARE_SWAP", &b) == 1)
+		swap_on = b;
+	if (nvs_env_bool("NVSHARE_PREFETCH_ON_ALLOC", &b) == 1)
+		alloc_prefetch_on = b;
+	NVS_DEBUG("swap: prefetch on grant %s, prefetch of fresh allocations %s",
+		  swap_on ? "on" : "off (NVSHARE_SWAP=0)",
+		  alloc_prefetch_on ? "on" : "off (NVSHARE_PREFETCH_ON_ALLOC=0)");
 }
 
-void nvs_swap_out(int dev)
+int nvs_swap_enabled(void)
 {
-	(void)dev; /* TODO(swap): move managed ranges on dev to the host. */
+	pthread_once(&env_once, read_env);
+	return swap_on;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int dev_ok(int dev)
+{
+	return dev >= 0 && dev < NVS_MAX_GPUS;
+}
+
+/* The private stream of dev in the context current on this (the client)
+ * thread; NULL if none can be had (then the caller does nothing). */
+static CUstream private_stream(int dev)
+{
+	struct swap_dev *s = &sd[dev];
+	CUcontext cur = NULL;
+	if (!nvs_real.cuCtxGetCurrent || nvs_real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur)
+		return NULL;
+	if (s->stream && s->ctx == cur)
+		return s->stream;
+	/* First use, or another context (the old one may be destroyed: its
+	 * stream went with it, never touch it again). */
+	CUstream st = NULL;
+	if (!nvs_real.cuStreamCreate ||
+	    nvs_real.cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+		return NULL;
+	s->ctx = cur;
+	s->stream = st;
+	return st;
+}
+
+struct walk {
+	CUmemLocation loc;
+	CUstream stream;
+	uint64_t budget;   /* bytes still to move (swap-out) */
+	uint64_t issued;   /* bytes asked for */
+	unsigned calls, errors;
+	CUresult first_err;
+};
+
+static void prefetch_one(struct walk *w, CUdeviceptr p, uint64_t n)
+{
+	CUresult r = nvs_real.cuMemPrefetchAsync_v2(p, (size_t)n, w->loc, 0, w->stream);
+	w->calls++;
+	if (r != CUDA_SUCCESS) {
+		/* A range the application freed since the snapshot: harmless. */
+		if (!w->errors++)
+			w->first_err = r;
+		return;
+	}
+	w->issued += n;
+}
+
+static void in_cb(CUdeviceptr p, uint64_t n, void *ctx)
+{
+	prefetch_one(ctx, p, n);
+}
+
+static void out_cb(CUdeviceptr p, uint64_t n, void *ctx)
+{
+	struct walk *w = ctx;
+	if (w->budget == 0)
+		return;
+	uint64_t take = n;
+	if (w->budget < n) {
+		take = (w->budget + SWAP_GRAIN - 1) / SWAP_GRAIN * SWAP_GRAIN;
+		if (take > n)
+			take = n;
+	}
+	prefetch_one(w, p, take);
+	w->budget = w->budget > take ? w->budget - take : 0;
+}
+
+void nvs_swap_in(int dev, CUdevice cudev)
+{
+	if (!dev_ok(dev) || !nvs_swap_enabled() || !nvs_real.cuMemPrefetchAsync_v2 ||
+	    !nvs_real.cuStreamSynchronize)
+		return;
+	CUstream st = private_stream(dev);
+	if (!st)
+		return;
+	struct walk w = {.stream = st};
+	w.loc.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	w.loc.id = (int)cudev;
+	uint64_t t0 = now_ns();
+	/* Largest first: the biggest tensors (weights, activations) are the
+	 * ones a first kernel is most likely to read, and the fewest calls
+	 * reach the most bytes if the hold is cut short. */
+	nvs_acct_foreach_managed(dev, in_cb, &w);
+	CUresult r = w.calls ? nvs_real.cuStreamSynchronize(st) : CUDA_SUCCESS;
+	uint64_t dt = now_ns() - t0;
+	pthread_mutex_lock(&mu);
+	struct swap_dev *s = &sd[dev];
+	uint64_t moved = s->off < w.issued ? s->off : w.issued;
+	s->off = 0;
+	s->out_hold = 0;
+	if (w.calls) {
+		s->tot.bytes_in += moved;
+		s->tot.ns_in += dt;
+		s->dirty = 1;
+	}
+	pthread_mutex_unlock(&mu);
+	char a[32];
+	NVS_DEBUG("GPU %d: swap-in of %u ranges (%s moved) in %.3f ms%s", dev, w.calls,
+		  nvs_format_size(moved, a, sizeof a), (double)dt / 1e6,
+		  w.errors ? " (some ranges were freed meanwhile)" : "");
+	if (r != CUDA_SUCCESS)
+		NVS_WARN("GPU %d: swap-in: stream synchronize failed (%d)", dev, (int)r);
+}
+
+void nvs_swap_out(int dev, uint64_t bytes)
+{
+	if (!dev_ok(dev) || bytes == 0 || !nvs_real.cuMemPrefetchAsync_v2 ||
+	    !nvs_real.cuStreamSynchronize)
+		return;
+	CUstream st = private_stream(dev);
+	if (!st)
+		return;
+	struct walk w = {.stream = st, .budget = bytes};
+	w.loc.type = CU_MEM_LOCATION_TYPE_HOST;
+	w.loc.id = 0;
+	uint64_t t0 = now_ns();
+	nvs_acct_foreach_managed(dev, out_cb, &w);
+	CUresult r = w.calls ? nvs_real.cuStreamSynchronize(st) : CUDA_SUCCESS;
+	uint64_t dt = now_ns() - t0;
+	pthread_mutex_lock(&mu);
+	struct swap_dev *s = &sd[dev];
+	if (w.calls) {
+		s->off += w.issued;
+		s->out_hold += w.issued;
+		s->tot.bytes_out += w.issued;
+		s->tot.ns_out += dt;
+		s->dirty = 1;
+	}
+	pthread_mutex_unlock(&mu);
+	char a[32], b[32];
+	NVS_DEBUG("GPU %d: swap-out of %s asked, %s in %u ranges moved to the host in %.3f ms", dev,
+		  bytes == UINT64_MAX ? "all" : nvs_format_size(bytes, a, sizeof a),
+		  nvs_format_size(w.issued, b, sizeof b), w.calls, (double)dt / 1e6);
+	if (r != CUDA_SUCCESS)
+		NVS_WARN("GPU %d: swap-out: stream synchronize failed (%d)", dev, (int)r);
+}
+
+void nvs_swap_released(int dev)
+{
+	if (!dev_ok(dev))
+		return;
+	/* The application ran with its memory during the hold (the swap-in
+	 * brought it, or its kernels touched it): what is off the GPU now is
+	 * what this release's swap-out moved, as far as we know. */
+	pthread_mutex_lock(&mu);
+	sd[dev].off = sd[dev].out_hold;
+	sd[dev].out_hold = 0;
+	pthread_mutex_unlock(&mu);
+}
+
+void nvs_swap_fresh(int dev, CUdeviceptr ptr, uint64_t bytes)
+{
+	if (!dev_ok(dev))
+		return;
+	pthread_once(&env_once, read_env);
+	int fits = alloc_prefetch_on && nvs_sched_gpu_fits(dev);
+	size_t fr = 0, tot = 0;
+	if (fits && (!nvs_real.cuMemGetInfo_v2 || !nvs_real.cuMemPrefetchAsync_v2 ||
+		     nvs_real.cuMemGetInfo_v2(&fr, &tot) != CUDA_SUCCESS || fr < bytes))
+		fits = 0; /* the driver would have to evict: leave it to faults */
+	CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+	if (fits) {
+		/* On the allocating thread's per-thread default stream in its
+		 * current context: no stream to create or to leak, and work on
+		 * the legacy default stream is ordered after it. The
+		 * allocation returns at once; kernels on other streams and
+		 * host copies are correct while it runs (managed memory stays
+		 * coherent; it only moves pages). */
+		CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_DEVICE};
+		CUdevice d;
+		if (nvs_real.cuCtxGetDevice && nvs_real.cuCtxGetDevice(&d) == CUDA_SUCCESS) {
+			loc.id = (int)d;
+			r = nvs_real.cuMemPrefetchAsync_v2(ptr, (size_t)bytes, loc, 0,
+							   CU_STREAM_PER_THREAD);
+		}
+	}
+	pthread_mutex_lock(&mu);
+	if (r != CUDA_SUCCESS)
+		sd[dev].off += bytes; /* on the host (or nowhere yet) until touched */
+	pthread_mutex_unlock(&mu);
+	char a[32];
+	NVS_DEBUG("GPU %d: fresh allocation 0x%llx (%s) %s", dev, (unsigned long long)ptr,
+		  nvs_format_size(bytes, a, sizeof a),
+		  r == CUDA_SUCCESS ? "prefetched to the GPU" : "left to first touch");
+}
+
+int nvs_swap_totals(int dev, struct nvs_swap_totals *out)
+{
+	if (!dev_ok(dev))
+		return 0;
+	pthread_mutex_lock(&mu);
+	*out = sd[dev].tot;
+	int d = sd[dev].dirty;
+	sd[dev].dirty = 0;
+	pthread_mutex_unlock(&mu);
+	return d;
+}
+
+void nvs_swap_atfork_child(void)
+{
+	pthread_mutex_init(&mu, NULL);
+	for (int i = 0; i < NVS_MAX_GPUS; i++)
+		sd[i] = (struct swap_dev){0};
 }

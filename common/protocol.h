@@ -70,6 +70,10 @@ enum nvs_ctl_field {
 /* Flags in LOCK_OK / DROP_LOCK. */
 #define NVS_LOCK_SWAP_IN 0x1u  /* holder should prefetch its ranges to GPU */
 #define NVS_LOCK_SWAP_OUT 0x2u /* releaser should move its ranges to host */
+/* DROP_LOCK with SWAP_OUT: bits 8..31 of flags are the MiB to move to the
+ * host (what the next holder needs beyond the free capacity); 0 = all. */
+#define NVS_DROP_SWAP_MIB_SHIFT 8u
+#define NVS_DROP_SWAP_MIB_MAX 0xffffffu
 
 /* "No limit" value for limits. */
 #define NVS_NO_LIMIT UINT64_MAX

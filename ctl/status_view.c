@@ -40,6 +40,33 @@ static void who(const cJSON *w, char *b, size_t cap)
 	snprintf(b, cap, "%.0f/%.0f", numv(w, "client"), numv(w, "pid"));
 }
 
+/* Swap counters (docs/swap.md), only for clients that swapped. */
+static void print_swap(FILE *f, const cJSON *clients)
+{
+	int hdr = 0;
+	const cJSON *c, *x;
+	cJSON_ArrayForEach(c, clients) {
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(c, "gpus")) {
+			const cJSON *sw = cJSON_GetObjectItemCaseSensitive(x, "swap");
+			double bi = numv(sw, "bytes_in"), bo = numv(sw, "bytes_out");
+			double ni = numv(sw, "ns_in"), no = numv(sw, "ns_out");
+			if (bi == 0 && bo == 0 && ni == 0 && no == 0)
+				continue;
+			if (!hdr++)
+				fprintf(f, "\n%-6s %-4s %-9s %-9s %-9s %-9s %s\n", "SWAP", "GPU", "IN",
+					"IN-TIME", "OUT", "OUT-TIME", "IN GB/s");
+			char b1[32], b2[32], b3[32], b4[32], r[32] = "-";
+			if (ni > 0)
+				snprintf(r, sizeof r, "%.1f", bi / ni);
+			fprintf(f, "%-6.0f %-4.0f %-9s %-9s %-9s %-9s %s\n", numv(c, "id"),
+				numv(x, "gpu"), nvs_format_size((uint64_t)bi, b1, sizeof b1),
+				secs(ni / 1e6, b2, sizeof b2),
+				nvs_format_size((uint64_t)bo, b3, sizeof b3),
+				secs(no / 1e6, b4, sizeof b4), r);
+		}
+	}
+}
+
 int nvs_status_print(FILE *f, const char *json, size_t len)
 {
 	cJSON *root = cJSON_ParseWithLength(json, len);
@@ -114,6 +141,7 @@ int nvs_status_print(FILE *f, const char *json, size_t len)
 	}
 	if (!n)
 		fprintf(f, "(no clients)\n");
+	print_swap(f, clients);
 	cJSON_Delete(root);
 	return 0;
 }

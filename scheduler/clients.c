@@ -192,11 +192,9 @@ void nvs_client_msg(struct conn *c, const struct nvs_msg *m)
 		nvs_policy_mem_update(cg, m->u.mem.allocated);
 		break;
 	case NVS_MSG_SWAP_STATS:
-		/* Cumulative counters from the client: keep the latest. */
-		cg->swap_bytes_in = m->u.swap.bytes_in;
-		cg->swap_bytes_out = m->u.swap.bytes_out;
-		cg->swap_ns_in = m->u.swap.ns_in;
-		cg->swap_ns_out = m->u.swap.ns_out;
+		/* Cumulative counters from the client (policy.c keeps them
+		 * and the GPU's totals). */
+		nvs_policy_swap_stats(cg, &m->u.swap);
 		break;
 	default:
 		break;

@@ -179,6 +179,11 @@ static struct msnap *snap_build(uint64_t now)
 		o->held_ns = g->st.held_ns + (g->holder ? now - g->holder->held_since_ns : 0);
 		o->handoffs = g->handoffs;
 		o->mode_switches = g->mode_switches;
+		o->swap_bytes_in = g->swap_bytes_in;
+		o->swap_bytes_out = g->swap_bytes_out;
+		o->swap_ns_in = g->swap_ns_in;
+		o->swap_ns_out = g->swap_ns_out;
+		o->tq_effective_ns = nvs_policy_tq_ns(g);
 		if (g->holder)
 			holder = 1;
 	}

@@ -286,6 +286,22 @@ static void render_gpus(struct mbuf *b, const struct msnap *s, const struct msam
 		   V_INT);
 	gpu_family(b, s, "nvshare_gpu_mode_switches_total", "counter",
 		   "Switches between serialized and concurrent.", GOFF(mode_switches), V_INT);
+	gpu_family(b, s, "nvshare_gpu_swap_in_bytes_total", "counter",
+		   "Managed memory the GPU's clients prefetched to it at hand-offs.",
+		   GOFF(swap_bytes_in), V_INT);
+	gpu_family(b, s, "nvshare_gpu_swap_out_bytes_total", "counter",
+		   "Managed memory the GPU's clients moved to the host at hand-offs.",
+		   GOFF(swap_bytes_out), V_INT);
+	gpu_family(b, s, "nvshare_gpu_swap_in_seconds_total", "counter",
+		   "Time the GPU's clients spent prefetching at hand-offs.", GOFF(swap_ns_in),
+		   V_SECONDS);
+	gpu_family(b, s, "nvshare_gpu_swap_out_seconds_total", "counter",
+		   "Time the GPU's clients spent moving memory to the host at hand-offs.",
+		   GOFF(swap_ns_out), V_SECONDS);
+	gpu_family(b, s, "nvshare_gpu_time_quantum_effective_seconds", "gauge",
+		   "Quantum in force: the TQ, stretched to a multiple of the last swap time "
+		   "while memory does not fit.",
+		   GOFF(tq_effective_ns), V_SECONDS);
 	gpu_family(b, s, "nvshare_gpu_lock_held_seconds_total", "counter",
 		   "Time the GPU's lock was held, the current hold included.", GOFF(held_ns),
 		   V_SECONDS);

@@ -30,6 +30,8 @@ struct msnap_gpu {
 	struct lock_stats st;
 	uint64_t handoffs;
 	uint64_t mode_switches;
+	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
+	uint64_t tq_effective_ns;
 };
 
 struct msnap_client {

@@ -7,6 +7,7 @@
 #include "parse.h"
 #include "state.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 const uint64_t nvs_wait_bucket_le_us[NVS_WAIT_BUCKETS - 1] = {
@@ -34,6 +35,124 @@ static void send_gpu(struct client_gpu *cg, uint16_t type, uint32_t value)
 static int oversubscribed(const struct gpu *g)
 {
 	return g->allocated_sum > nvs_gpu_capacity(g);
+}
+
+/* ---- swap (docs/swap.md) ---- */
+
+/* Effective TQ = max(TQ, factor x last hand-off's swap time) while memory
+ * does not fit; NVSHARE_SWAP_TQ_FACTOR (default 10, 0 = off), capped. */
+#define SWAP_TQ_FACTOR_DEFAULT 10u
+#define SWAP_TQ_MAX_NS (60ull * 1000000000ull)
+
+static unsigned swap_tq_factor(void)
+{
+	static int read;
+	static unsigned f = SWAP_TQ_FACTOR_DEFAULT;
+	if (!read) {
+		uint64_t v;
+		if (nvs_env_u64("NVSHARE_SWAP_TQ_FACTOR", 0, 1000, &v) == 1)
+			f = (unsigned)v;
+		read = 1;
+	}
+	return f;
+}
+
+uint64_t nvs_policy_tq_ns(const struct gpu *g)
+{
+	uint64_t tq = g->tq_ms * 1000000ull;
+	if (!g->serialized || !oversubscribed(g))
+		return tq;
+	uint64_t k = swap_tq_factor() * (g->swap_last_in_ns + g->swap_last_out_ns);
+	if (k > SWAP_TQ_MAX_NS)
+		k = SWAP_TQ_MAX_NS;
+	return k > tq ? k : tq;
+}
+
+void nvs_policy_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s)
+{
+	struct gpu *g = cg->gpu;
+	/* Counters are cumulative per client: add the increase to the GPU's
+	 * totals, remember the last swap of each direction. */
+	if (s->bytes_in >= cg->swap_bytes_in && s->ns_in >= cg->swap_ns_in &&
+	    s->bytes_out >= cg->swap_bytes_out && s->ns_out >= cg->swap_ns_out) {
+		g->swap_bytes_in += s->bytes_in - cg->swap_bytes_in;
+		g->swap_bytes_out += s->bytes_out - cg->swap_bytes_out;
+		g->swap_ns_in += s->ns_in - cg->swap_ns_in;
+		g->swap_ns_out += s->ns_out - cg->swap_ns_out;
+		if (s->ns_in > cg->swap_ns_in)
+			g->swap_last_in_ns = s->ns_in - cg->swap_ns_in;
+		if (s->ns_out > cg->swap_ns_out)
+			g->swap_last_out_ns = s->ns_out - cg->swap_ns_out;
+	}
+	cg->swap_bytes_in = s->bytes_in;
+	cg->swap_bytes_out = s->bytes_out;
+	cg->swap_ns_in = s->ns_in;
+	cg->swap_ns_out = s->ns_out;
+	NVS_DEBUG("SWAP_STATS " CG_FMT " in=%llu B/%.3f ms out=%llu B/%.3f ms", CG_ARGS(cg),
+		  (unsigned long long)s->bytes_in, ms(s->ns_in), (unsigned long long)s->bytes_out,
+		  ms(s->ns_out));
+}
+
+static uint64_t resident_sum(const struct gpu *g)
+{
+	uint64_t sum = 0;
+	for (const struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
+		sum += cg->resident;
+	return sum;
+}
+
+/* cg was granted with SWAP_IN: its memory is on the GPU now. If the
+ * estimates exceed the capacity, the driver made room by evicting others
+ * (unknown which: take it from the other clients in list order). */
+static void swapped_in(struct gpu *g, struct client_gpu *cg)
+{
+	cg->resident = cg->allocated;
+	uint64_t cap = nvs_gpu_capacity(g), sum = resident_sum(g);
+	for (struct client_gpu *o = g->ahead; o && sum > cap; o = o->anext) {
+		if (o == cg)
+			continue;
+		uint64_t d = sum - cap < o->resident ? sum - cap : o->resident;
+		o->resident -= d;
+		sum -= d;
+	}
+}
+
+/* Bytes the holder should move to the host on release so that `next`
+ * fits: next's non-resident bytes beyond the free capacity, at most what
+ * the holder has resident. 0 when memory is not short. */
+/* NVSHARE_SWAP_OUT: needed (default) | all | none, for measurements. */
+enum { SWAP_OUT_NEEDED, SWAP_OUT_ALL, SWAP_OUT_NONE };
+
+static int swap_out_policy(void)
+{
+	static int p = -1;
+	if (p < 0) {
+		const char *v = getenv("NVSHARE_SWAP_OUT");
+		p = SWAP_OUT_NEEDED;
+		if (v && !strcmp(v, "all"))
+			p = SWAP_OUT_ALL;
+		else if (v && !strcmp(v, "none"))
+			p = SWAP_OUT_NONE;
+		else if (v && *v && strcmp(v, "needed"))
+			NVS_WARN("NVSHARE_SWAP_OUT=%s: not needed|all|none; using needed", v);
+	}
+	return p;
+}
+
+static uint64_t swap_out_need(const struct gpu *g, const struct client_gpu *h,
+			      const struct client_gpu *next)
+{
+	if (!next || !oversubscribed(g) || swap_out_policy() == SWAP_OUT_NONE)
+		return 0;
+	if (swap_out_policy() == SWAP_OUT_ALL)
+		return h->allocated;
+	uint64_t cap = nvs_gpu_capacity(g), sum = resident_sum(g);
+	uint64_t need = next->allocated > next->resident ? next->allocated - next->resident : 0;
+	uint64_t fr = cap > sum ? cap - sum : 0;
+	if (need <= fr)
+		return 0;
+	uint64_t e = need - fr;
+	return e < h->resident ? e : h->resident;
 }
 
 /* ---- queue ---- */
@@ -109,7 +228,9 @@ static void grant(struct gpu *g, struct client_gpu *cg, uint64_t now, int handof
 	m.type = NVS_MSG_LOCK_OK;
 	m.u.lock_ok.local_gpu = cg->local_gpu;
 	m.u.lock_ok.flags = oversubscribed(g) ? NVS_LOCK_SWAP_IN : 0;
-	m.u.lock_ok.quantum_ms = (uint32_t)g->tq_ms;
+	m.u.lock_ok.quantum_ms = (uint32_t)(nvs_policy_tq_ns(g) / 1000000ull);
+	if (m.u.lock_ok.flags & NVS_LOCK_SWAP_IN)
+		swapped_in(g, cg);
 	nvs_client_send(cg->client, &m);
 	NVS_INFO("LOCK_OK " CG_FMT " waited_ms=%.3f queue=%u", CG_ARGS(cg), ms(waited), g->qlen);
 	if (g->hook && g->hook->on_grant)
@@ -147,6 +268,7 @@ static struct client_gpu *end_hold(struct gpu *g, uint64_t now)
 	h->waiters_sent = 0;
 	g->holder = NULL;
 	g->drop_sent = g->drop_resent = 0;
+	g->swap_out_asked = 0;
 	if (g->hook && g->hook->on_release)
 		g->hook->on_release(g, h, now);
 	return h;
@@ -158,7 +280,15 @@ static void send_drop(struct gpu *g, uint32_t grace_ms)
 	memset(&m, 0, sizeof m);
 	m.type = NVS_MSG_DROP_LOCK;
 	m.u.drop.local_gpu = g->holder->local_gpu;
-	m.u.drop.flags = oversubscribed(g) ? NVS_LOCK_SWAP_OUT : 0;
+	if (grace_ms && !g->drop_resent)
+		g->swap_out_asked = swap_out_need(g, g->holder, g->qhead);
+	if (grace_ms && g->swap_out_asked) {
+		/* Just what the next holder needs, in MiB (rounded up). */
+		uint64_t mib = (g->swap_out_asked + (1u << 20) - 1) >> 20;
+		if (mib > NVS_DROP_SWAP_MIB_MAX)
+			mib = 0; /* all */
+		m.u.drop.flags = NVS_LOCK_SWAP_OUT | (uint32_t)(mib << NVS_DROP_SWAP_MIB_SHIFT);
+	}
 	m.u.drop.grace_ms = grace_ms;
 	nvs_client_send(g->holder->client, &m);
 }
@@ -218,6 +348,9 @@ static void reevaluate(struct gpu *g, uint64_t now)
 				q_remove(g, cg);
 				cg->state = CG_IDLE;
 			}
+			/* Everyone runs, with all its memory. */
+			for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
+				cg->resident = cg->allocated;
 		}
 	}
 	announce_mode(g);
@@ -237,6 +370,7 @@ void nvs_policy_attach(struct client_gpu *cg)
 	g->ahead = cg;
 	g->nattached++;
 	g->allocated_sum += cg->allocated;
+	cg->resident = g->serialized ? 0 : cg->allocated;
 	reevaluate(g, nvs_now_ns());
 }
 
@@ -272,7 +406,12 @@ void nvs_policy_mem_update(struct client_gpu *cg, uint64_t allocated)
 {
 	struct gpu *g = cg->gpu;
 	g->allocated_sum = g->allocated_sum - cg->allocated + allocated;
+	/* New memory becomes resident when it runs (holding, or everyone runs). */
+	if (allocated > cg->allocated && (cg->state == CG_HOLDING || !g->serialized))
+		cg->resident += allocated - cg->allocated;
 	cg->allocated = allocated;
+	if (cg->resident > allocated)
+		cg->resident = allocated;
 	reevaluate(g, nvs_now_ns());
 }
 
@@ -335,6 +474,9 @@ void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_n
 	}
 	cg->st.releases++;
 	g->st.releases++;
+	/* A release asked with SWAP_OUT moved that much to the host. */
+	if (!(flags & 1) && g->swap_out_asked)
+		cg->resident = cg->resident > g->swap_out_asked ? cg->resident - g->swap_out_asked : 0;
 	if (flags & 1) {
 		cg->st.idle_releases++;
 		g->st.idle_releases++;
@@ -359,7 +501,7 @@ static uint64_t gpu_deadline(struct gpu *g, uint64_t now)
 #define EARLIEST(t) do { uint64_t t_ = (t); if (!d || t_ < d) d = t_; } while (0)
 	if (g->holder && g->qlen) {
 		if (!g->drop_sent)
-			EARLIEST(g->grant_ns + g->tq_ms * 1000000ull);
+			EARLIEST(g->grant_ns + nvs_policy_tq_ns(g));
 		else if (!g->drop_resent)
 			EARLIEST(g->drop_sent_ns + (g->drop_deadline_ns - g->drop_sent_ns) / 2);
 		else
@@ -410,7 +552,7 @@ void nvs_policy_tick(uint64_t now)
 		if (!g->holder || !g->qlen)
 			continue; /* nobody waits: a lone holder is never asked */
 		if (!g->drop_sent) {
-			if (now >= g->grant_ns + g->tq_ms * 1000000ull)
+			if (now >= g->grant_ns + nvs_policy_tq_ns(g))
 				nvs_policy_drop(g, now, "tq-expired");
 		} else if (now >= g->drop_deadline_ns) {
 			revoke(g, now);

@@ -58,6 +58,13 @@ void nvs_policy_drop(struct gpu *g, uint64_t now, const char *why);
 uint64_t nvs_policy_next_deadline(uint64_t now);
 void nvs_policy_tick(uint64_t now);
 
+/* A client's cumulative swap counters (SWAP_STATS). */
+struct nvs_swap_stats;
+void nvs_policy_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s);
+/* The quantum in force: the TQ, stretched to NVSHARE_SWAP_TQ_FACTOR times the
+ * last hand-off's swap time while memory does not fit (docs/swap.md). */
+uint64_t nvs_policy_tq_ns(const struct gpu *g);
+
 /* Hold time including the current hold. */
 uint64_t nvs_policy_held_ns(const struct client_gpu *cg, uint64_t now);
 

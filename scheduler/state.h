@@ -64,6 +64,7 @@ struct client_gpu {
 	struct gpu *gpu;
 	uint32_t local_gpu;	/* the client's CUDA ordinal: key in messages */
 	uint64_t allocated;	/* bytes, from ATTACH_GPU / MEM_UPDATE */
+	uint64_t resident;	/* swap: of those, believed on the GPU (policy.c) */
 	enum cg_state state;
 	int mode_sent;		/* last GPU_MODE value sent, -1 none */
 	uint32_t waiters_sent;	/* last WAITERS count sent while holding */
@@ -136,6 +137,12 @@ struct gpu {
 	/* counters */
 	struct lock_stats st;
 	uint64_t handoffs;	/* lock passed straight from a holder to a waiter */
+	/* Swap (policy.c, docs/swap.md): totals of the clients' SWAP_STATS
+	 * (departed clients included), the latest swap-in and swap-out times
+	 * (for the adaptive quantum), the swap-out asked of the holder. */
+	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
+	uint64_t swap_last_in_ns, swap_last_out_ns;
+	uint64_t swap_out_asked;
 	uint64_t mode_switches;
 	/* Per-GPU policy extension point (compute quotas, later). NULL: plain
 	 * FCFS + TQ. See policy.h. */

@@ -72,6 +72,7 @@ static cJSON *gpu_json(const struct gpu *g, uint64_t now)
 	cJSON_AddStringToObject(o, "mode", nvs_mode_name(g->mode));
 	cJSON_AddBoolToObject(o, "serialized", g->serialized);
 	num(o, "tq_ms", g->tq_ms);
+	num(o, "tq_effective_ms", nvs_policy_tq_ns(g) / 1000000ull);
 	uint64_t cap = nvs_gpu_capacity(g);
 	limit(o, "capacity", cap);
 	cJSON_AddBoolToObject(o, "capacity_override", g->capacity_override != 0);
@@ -95,6 +96,13 @@ static cJSON *gpu_json(const struct gpu *g, uint64_t now)
 	num(o, "handoffs", g->handoffs);
 	num(o, "revocations", g->st.revocations);
 	num(o, "mode_switches", g->mode_switches);
+	cJSON *sw = cJSON_AddObjectToObject(o, "swap");
+	num(sw, "bytes_in", g->swap_bytes_in);
+	num(sw, "bytes_out", g->swap_bytes_out);
+	num(sw, "ns_in", g->swap_ns_in);
+	num(sw, "ns_out", g->swap_ns_out);
+	num(sw, "last_in_ns", g->swap_last_in_ns);
+	num(sw, "last_out_ns", g->swap_last_out_ns);
 	cJSON_AddStringToObject(o, "policy", g->hook ? g->hook->name : "fcfs");
 	uint64_t held = g->st.held_ns + (g->holder ? now - g->holder->held_since_ns : 0);
 	cJSON_AddItemToObject(o, "stats", stats(&g->st, held));

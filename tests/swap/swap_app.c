@@ -1,0 +1,160 @@
+/*
+ * swap_app: a driver-API job for the swap tests (tests/swap), run under
+ * LD_PRELOAD=libnvshare.so on the simulated GPU. It allocates several ranges
+ * with cuMemAlloc (converted to managed memory by nvshare), fills each with
+ * its own pattern, then runs steps of one kernel per range that touches the
+ * whole range, and finally checks every byte pattern.
+ *
+ *   swap_app --name A --ranges 16Mi,64Mi,256Mi --steps 40 --kernel-us 2000
+ *            [--linger-ms MS]
+ *   swap_app --prefetch-log      print the simulated GPU's prefetch log
+ *
+ * Output: one DONE line, with this process's simulated-GPU counters:
+ *   DONE name=A result=ok|BAD fault_bytes=N h2d_bytes=N d2h_bytes=N elapsed_ms=T
+ * --prefetch-log prints "PF seq pid dst ptr bytes moved start_ns end_ns".
+ */
+#include <cuda.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/sim/sim_api.h"
+
+#define MAXR 8
+
+static const char *name = "app";
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+#define CK(call)                                                                          \
+	do {                                                                              \
+		CUresult rc_ = (call);                                                    \
+		if (rc_ != CUDA_SUCCESS) {                                                \
+			printf("DONE name=%s result=FAILED(%s=%d)\n", name, #call, (int)rc_); \
+			exit(1);                                                          \
+		}                                                                         \
+	} while (0)
+
+static uint64_t parse_size(const char *s)
+{
+	char *e;
+	double v = strtod(s, &e);
+	uint64_t m = 1;
+	if (*e == 'K' || *e == 'k')
+		m = 1ull << 10;
+	else if (*e == 'M' || *e == 'm')
+		m = 1ull << 20;
+	else if (*e == 'G' || *e == 'g')
+		m = 1ull << 30;
+	return (uint64_t)(v * (double)m);
+}
+
+static int print_log(void)
+{
+	static struct nvshare_sim_prefetch r[1024];
+	int n = nvshareSimGetPrefetchLog(r, 1024);
+	for (int i = 0; i < n; i++)
+		printf("PF %llu %d %d 0x%llx %llu %llu %llu %llu\n", (unsigned long long)r[i].seq,
+		       r[i].pid, r[i].dst, (unsigned long long)r[i].ptr,
+		       (unsigned long long)r[i].bytes, (unsigned long long)r[i].moved,
+		       (unsigned long long)r[i].start_ns, (unsigned long long)r[i].end_ns);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t sizes[MAXR];
+	int nr = 0;
+	long steps = 20, linger_ms = 0;
+	unsigned long long kus = 1000;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+		if (!strcmp(a, "--prefetch-log"))
+			return print_log();
+		else if (!strcmp(a, "--name") && ++i)
+			name = v;
+		else if (!strcmp(a, "--steps") && ++i)
+			steps = atol(v);
+		else if (!strcmp(a, "--kernel-us") && ++i)
+			kus = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--linger-ms") && ++i)
+			linger_ms = atol(v);
+		else if (!strcmp(a, "--ranges") && ++i) {
+			char *d = strdup(v), *save = NULL;
+			for (char *t = strtok_r(d, ",", &save); t && nr < MAXR;
+			     t = strtok_r(NULL, ",", &save))
+				sizes[nr++] = parse_size(t) & ~(uint64_t)3;
+			free(d);
+		} else {
+			fprintf(stderr, "swap_app: bad argument %s\n", a);
+			return 2;
+		}
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	double t0 = now_ms();
+	CUdevice dev;
+	CUcontext ctx;
+	CK(cuInit(0));
+	CK(cuDeviceGet(&dev, 0));
+	CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+	CK(cuCtxSetCurrent(ctx));
+	CUmodule mod;
+	CUfunction fn;
+	CK(cuModuleLoadData(&mod, "swap_app module"));
+	CK(cuModuleGetFunction(&fn, mod, NVSHARE_SIM_KERNEL_NAME));
+	CUdeviceptr p[MAXR];
+	uint32_t pat[MAXR];
+	for (int r = 0; r < nr; r++) {
+		CK(cuMemAlloc(&p[r], sizes[r]));
+		pat[r] = 0xa5000000u ^ ((uint32_t)getpid() << 4) ^ (uint32_t)r;
+		CK(cuMemsetD32(p[r], pat[r], sizes[r] / 4));
+	}
+	for (long s = 0; s < steps; s++) {
+		for (int r = 0; r < nr; r++) {
+			unsigned long long us = kus, n = sizes[r];
+			CUdeviceptr q = p[r];
+			void *args[3] = {&us, &q, &n};
+			CK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
+		}
+		CK(cuStreamSynchronize(NULL));
+	}
+	/* Every byte of every range still holds its pattern. */
+	const char *res = "ok";
+	for (int r = 0; r < nr && !strcmp(res, "ok"); r++) {
+		uint32_t *h = malloc(sizes[r]);
+		if (!h)
+			return 3;
+		CK(cuMemcpyDtoH(h, p[r], sizes[r]));
+		for (uint64_t i = 0; i < sizes[r] / 4; i++)
+			if (h[i] != pat[r]) {
+				res = "BAD";
+				break;
+			}
+		free(h);
+	}
+	struct nvshare_sim_stats st;
+	memset(&st, 0, sizeof st);
+	nvshareSimGetProcStats(0, 0, &st);
+	printf("DONE name=%s result=%s fault_bytes=%llu h2d_bytes=%llu d2h_bytes=%llu "
+	       "evicted_bytes=%llu elapsed_ms=%.1f t=%.3f\n",
+	       name, res, (unsigned long long)st.fault_bytes,
+	       (unsigned long long)st.prefetch_h2d_bytes, (unsigned long long)st.prefetch_d2h_bytes,
+	       (unsigned long long)st.evicted_bytes, now_ms() - t0, now_ms());
+	if (linger_ms > 0) {
+		struct timespec ts = {linger_ms / 1000, (linger_ms % 1000) * 1000000L};
+		while (nanosleep(&ts, &ts) && errno == EINTR)
+			;
+	}
+	for (int r = 0; r < nr; r++)
+		CK(cuMemFree(p[r]));
+	return strcmp(res, "ok") ? 1 : 0;
+}
