@@ -50,9 +50,38 @@ static int authorized(const struct conn *c)
 	return c->uid == 0 || c->uid == S.euid;
 }
 
+/* The status is for anyone who can open the socket, but the socket is
+ * mounted into every tenant's Pods: a caller who is neither root nor the
+ * scheduler's uid sees other users' clients without their program name and
+ * in-namespace pid (uid, host pid, GPU use and lock state stay: they are
+ * what makes sharing visible). */
+static void redact_others(cJSON *j, uid_t caller)
+{
+	cJSON *cl = cJSON_GetObjectItemCaseSensitive(j, "clients");
+	cJSON *e;
+	cJSON_ArrayForEach(e, cl)
+	{
+		cJSON *u = cJSON_GetObjectItemCaseSensitive(e, "uid");
+		if (cJSON_IsNumber(u) && u->valuedouble == (double)caller)
+			continue;
+		cJSON *n = cJSON_CreateString("(hidden)");
+		if (!n || !cJSON_ReplaceItemInObjectCaseSensitive(e, "name", n)) {
+			cJSON_Delete(n);
+			cJSON_DeleteItemFromObjectCaseSensitive(e, "name");
+		}
+		cJSON *p = cJSON_CreateNull();
+		if (!p || !cJSON_ReplaceItemInObjectCaseSensitive(e, "client_pid", p)) {
+			cJSON_Delete(p);
+			cJSON_DeleteItemFromObjectCaseSensitive(e, "client_pid");
+		}
+	}
+}
+
 static void status(struct conn *c, uint32_t seq)
 {
 	cJSON *j = nvs_status_json(nvs_now_ns());
+	if (j && !authorized(c))
+		redact_others(j, c->uid);
 	char *s = j ? cJSON_PrintUnformatted(j) : NULL;
 	cJSON_Delete(j);
 	if (!s) {

@@ -63,55 +63,86 @@ static int someone_listens(const char *path)
 	return r;
 }
 
+/* Takes the directory's lock file (flock, held for the life of the
+ * process). Returns the fd, or -1 (logged when loud). */
+static int take_lock_file(const char *dir, int loud)
+{
+	char lock_path[sizeof S.cfg.sock_dir + 32];
+	snprintf(lock_path, sizeof lock_path, "%s/scheduler.lock", dir);
+	int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		if (loud)
+			NVS_ERROR("cannot open %s: %s", lock_path, strerror(errno));
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if (loud)
+			NVS_ERROR("another nvshare-scheduler is already running on %s (%s is locked)",
+			  S.sock_path, lock_path);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Creates, binds and listens on the socket path (removing a stale socket
+ * that nobody listens on). Returns the listening fd or -1 (logged when
+ * loud). */
+static int bind_socket(ino_t *ino, int loud)
+{
+	struct stat st;
+	if (lstat(S.sock_path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			if (loud)
+				NVS_ERROR("%s exists and is not a socket: refusing to remove it", S.sock_path);
+			return -1;
+		}
+		if (someone_listens(S.sock_path)) {
+			if (loud)
+				NVS_ERROR("another nvshare-scheduler is already listening on %s", S.sock_path);
+			return -1;
+		}
+		NVS_INFO("removing stale socket %s", S.sock_path);
+		unlink(S.sock_path);
+	}
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", S.sock_path);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		if (loud)
+			NVS_ERROR("cannot bind %s: %s", S.sock_path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	/* 0666: any uid may connect (clients in containers); what a peer may
+	 * do is decided per request from SO_PEERCRED, not by file modes. */
+	if (chmod(S.sock_path, 0666) < 0 || listen(fd, SOMAXCONN) < 0 ||
+	    lstat(S.sock_path, &st) < 0) {
+		if (loud)
+			NVS_ERROR("cannot set up %s: %s", S.sock_path, strerror(errno));
+		unlink(S.sock_path);
+		close(fd);
+		return -1;
+	}
+	*ino = st.st_ino;
+	return fd;
+}
+
 int nvs_server_open(void)
 {
 	const char *dir = S.cfg.sock_dir;
 	if (make_dirs(dir))
 		return -1;
 	/* The lock file settles races between two schedulers starting at
-	 * once; the connect() check below catches one that lost its lock
-	 * file (directory recreated). */
-	char lock_path[sizeof S.cfg.sock_dir + 32];
-	snprintf(lock_path, sizeof lock_path, "%s/scheduler.lock", dir);
-	lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (lock_fd < 0) {
-		NVS_ERROR("cannot open %s: %s", lock_path, strerror(errno));
+	 * once; the connect() check in bind_socket() catches one that lost
+	 * its lock file (directory recreated). */
+	lock_fd = take_lock_file(dir, 1);
+	if (lock_fd < 0)
 		return -1;
-	}
-	if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		NVS_ERROR("another nvshare-scheduler is already running on %s (%s is locked)",
-			  S.sock_path, lock_path);
+	listen_fd = bind_socket(&sock_ino, 1);
+	if (listen_fd < 0)
 		return -1;
-	}
-	struct stat st;
-	if (lstat(S.sock_path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			NVS_ERROR("%s exists and is not a socket: refusing to remove it", S.sock_path);
-			return -1;
-		}
-		if (someone_listens(S.sock_path)) {
-			NVS_ERROR("another nvshare-scheduler is already listening on %s", S.sock_path);
-			return -1;
-		}
-		NVS_INFO("removing stale socket %s", S.sock_path);
-		unlink(S.sock_path);
-	}
-	listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", S.sock_path);
-	if (listen_fd < 0 || bind(listen_fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-		NVS_ERROR("cannot bind %s: %s", S.sock_path, strerror(errno));
-		return -1;
-	}
-	/* 0666: any uid may connect (clients in containers); what a peer may
-	 * do is decided per request from SO_PEERCRED, not by file modes. */
-	if (chmod(S.sock_path, 0666) < 0 || listen(listen_fd, SOMAXCONN) < 0 ||
-	    lstat(S.sock_path, &st) < 0) {
-		NVS_ERROR("cannot set up %s: %s", S.sock_path, strerror(errno));
-		unlink(S.sock_path);
-		return -1;
-	}
-	sock_ino = st.st_ino;
 
 	sigset_t set;
 	sigemptyset(&set);
@@ -133,6 +164,110 @@ int nvs_server_open(void)
 	return 0;
 }
 
+/*
+ * The socket directory is shared with other software (and mounted into
+ * Pods): someone may remove it or replace it while we run. Once a second
+ * the path is checked; when our socket is gone it is re-created (directory,
+ * lock file, socket) and clients reconnect to it. A socket of another
+ * scheduler, or a file that is not a socket, is never removed: that is
+ * logged loudly (once) and the check goes on.
+ */
+#define SOCK_CHECK_NS (1000ull * 1000000ull)
+static uint64_t next_sock_check_ns;
+static int sock_lost_logged;
+
+static void check_socket(uint64_t now)
+{
+	if (now < next_sock_check_ns)
+		return;
+	next_sock_check_ns = now + SOCK_CHECK_NS;
+	struct stat st;
+	int r = lstat(S.sock_path, &st);
+	if (r == 0 && S_ISSOCK(st.st_mode) && st.st_ino == sock_ino)
+		return;
+	if (!sock_lost_logged)
+		NVS_ERROR("socket %s was %s while running: re-creating it (clients reconnect)",
+			  S.sock_path, r < 0 ? "removed" : "replaced");
+	int loud = !sock_lost_logged;
+	ino_t ino = 0;
+	int fd = -1, lfd = -1;
+	/* Only the socket went: the lock file we hold is still the one in
+	 * the directory (a second flock on it would fail). */
+	char lock_path[sizeof S.cfg.sock_dir + 32];
+	snprintf(lock_path, sizeof lock_path, "%s/scheduler.lock", S.cfg.sock_dir);
+	struct stat a, b;
+	int same_lock = lock_fd >= 0 && fstat(lock_fd, &a) == 0 && stat(lock_path, &b) == 0 &&
+			a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+	if (same_lock)
+		lfd = lock_fd;
+	else if (make_dirs(S.cfg.sock_dir) == 0)
+		lfd = take_lock_file(S.cfg.sock_dir, loud);
+	if (lfd >= 0)
+		fd = bind_socket(&ino, loud);
+	if (fd < 0) {
+		if (lfd >= 0 && lfd != lock_fd)
+			close(lfd);
+		if (!sock_lost_logged)
+			NVS_ERROR("cannot re-create %s: new clients cannot connect; connected "
+				  "clients are still served; retrying every second",
+				  S.sock_path);
+		sock_lost_logged = 1;
+		return;
+	}
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &tag_listen};
+	if (epoll_ctl(nvs_epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		NVS_ERROR("cannot watch the new socket: %s", strerror(errno));
+		unlink(S.sock_path);
+		close(fd);
+		if (lfd != lock_fd)
+			close(lfd);
+		sock_lost_logged = 1;
+		return;
+	}
+	if (listen_fd >= 0) {
+		epoll_ctl(nvs_epfd, EPOLL_CTL_DEL, listen_fd, NULL);
+		close(listen_fd);
+	}
+	if (lock_fd >= 0 && lock_fd != lfd)
+		close(lock_fd);
+	listen_fd = fd;
+	lock_fd = lfd;
+	sock_ino = ino;
+	sock_lost_logged = 0;
+	S.sock_recreated++;
+	NVS_WARN("re-created %s; listening again", S.sock_path);
+}
+
+/* Out of file descriptors and the spare one could not be used: stop
+ * watching the listener for a moment instead of spinning on it. */
+#define ACCEPT_PAUSE_NS (100ull * 1000000ull)
+static uint64_t accept_paused_until;
+
+static void pause_accept(int on)
+{
+	struct epoll_event ev = {.events = on ? 0 : EPOLLIN, .data.ptr = &tag_listen};
+	if (epoll_ctl(nvs_epfd, EPOLL_CTL_MOD, listen_fd, &ev) == 0)
+		accept_paused_until = on ? nvs_now_ns() + ACCEPT_PAUSE_NS : 0;
+}
+
+/* One line per second at most: a peer reconnecting in a loop must not
+ * fill the log. */
+static void log_refusal(void)
+{
+	static uint64_t last_ns;
+	static unsigned quiet;
+	uint64_t now = nvs_now_ns();
+	if (last_ns && now - last_ns < 1000000000ull) {
+		quiet++;
+		return;
+	}
+	NVS_WARN("out of file descriptors (%u connections open): refusing a connection "
+		 "(%u more refused since the last line; %llu in all)",
+		 conn_count(), quiet, (unsigned long long)S.accept_refused);
+	last_ns = now;
+	quiet = 0;
+}
+
 static void accept_all(void)
 {
 	for (;;) {
@@ -143,16 +278,38 @@ static void accept_all(void)
 			if ((errno == EMFILE || errno == ENFILE) && spare_fd >= 0) {
 				/* Out of fds: refuse this one rather than spin on a
 				 * listening socket that stays readable. */
-				NVS_WARN("out of file descriptors: refusing a connection");
+				/* Out of fds: take the pending connection with the
+				 * spare descriptor and close it, rather than spin on a
+				 * listening socket that stays readable. accept()
+				 * reports EMFILE even when nothing is pending, so
+				 * stop as soon as the queue is empty. */
 				close(spare_fd);
-				fd = accept(listen_fd, NULL, NULL);
-				if (fd >= 0)
+				fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+				int empty = fd < 0;
+				if (fd >= 0) {
 					close(fd);
+					S.accept_refused++;
+					log_refusal();
+				}
 				spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+				if (spare_fd < 0) {
+					S.accept_pauses++;
+					pause_accept(1);
+					return;
+				}
+				if (empty)
+					return;
 				continue;
 			}
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				NVS_WARN("accept: %s: not accepting for %llu ms", strerror(errno),
+					 ACCEPT_PAUSE_NS / 1000000ull);
+				S.accept_pauses++;
+				pause_accept(1);
+			} else if (errno != EAGAIN && errno != EWOULDBLOCK) {
 				NVS_WARN("accept: %s", strerror(errno));
+			}
 			return;
 		}
 		struct conn *c = conn_new(fd);
@@ -175,11 +332,18 @@ int nvs_server_run(void)
 		uint64_t now = nvs_now_ns();
 		nvs_policy_tick(now);
 		conn_reap();
+		check_socket(now);
+		if (accept_paused_until && now >= accept_paused_until)
+			pause_accept(0);
 		nvs_metrics_loop(now);
 		uint64_t deadline = nvs_policy_next_deadline(now);
 		uint64_t mdeadline = nvs_metrics_next_deadline(now);
 		if (mdeadline && (!deadline || mdeadline < deadline))
 			deadline = mdeadline;
+		if (!deadline || next_sock_check_ns < deadline)
+			deadline = next_sock_check_ns;
+		if (accept_paused_until && accept_paused_until < deadline)
+			deadline = accept_paused_until;
 		int timeout = -1;
 		if (deadline) {
 			uint64_t left = deadline > now ? deadline - now : 0;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Short libFuzzer runs of every fuzz target over its seed corpus (CI).
-# NVS_FUZZ_SECONDS per target (default 20). Longer runs: see module.mk.
+# NVS_FUZZ_SECONDS per target (default 15: five runs stay under 90 s in
+# all). Longer runs: see module.mk and docs/reliability.md.
 . "$(dirname "$0")/../lib.sh"
-secs=${NVS_FUZZ_SECONDS:-20}
+secs=${NVS_FUZZ_SECONDS:-15}
 cd "$NVS_ROOT"
 if ! make -s fuzz >"$T/build.log" 2>&1; then
   not_ok "fuzz targets build (clang -fsanitize=fuzzer)"; sed 's/^/# /' "$T/build.log" | tail -20
@@ -21,3 +22,4 @@ run fuzz_protocol protocol
 run fuzz_parse size
 run fuzz_parse cgroup
 run fuzz_k8s_event k8s_event
+run fuzz_conn conn

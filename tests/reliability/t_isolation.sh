@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Nobody acts for someone else. Identity is SO_PEERCRED's; a message's
+# local_gpu is a key into the SENDER's own attachments, so a second
+# connection that sends LOCK_RELEASED / REQ_LOCK / MEM_UPDATE "for GPU 0"
+# while another client holds GPU 0 only affects itself. Status is readable
+# by anyone, but a caller that is neither root nor the scheduler's uid sees
+# other users' clients without program name and namespace pid. (CTL_SET and
+# CTL_SET_CLIENT refused to other uids: tests/sched/t_ctl.sh.)
+. "$(dirname "$0")/../lib.sh"
+. "$NVS_ROOT/tests/sched/sched_lib.sh"
+SLOG=$T/scheduler.log
+
+start_scheduler --no-nvml --mode on || { not_ok "scheduler starts"; exit 1; }
+fc A --name victim --gpu-uuid GPU-iso --alloc 1Gi --script 'lock;hold 3s;release;hold 100ms'
+check "A holds GPU-iso" wait_ev 5 A LOCK_OK
+# B: same GPU, its own local ordinal 0 - the same number A uses.
+fc B --name intruder --gpu-uuid GPU-iso --alloc 2Gi --script 'release;idle_release;mem 8Gi;req;hold 1s;release;hold 200ms'
+wait_ev 5 B 'SENT REQ_LOCK'; sleep 0.2
+check "B's LOCK_RELEASED for 'GPU 0' is its own, ignored (B holds nothing)" \
+  grep -qE "LOCK_RELEASED client=2 pid=$PID_B gpu=0 ignored: not the holder" "$SLOG"
+json=$("$CTL" --json)
+check "A is still the holder" grep -qE '"holder":\{"client":1,' <<<"$json"
+a_json=$(grep -oE "\"pid\":$PID_A,\"uid\".*" <<<"$json")
+check "B's MEM_UPDATE changed only B's memory (A still 1Gi, B 8Gi)" \
+  sh -c "echo '$a_json' | grep -qE '\"allocated\":1073741824' && echo '$json' | grep -qF '\"allocated\":8589934592'"
+check "B's REQ_LOCK queued B behind A, did not take the lock" grep -qE "REQ_LOCK client=2 pid=$PID_B gpu=0 holder=1" "$SLOG"
+check "B got no LOCK_OK while A held" sh -c "! grep -q 'LOCK_OK client=2 ' '$SLOG'"
+# C: another GPU attached as its ordinal 0, releasing "GPU 0".
+fc C --gpu-uuid GPU-other --script 'release;hold 100ms'
+wait_exit 5 "$PID_C"
+check "C's release applies to its own GPU (GPU-other), ignored there" \
+  grep -qE "LOCK_RELEASED client=3 pid=$PID_C gpu=1 ignored" "$SLOG"
+# D: a message for an ordinal it never attached: closed, nothing else touched.
+fc D --gpu-uuid GPU-other --script 'raw notattached;wait CLOSED 2s'
+wait_exit 5 "$PID_D"
+check "D (unattached ordinal) is disconnected" grep -q 'REQ_LOCK for GPU 77, which is not attached' "$SLOG"
+check "A still holds after all of it" json_has '"holder":{"client":1,'
+check "A finishes its hold and releases normally" wait_exit 6 "$PID_A"
+check "... exit 0" [ "$RC" = 0 ]
+
+# Identity in the code: pid and uid come from SO_PEERCRED only; HELLO's pid
+# is stored as reported_pid and used for display only.
+check "no decision uses the client-reported pid (audit)" \
+  sh -c "! grep -nE 'reported_pid' '$NVS_ROOT'/scheduler/*.c | grep -vE 'status_json.c|metrics.c|reported_pid = h->client_pid'"
+
+chmod 755 "$T"
+if setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null; then
+  nob() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+  fc R --name rootjob --gpu-uuid GPU-iso --script 'hold 3s'
+  bg nob "$FC" --name nobodyjob --gpu-uuid GPU-iso --script 'hold 3s' >"$T/N.out" 2>&1
+  wait_for 5 grep -q READY "$T/N.out"
+  js=$(nob "$CTL" --json); rc=$?
+  check "uid 65534 reads the status" [ "$rc" = 0 ]
+  check "... sees its own program name" grep -q '"name":"nobodyjob"' <<<"$js"
+  check "... not root's program names" sh -c "! echo '$js' | grep -q rootjob && echo '$js' | grep -qF '\"name\":\"(hidden)\"'"
+  check "... nor their namespace pids" grep -q '"client_pid":null' <<<"$js"
+  check "... but still the sharing (uids, GPUs, lock state)" grep -q '"uid":0' <<<"$js"
+  check "root sees every name" sh -c "$CTL --json | grep -q rootjob && $CTL --json | grep -q nobodyjob"
+  check "the table view copes with hidden names" sh -c "nob() { setpriv --reuid=65534 --regid=65534 --clear-groups \"\$@\"; }; nob $CTL | grep -q '(hidden)'"
+  nob "$CTL" --set-client "$PID_R" --core-limit 10 >/dev/null 2>&1; rc=$?
+  check "uid 65534 cannot change root's client's limits (exit 1)" [ "$rc" = 1 ]
+else
+  for i in 1 2 3 4 5 6 7 8; do ok "unprivileged status # skip setpriv cannot drop privileges here"; done
+fi
+check "scheduler healthy" sched_alive

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Load: 256 clients on 4 simulated GPUs, 100,000 lock cycles in all (each
+# client: REQ_LOCK, LOCK_OK, LOCK_RELEASED at once, again), mode on. No
+# deadlock (load_gen fails on 5 s without a grant), mutual exclusion per GPU,
+# fairness (Jain's index of grants per client >= 0.99), and no leak: the SAN
+# build runs the scheduler with LeakSanitizer on; the plain build runs a
+# shorter round under valgrind --leak-check=full when valgrind is there.
+# Scale: NVS_LOAD_CLIENTS, NVS_LOAD_GPUS, NVS_LOAD_CYCLES. Figures go to
+# docs/BENCHMARKS.md.
+. "$(dirname "$0")/../lib.sh"
+. "$NVS_ROOT/tests/sched/sched_lib.sh"
+SLOG=$T/scheduler.log
+LG=$B/tests/reliability/load_gen
+clients=${NVS_LOAD_CLIENTS:-256} gpus=${NVS_LOAD_GPUS:-4} cycles=${NVS_LOAD_CYCLES:-100000}
+
+# fig KEY: a figure from the LOAD line.
+fig() { sed -nE "s/.* $1=([^ ]+).*/\1/p" "$T/load.out"; }
+
+if [ -f "$B/.san" ]; then
+  bg env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "$B/nvshare-scheduler" --no-nvml --mode on >>"$SLOG" 2>&1
+else
+  bg "$B/nvshare-scheduler" --no-nvml --mode on >>"$SLOG" 2>&1
+fi
+SCHED_PID=${_pids[-1]}
+wait_for 5 test -S "$NVSHARE_SOCK_DIR/scheduler.sock" || { not_ok "scheduler starts"; exit 1; }
+cpu() { awk '{ print $14 + $15 }' "/proc/$SCHED_PID/stat"; }
+c0=$(cpu)
+"$LG" --clients "$clients" --gpus "$gpus" --cycles "$cycles" >"$T/load.out" 2>&1; rc=$?
+c1=$(cpu)
+diag "$(cat "$T/load.out")"
+diag "scheduler CPU: $(( (c1 - c0) * 1000 / $(getconf CLK_TCK) )) ms for $cycles cycles; nproc $(nproc), $(uname -r)$( [ -f "$B/.san" ] && echo ', ASan+UBSan build')"
+check "$cycles cycles by $clients clients on $gpus GPUs without a stall" [ "$rc" = 0 -a "$(fig cycles)" -ge "$cycles" ]
+check "mutual exclusion: no LOCK_OK while another held the GPU" [ "$(fig violations)" = 0 ]
+j=$(fig jain)
+check "fair: Jain's index $j >= 0.99" awk -v j="${j:-0}" 'BEGIN { exit !(j >= 0.99) }'
+check "hand-off p99 $(fig handoff_p99_us) us < 20 ms (shared CI machines)" awk -v v="$(fig handoff_p99_us)" 'BEGIN { exit !(v != "" && v < 20000) }'
+check "all clients gone afterwards" wait_for 5 sh -c "$CTL --json | grep -qF '\"clients\":[]'"
+check "scheduler healthy" sched_alive
+kill -TERM "$SCHED_PID"; wait_exit 10 "$SCHED_PID"
+check "clean exit after the load (status $RC)" [ "$RC" = 0 ]
+if [ -f "$B/.san" ]; then
+  check "LeakSanitizer: no leak in the scheduler" sh -c "! grep -q 'LeakSanitizer' '$SLOG'"
+elif command -v valgrind >/dev/null; then
+  : >"$SLOG"
+  bg valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 \
+    --log-file="$T/valgrind.log" "$B/nvshare-scheduler" --no-nvml --mode on >>"$SLOG" 2>&1
+  VG=${_pids[-1]}
+  if wait_for 30 test -S "$NVSHARE_SOCK_DIR/scheduler.sock"; then
+    "$LG" --clients 64 --gpus 4 --cycles 5000 --stall-ms 20000 >"$T/vg-load.out" 2>&1
+    check "valgrind round: 5000 cycles, 64 clients" test $? = 0
+    "$CTL" --json >/dev/null; "$CTL" >/dev/null
+    kill -TERM "$VG"; wait_exit 60 "$VG"
+    diag "$(grep -E 'in use at exit|definitely lost|All heap blocks|ERROR SUMMARY' "$T/valgrind.log" | sed 's/^==[0-9]*== *//' | tr '\n' ';')"
+    check "valgrind: no leak, no memory error (exit $RC)" [ "$RC" = 0 ]
+  else
+    not_ok "scheduler starts under valgrind"
+  fi
+else
+  ok "leak check # skip no valgrind (run the SAN build for LeakSanitizer)"
+fi

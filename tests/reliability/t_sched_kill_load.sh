@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The scheduler killed (SIGKILL) and restarted under load: four sim_app
+# clients (real libnvshare) share a GPU in mode on. While the scheduler is
+# gone they run ungated; none crashes or loses work; when it is back they
+# re-register with their memory (visible in nvsharectl --json) and are
+# scheduled again (LOCK_OK after the restart). One client alone:
+# tests/e2e/t_sched_restart.sh.
+. "$(dirname "$0")/../lib.sh"
+. "$NVS_ROOT/tests/e2e/e2e_lib.sh"
+. "$NVS_ROOT/tests/sched/sched_lib.sh"
+
+export NVSHARE_SCHED_MODE=on NVSHARE_TQ=100ms
+start_scheduler --no-nvml || { not_ok "scheduler starts"; show_logs; exit 1; }
+declare -A MI=([A]=8 [B]=16 [C]=24 [D]=32)
+for n in A B C D; do app "$n" --alloc "${MI[$n]}Mi" --kernels 700 --kernel-us 2000; done
+check "all four registered and scheduled" wait_for 10 sh -c "[ \$(grep -c 'LOCK_OK client=' '$SLOG') -ge 4 ]"
+check "hand-offs between them" wait_for 10 sh -c "[ \$(grep -c 'LOCK_RELEASED client=.*dropped=1' '$SLOG') -ge 2 ]"
+kill -KILL "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
+t_kill=$(date +%s%N)
+for n in A B C D; do
+  check "$n notices the loss and runs ungated" wait_log 10 "$T/$n.err" "connection lost"
+done
+before=$(cat "$T"/[ABCD].out | grep -c PROGRESS); sleep 0.3
+after=$(cat "$T"/[ABCD].out | grep -c PROGRESS)
+check "they keep running without a scheduler ($before -> $after kernels)" [ "$after" -gt "$before" ]
+mv "$SLOG" "$T/scheduler-1.log"
+start_scheduler --no-nvml
+check "new scheduler replaces the stale socket" wait_log 5 "$SLOG" "listening on"
+check "all four re-register (HELLO)" wait_for 10 sh -c "[ \$(grep -c 'HELLO client=' '$SLOG') -ge 4 ]"
+t_back=$(date +%s%N)
+diag "restart -> all re-registered: $(( (t_back - t_kill) / 1000000 )) ms (client retry ~1 s)"
+json=$("$CTL" --json)
+for n in A B C D; do
+  b=$(( ${MI[$n]} << 20 ))
+  check "$n's memory (${MI[$n]}Mi) is in nvsharectl --json after the restart" \
+    grep -qF "\"allocated\":$b" <<<"$json"
+done
+check "GPU total is the sum (80Mi)" grep -qF "\"allocated\":$((80 << 20))" <<<"$json"
+check "scheduling resumed (LOCK_OK from the new scheduler)" wait_log 10 "$SLOG" "LOCK_OK client="
+for n in A B C D; do
+  app_wait "$n" 60
+  check "$n finished all its kernels, memory intact" app_ok "$n"
+  pid_var=PID_$n
+  check "$n exited 0 (never crashed)" wait "${!pid_var}"
+done
+check "nothing was granted twice at once after the restart" \
+  sh -c "! grep -q 'REQ_LOCK .*holder=-1 queue=[1-9]' '$SLOG'"
+finish

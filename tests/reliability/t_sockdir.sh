@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The socket directory removed or replaced while the scheduler runs: it
+# notices (checks its socket once a second), logs it loudly and re-creates
+# directory, lock file and socket; connected clients are never cut off and
+# new or retrying clients (re)connect. A non-socket file put in the
+# socket's place is never removed (logged once; re-created after it goes).
+# The scheduler started twice: tests/sched/t_lifecycle.sh.
+. "$(dirname "$0")/../lib.sh"
+. "$NVS_ROOT/tests/e2e/e2e_lib.sh"
+. "$NVS_ROOT/tests/sched/sched_lib.sh"
+SOCK=$NVSHARE_SOCK_DIR/scheduler.sock
+
+start_scheduler --no-nvml --mode on || { not_ok "scheduler starts"; exit 1; }
+# A long-lived client holding the lock across all of it.
+fc H --gpu-uuid GPU-sd --script 'lock;hold 8s;release;hold 100ms'
+check "holder connected" wait_ev 5 H LOCK_OK
+
+rm -rf "$NVSHARE_SOCK_DIR"
+check "removal noticed and logged loudly" wait_log 3 "$SLOG" "ERROR socket .* was removed while running"
+check "socket re-created" wait_log 3 "$SLOG" "re-created .*scheduler.sock"
+check "directory is back (0755) with a 0666 socket" \
+  sh -c "test \"\$(stat -c %a '$NVSHARE_SOCK_DIR')\" = 755 -a \"\$(stat -c %a '$SOCK')\" = 666"
+check "new connections work (nvsharectl)" sched_alive
+check "the connected holder was not cut off" sh -c "$CTL --json | grep -qE '\"holder\":\\{\"client\":1,'"
+check "lock file re-taken" test -f "$NVSHARE_SOCK_DIR/scheduler.lock"
+"$B/nvshare-scheduler" --no-nvml >"$T/second.log" 2>&1; rc=$?
+check "a second scheduler is still refused after the re-creation" \
+  sh -c "[ $rc = 1 ] && grep -q 'another nvshare-scheduler is already' '$T/second.log'"
+
+# Replaced: a new empty directory in its place.
+rm -rf "$NVSHARE_SOCK_DIR"; mkdir -m 0700 "$NVSHARE_SOCK_DIR"
+check "replaced directory: socket re-created" \
+  wait_for 3 sh -c "[ \$(grep -c 're-created .*scheduler.sock' '$SLOG') -ge 2 ]"
+check "replacement directory's own mode left alone" test "$(stat -c %a "$NVSHARE_SOCK_DIR")" = 700
+
+# Socket replaced by a regular file: never removed, logged once.
+rm -f "$SOCK"; echo keep >"$SOCK"
+check "replaced by a file: logged" wait_log 3 "$SLOG" "exists and is not a socket: refusing to remove it"
+sleep 2.2
+check "logged once, not every second" [ "$(grep -c 'exists and is not a socket' "$SLOG")" = 1 ]
+check "the file is left alone" grep -q keep "$SOCK"
+# A real application started meanwhile runs ungated and retries.
+export NVSHARE_SCHED_MODE=on
+app C --alloc 8Mi --kernels 2000 --kernel-us 2000
+check "application without a reachable scheduler runs ungated" wait_log 5 "$T/C.err" "not reachable"
+rm -f "$SOCK"
+check "file gone: socket re-created" \
+  wait_for 3 sh -c "[ \$(grep -c 're-created .*scheduler.sock' '$SLOG') -ge 3 ]"
+check "the application connects (retry) and registers" wait_log 5 "$SLOG" "ATTACH_GPU client=[0-9]+ pid=$PID_C "
+check "... and is scheduled (waits for or gets the lock)" wait_log 5 "$SLOG" "REQ_LOCK client=[0-9]+ pid=$PID_C "
+app_wait C 30
+check "application finished correctly" app_ok C
+check "holder finished its script, never disconnected" wait_exit 10 "$PID_H"
+check "holder exit 0" [ "$RC" = 0 ]
+check "status counts the re-creations" json_has '"socket_recreated":3'
+kill -TERM "$SCHED_PID"; wait_exit 5 "$SCHED_PID"
+check "SIGTERM removes the re-created socket" test ! -e "$SOCK"
+finish

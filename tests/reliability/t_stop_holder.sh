@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# A lock holder that stops (SIGSTOP) with the REAL libnvshare + sim_app: the
+# scheduler revokes it after TQ + grace, the waiter proceeds, the revocation
+# is logged and counted (status JSON, metrics read the same counters); on
+# SIGCONT the stopped application asks again, gets the lock and finishes its
+# work correctly (sim_app checks its memory). A holder that ignores
+# DROP_LOCK while running is tests/sched/t_revoke.sh (fake client).
+. "$(dirname "$0")/../lib.sh"
+. "$NVS_ROOT/tests/e2e/e2e_lib.sh"
+. "$NVS_ROOT/tests/sched/sched_lib.sh"
+
+export NVSHARE_SCHED_MODE=on
+start_scheduler --no-nvml --tq 200ms --drop-grace-ms 500 || { not_ok "scheduler starts"; show_logs; exit 1; }
+app A --alloc 16Mi --kernels 1500 --kernel-us 2000
+check "A holds the lock" wait_log 10 "$SLOG" "LOCK_OK client=1 "
+app B --alloc 16Mi --kernels 100 --kernel-us 2000
+check "B waits behind A" wait_log 10 "$SLOG" "REQ_LOCK client=2 .*holder=1"
+kill -STOP "$PID_A"
+t_stop=$(date +%s%N)
+check "A (stopped) is asked to drop after the quantum" wait_log 5 "$SLOG" "DROP_LOCK client=1 .*reason=tq-expired"
+check "A is revoked after the grace" wait_log 5 "$SLOG" "REVOKE client=1 pid=$PID_A gpu=0"
+check "B gets the lock" wait_log 5 "$SLOG" "LOCK_OK client=2 "
+t_b=$(date +%s%N)
+diag "SIGSTOP -> B's LOCK_OK seen: $(( (t_b - t_stop) / 1000000 )) ms (TQ 200 + grace 500)"
+check "B finishes while A is stopped" app_wait B 20
+check "B's memory intact" app_ok B
+check "revocation counted in the status (GPU and client)" \
+  sh -c "$CTL --json | grep -o '\"revocations\":1' | wc -l | grep -qv '^0$'"
+check "holder stats show the revocation for A's client" \
+  sh -c "$CTL --json | grep -qE '\"pid\":$PID_A,.*\"revocations\":1'"
+n_before=$(grep -c PROGRESS "$T/A.out")
+kill -CONT "$PID_A"
+check "A asks again after SIGCONT" wait_for 10 sh -c "[ \$(grep -c 'REQ_LOCK client=1 ' '$SLOG') -ge 1 ] && [ \$(grep -c 'LOCK_OK client=1 ' '$SLOG') -ge 2 ]"
+check "A finishes" app_wait A 30
+check "A's work is complete and its memory intact" app_ok A
+check "A exits 0" wait "$PID_A"
+n_after=$(grep -c PROGRESS "$T/A.out")
+diag "A: $n_before kernels before SIGCONT, $n_after in all"
+check "A did all 1500 kernels" [ "$n_after" = 1500 ]
+check "A's late LOCK_RELEASED was ignored" grep -q "LOCK_RELEASED client=1 .*ignored: not the holder" "$SLOG"
+during_b=$(sed -n '/LOCK_OK client=2 /,/LOCK_RELEASED client=2 /p' "$SLOG" | grep -c 'LOCK_OK client=1 ')
+check "A never got the lock while B held it" [ "$during_b" = 0 ]
+check "scheduler healthy" sched_alive
+finish
