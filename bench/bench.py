@@ -77,6 +77,15 @@ BUDGET_PCT = env("BENCH_BUDGET_PCT", 25, int)      # of free GPU memory, all pro
 DEADLINE = env("BENCH_DEADLINE", 285, float)       # seconds for the whole run
 WORKER_START_TIMEOUT = 150
 CMD_TIMEOUT = 120
+# Compute quotas (scenario quota): caps set at run time with nvsharectl on one
+# scheduler; a new cap is in force from the next window, then 2 windows are
+# measured. Share = a worker's matmul rate / its rate alone uncapped.
+CTL_BIN = os.path.join(BUILD, "nvsharectl")
+QUOTA_WINDOW_MS = env("BENCH_QUOTA_WINDOW_MS", "2000")
+QUOTA_LEAD, QUOTA_SKIP, QUOTA_MEASURE = 2.1, 0.3, 4.0   # s
+QUOTA_SINGLES = [25, 50, 75]
+QUOTA_PAIRS = [(30, 60), (25, 75), (50, 50)]
+QUOTA_MM_N, QUOTA_SYNC = 8192, 10                  # bf16 8192^3 (~1.5 ms on an H100), sync every 10
 # Targets from the issues: (key, text, limit).
 TARGETS = [
     ("ovh_compute", "compute-bound overhead (auto) within 0.5% of native", 1.005),
@@ -85,9 +94,11 @@ TARGETS = [
     ("idle", "idle release under on: last kernel -> other's progress < 50 ms (worst)", 0.050),
     ("first_burst", "interactive beside batch, auto: first burst within 100 ms", 0.100),
     ("holdup", "interactive beside batch, on: batch held up by an idle holder <= 50 ms (worst)", 0.050),
+    ("quota_err", "compute caps (single 25/50/75, pairs 30+60, 25+75, 50+50): share within 2 points (worst)", 2.0),
+    ("quota_total", "caps summing to 100: pair throughput >= 95% of the uncapped pair (worst)", 0.95),
 ]
 LIMIT = {k: lim for k, _, lim in TARGETS}
-SCENARIOS = ["overhead", "fit", "idle", "interactive", "pressure", "sched_latency"]
+SCENARIOS = ["overhead", "fit", "idle", "interactive", "pressure", "sched_latency", "quota"]
 # ===========================================================================
 
 T_START = time.monotonic()
@@ -383,6 +394,105 @@ def run_interactive(C, R, order):
     R["interactive"] = res
 
 
+def ctl_core_limit(cfg, pid, core):
+    if FAKE:
+        return  # fake workers never connect to the scheduler
+    e = dict(os.environ)
+    e["NVSHARE_SOCK_DIR"] = cfg.sock_dir
+    arg = str(core) if core < 100 else "default"
+    r = subprocess.run([CTL_BIN, "--set-client", str(pid), "--core-limit", arg], env=e,
+                       capture_output=True, text=True, timeout=10)
+    if r.returncode:
+        raise RuntimeError("nvsharectl --set-client %d --core-limit %s: %s" % (
+            pid, arg, (r.stderr or r.stdout).strip()))
+
+
+def spin_rate(marks, a, b):
+    """Steps per second between the first mark >= a and the last <= b."""
+    xs = [m for m in marks if a <= m[0] <= b]
+    if len(xs) < 2 or xs[-1][0] <= xs[0][0]:
+        return None
+    return (xs[-1][1] - xs[0][1]) / (xs[-1][0] - xs[0][0])
+
+
+def run_quota(C, R):
+    c = C.get("quota")
+    q = R["quota"] = {"cases": []}
+    if not c or not c.usable():
+        q["error"] = (c.error if c else None) or "configuration unusable"
+        return
+    try:
+        pids = [r["pid"] for r in pair_call(c, [{"op": "hello"}, {"op": "hello"}])]
+
+        def spin(caps):
+            for pid, cap in zip(pids, caps):
+                ctl_core_limit(c, pid, cap if cap is not None else 100)
+            t0 = time.monotonic() + QUOTA_LEAD
+            a, b = t0 + QUOTA_SKIP, t0 + QUOTA_SKIP + QUOTA_MEASURE
+            cmd = {"op": "spin", "start_at": t0, "until": b + 0.2, "n": QUOTA_MM_N, "sync_every": QUOTA_SYNC}
+            rs = pair_call(c, [cmd if cap is not None else None for cap in caps],
+                           timeout=QUOTA_LEAD + QUOTA_MEASURE + 60)
+            return [spin_rate(r["marks"], a, b) if r else None for r in rs]
+
+        base = spin([100, None])[0]
+        unc = spin([100, 100])
+        q["base"], q["uncapped_pair"] = base, sum(x or 0 for x in unc)
+        if not base:
+            raise RuntimeError("no progress measured alone")
+        for cap in QUOTA_SINGLES:
+            r = spin([cap, None])
+            q["cases"].append({"name": "single %d%%" % cap, "caps": [cap], "rates": r[:1],
+                               "shares": [100.0 * (r[0] or 0) / base]})
+        for pa, pb in QUOTA_PAIRS:
+            r = spin([pa, pb])
+            q["cases"].append({"name": "pair %d%% + %d%%" % (pa, pb), "caps": [pa, pb], "rates": r,
+                               "shares": [100.0 * (x or 0) / base for x in r],
+                               "total_ratio": sum(x or 0 for x in r) / q["uncapped_pair"]
+                               if q["uncapped_pair"] else None})
+        for pid in pids:
+            ctl_core_limit(c, pid, 100)
+    except RuntimeError as ex:
+        q["error"] = str(ex)
+
+
+def quota_section(R, L, T):
+    q = R.get("quota")
+    if q is None:
+        return
+    L.append("### Compute quotas")
+    L.append("")
+    L.append("Two PyTorch workers (bf16 %d³ matmuls, a synchronize every %d) under one scheduler "
+             "(auto, window %s ms); caps set with `nvsharectl --set-client PID --core-limit N`, "
+             "measured over %.0f s from the first whole window after the change. Share = the "
+             "worker's matmul rate / its rate alone uncapped%s." % (
+                 QUOTA_MM_N, QUOTA_SYNC, QUOTA_WINDOW_MS, QUOTA_MEASURE,
+                 " (%.1f/s)" % q["base"] if q.get("base") else ""))
+    L.append("")
+    if q.get("error"):
+        L.append("Failed: %s" % q["error"])
+        L.append("")
+    rows, worst, worst_total = [], None, None
+    for cs in q["cases"]:
+        errs = [s - cap for s, cap in zip(cs["shares"], cs["caps"])]
+        for e in errs:
+            worst = abs(e) if worst is None else max(worst, abs(e))
+        tr = cs.get("total_ratio")
+        if tr is not None and sum(cs["caps"]) == 100:
+            worst_total = tr if worst_total is None else min(worst_total, tr)
+        rows.append([cs["name"], " + ".join("%d%%" % x for x in cs["caps"]),
+                     " + ".join("%.2f%%" % x for x in cs["shares"]),
+                     " / ".join("%+.2f" % e for e in errs),
+                     "%.3f" % tr if tr is not None else "-"])
+    if rows:
+        L.append(md_table(["case", "caps", "achieved share", "error (points)",
+                           "pair total / uncapped pair"], rows))
+        L.append("")
+    if worst is not None:
+        T["quota_err"] = ("%.2f points" % worst, worst <= LIMIT["quota_err"])
+    if worst_total is not None:
+        T["quota_total"] = ("%.3f×" % worst_total, worst_total >= LIMIT["quota_total"])
+
+
 def run_sched_latency(R, dry):
     """bench/sched_latency measures a running scheduler: start one (mode
     auto; the tool attaches its clients to a made-up GPU reporting more
@@ -613,6 +723,8 @@ def report(R, meta, C):
             L.append(text_table_to_md(s["stdout"]))
         L.append("")
 
+    quota_section(R, L, T)
+
     # the targets table goes right after the header bullets
     rows = [[text, T[k][0], verdict(T[k][1])] for k, text, _ in TARGETS if k in T]
     tgt = ["### Targets", "", md_table(["target", "measured", "status"], rows), ""] if rows else []
@@ -680,6 +792,9 @@ def main():
         if swap_env:
             add("pressure_noswap", "as pressure with %s" % " ".join("%s=%s" % kv for kv in swap_env.items()),
                 dict({MODE_VAR: "auto", CAP_VAR: capacity, TQ_VAR: TQ_PRESSURE}, **swap_env), dict(swap_env))
+    if "quota" in only:
+        add("quota", "nvshare auto, compute window %s ms, caps set with nvsharectl" % QUOTA_WINDOW_MS,
+            {MODE_VAR: "auto", "NVSHARE_COMPUTE_WINDOW_MS": QUOTA_WINDOW_MS})
     if only == ["sched_latency"]:
         C = {}
 
@@ -712,7 +827,8 @@ def main():
                 "command": a.command, "small_mib": small, "normal_mib": normal, "capacity": capacity,
                 "mem_scale": scale, "swap_env": " ".join("%s=%s" % kv for kv in swap_env.items())}
         # rough costs (s) to skip what no longer fits in the deadline
-        cost = {"overhead": 20, "fit": 30, "idle": 10, "interactive": 30, "pressure": 50, "sched_latency": 15}
+        cost = {"overhead": 20, "fit": 30, "idle": 10, "interactive": 30, "pressure": 50, "sched_latency": 15,
+                "quota": 60}
         for s in only:
             if left() < cost[s]:
                 say("skipping %s: %.0f s left" % (s, left()))
@@ -732,6 +848,8 @@ def main():
                 R["pressure"] = run_pressure(C, normal)
             elif s == "sched_latency":
                 run_sched_latency(R, a.dry_run)
+            elif s == "quota":
+                run_quota(C, R)
             say("%s done in %.1f s (%.0f s left)" % (s, time.monotonic() - t, left()))
     finally:
         for c in C.values():
@@ -834,6 +952,11 @@ def plan_dry(only, small, normal):
     if "sched_latency" in only:
         say("sched_lat.  -> %s %s" % (SCHED_LATENCY_BIN, " ".join(SCHED_LATENCY_ARGS)))
         t += 15
+    if "quota" in only:
+        say("quota       -> quota: nvsharectl caps, worker spin{bf16 %d^3, sync every %d}: alone, uncapped "
+            "pair, singles %s, pairs %s; %.1f s lead + %.1f s each" % (
+                QUOTA_MM_N, QUOTA_SYNC, QUOTA_SINGLES, QUOTA_PAIRS, QUOTA_LEAD, QUOTA_MEASURE))
+        t += (2 + len(QUOTA_SINGLES) + len(QUOTA_PAIRS)) * (QUOTA_LEAD + QUOTA_SKIP + QUOTA_MEASURE + 0.5)
     say("estimated GPU time ~%.0f s plus ~20 s of worker start-up and warm-up" % t)
 
 

@@ -20,6 +20,8 @@ Commands (field "op"):
   pingpong dir me handoffs margin idle-release hand-offs between two workers
   batch start_at until            back-to-back large matmuls, per-step times
   bursts start_at n period k size interactive bursts of small matmuls
+  spin start_at until n sync_every  back-to-back bf16 n^3 matmuls; (time, steps)
+                                  after every sync (compute-quota scenario)
   h2d_bw mib                       plain managed-memory prefetch bandwidth (driver API
                                   through ctypes): host->device and device->host GB/s
   quit
@@ -301,6 +303,27 @@ def op_bursts(c):
 FAKE = os.environ.get("BENCH_FAKE") == "1"
 
 
+def op_spin(c):
+    """Matmuls from start_at to until; a progress mark after every sync, so
+    that the caller can take the rate over any sub-interval."""
+    n, every = c.get("n", 8192), c.get("sync_every", 10)
+    a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=dev, dtype=torch.bfloat16) / math.sqrt(n)
+    out = torch.empty(n, n, device=dev, dtype=torch.bfloat16)
+    sync()
+    sleep_until(c["start_at"])
+    marks, steps = [(now(), 0)], 0
+    while now() < c["until"]:
+        for _ in range(every):
+            torch.mm(a, b, out=out)
+        sync()
+        steps += every
+        marks.append((now(), steps))
+    del a, b, out
+    release()
+    return {"marks": marks}
+
+
 def op_h2d_bw(c):
     """cuMemPrefetchAsync_v2 of one managed buffer: populate on the GPU, time
     GPU -> host, then host -> GPU (the swap-in reference)."""
@@ -370,13 +393,17 @@ def fake_op(c):
                            for i in range(c["n"])]}
     if op == "h2d_bw":
         return {"bytes": c["mib"] << 20, "h2d_gbps": 50.0, "d2h_gbps": 4.5}
+    if op == "spin":
+        sleep_until(c["until"])
+        share = float(os.environ.get("BENCH_FAKE_SHARE", "1"))
+        return {"marks": [(c["start_at"] + 0.1 * i, int(100 * i * share))
+                          for i in range(int((c["until"] - c["start_at"]) / 0.1) + 1)]}
     raise ValueError(op)
 
 
 OPS = {"hello": op_hello, "warmup": op_warmup, "overhead": op_overhead, "job": op_job,
-       "pingpong": op_pingpong, "batch": op_batch, "bursts": op_bursts}
-
-OPS["h2d_bw"] = op_h2d_bw
+       "pingpong": op_pingpong, "batch": op_batch, "bursts": op_bursts, "spin": op_spin,
+       "h2d_bw": op_h2d_bw}
 
 
 def main():

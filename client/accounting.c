@@ -49,9 +49,12 @@ uint64_t nvs_acct_configured_limit(int dev)
 	nvs_config_load();
 	uint64_t lim = nvs_cfg.mem_limit;
 	if (dev_ok(dev)) {
+		/* The scheduler's value is the effective limit (nvsharectl >
+		 * annotation > this environment): it replaces ours, and
+		 * UINT64_MAX stored as is means "no limit". */
 		uint64_t r = atomic_load_explicit(&rt_limit_p1[dev], memory_order_relaxed);
-		if (r && r - 1 < lim)
-			lim = r - 1;
+		if (r)
+			lim = r == UINT64_MAX ? UINT64_MAX : r - 1;
 	}
 	return lim;
 }
@@ -71,7 +74,7 @@ void nvs_acct_set_runtime_limit(int dev, uint64_t bytes)
 {
 	if (!dev_ok(dev))
 		return;
-	atomic_store(&rt_limit_p1[dev], bytes == UINT64_MAX ? 0 : bytes + 1);
+	atomic_store(&rt_limit_p1[dev], bytes >= UINT64_MAX - 1 ? UINT64_MAX : bytes + 1);
 	char b[32];
 	NVS_INFO("GPU %d: memory limit %s by the scheduler", dev,
 		 bytes == UINT64_MAX ? "removed" : nvs_format_size(bytes, b, sizeof b));

@@ -34,7 +34,8 @@ uint64_t nvs_acct_untrack(CUdeviceptr ptr, int *dev);
 uint64_t nvs_acct_used(int dev);
 /* Effective limit in bytes (NVS_NO_LIMIT-like UINT64_MAX if none). */
 uint64_t nvs_acct_limit(int dev);
-/* Run-time limit from the scheduler; UINT64_MAX removes it. */
+/* Run-time limit from the scheduler (SET_LIMITS: the effective limit, which
+ * replaces NVSHARE_GPU_MEMORY_LIMIT); UINT64_MAX = no limit. */
 void nvs_acct_set_runtime_limit(int dev, uint64_t bytes);
 
 /* Calls cb for each managed range on dev, largest first. */

@@ -22,6 +22,7 @@
 
 #include "accounting.h"
 #include "real.h"
+#include "sched_quota.h"
 #include "sched_swap.h"
 
 #include "log.h"
@@ -193,13 +194,16 @@ static void recompute_gate(void)
 		int closed = g->attached &&
 			     ((g->serialized && g->lock != L_HELD) ||
 			      g->lock == L_DROPPING || g->lock == L_IDLE_CHECK);
-		/* TODO(quota): a throttled GPU (compute limit) closes here too. */
+		/* A throttled GPU (compute quota) is one whose lock the
+		 * scheduler withholds: closed by the rule above. */
 		atomic_store_explicit(&gpu_closed[i], closed, memory_order_release);
 		atomic_store_explicit(&gpu_fits[i], !connected || (g->mode_known && !g->serialized),
 				      memory_order_relaxed);
 		any |= closed;
 	}
 	any |= atomic_load(&probe_pending);
+	/* A limited GPU's gated calls count in-flight work (sched_quota.h). */
+	any |= nvs_qclient_any_limited();
 	atomic_store_explicit(&nvs_gate_closed, any, memory_order_seq_cst);
 }
 
@@ -651,6 +655,8 @@ static void handle_msg(const struct nvs_msg *m)
 		nvs_acct_set_runtime_limit((int)m->u.limits.local_gpu, m->u.limits.mem_limit);
 		pthread_mutex_lock(&mu);
 		g->core_limit = m->u.limits.core_limit;
+		if (nvs_qclient_set_limit((int)m->u.limits.local_gpu, g->core_limit))
+			recompute_gate();
 		pthread_mutex_unlock(&mu);
 		break;
 	default:
@@ -712,7 +718,10 @@ static int idle_tick(void)
 	pthread_mutex_lock(&mu);
 	for (int i = 0; i < ndev; i++) {
 		const struct gpu *g = &gpus[i];
-		if (g->attached && g->serialized && g->lock == L_HELD && g->waiters > 0)
+		/* A limited client releases when idle even if nobody waits:
+		 * its quota is billed by hold time. */
+		if (g->attached && g->serialized && g->lock == L_HELD &&
+		    (g->waiters > 0 || nvs_qclient_limited(i)))
 			cand[nc++] = i;
 	}
 	pthread_mutex_unlock(&mu);
@@ -924,7 +933,9 @@ void nvs_sched_attach_gpu(int dev)
 		g->attached = 1;
 		g->cudev = d;
 		g->total_mem = total;
-		g->core_limit = 100;
+		g->core_limit = hello_core_limit;
+		if (nvs_qclient_set_limit(dev, hello_core_limit))
+			recompute_gate();
 		memcpy(g->uuid, uuid, sizeof g->uuid);
 		if (ctx)
 			g->ctx = ctx;
@@ -970,6 +981,10 @@ void nvs_gate_slow(void)
 		recompute_gate();
 		pthread_mutex_unlock(&mu);
 	}
+	/* Bounded in-flight work of a limited GPU, before the lock check:
+	 * the launch follows that check at once. */
+	if (nvs_qclient_limited((int)dev))
+		nvs_qclient_gate((int)dev, atomic_load(&capture_depth) > 0);
 	if (!atomic_load_explicit(&gpu_closed[dev], memory_order_acquire))
 		return; /* another GPU is closed, not ours */
 	CUcontext cur = NULL;
@@ -1045,6 +1060,7 @@ void nvs_sched_atfork_child(void)
 	pthread_mutex_init(&start_mu, NULL);
 	init_cv();
 	memset(gpus, 0, sizeof gpus);
+	nvs_qclient_atfork_child();
 	nvs_swap_atfork_child();
 	ndev = 0;
 	connected = 0;

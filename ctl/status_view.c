@@ -67,6 +67,34 @@ static void print_swap(FILE *f, const cJSON *clients)
 	}
 }
 
+/* Compute quotas (docs/quotas.md), only for clients with a core limit. */
+static void print_quota(FILE *f, const cJSON *clients)
+{
+	int hdr = 0;
+	const cJSON *c, *x;
+	cJSON_ArrayForEach(c, clients) {
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(c, "gpus")) {
+			const cJSON *q = cJSON_GetObjectItemCaseSensitive(x, "quota");
+			if (!cJSON_IsObject(q) || numv(q, "limit") >= 100)
+				continue;
+			if (!hdr++)
+				fprintf(f, "\n%-6s %-8s %-4s %-6s %-9s %-9s %-9s %-9s %s\n", "QUOTA", "PID",
+					"GPU", "LIMIT", "EFFECTIVE", "USED-NOW", "USED-LAST", "THROTTLED",
+					"STATE");
+			char lim[16], eff[16], now[16], last[16], thr[32];
+			snprintf(lim, sizeof lim, "%.0f%%", numv(q, "limit"));
+			snprintf(eff, sizeof eff, "%.1f%%", numv(q, "effective_pct"));
+			snprintf(now, sizeof now, "%.1f%%", 100 * numv(q, "share_current"));
+			snprintf(last, sizeof last, "%.1f%%", 100 * numv(q, "share_last"));
+			secs(numv(q, "throttled_ns") / 1e6, thr, sizeof thr);
+			int th = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(q, "throttled"));
+			fprintf(f, "%-6.0f %-8.0f %-4.0f %-6s %-9s %-9s %-9s %-9s %s\n", numv(c, "id"),
+				numv(c, "pid"), numv(x, "gpu"), lim, eff, now, last, thr,
+				th ? "throttled" : strv(x, "state"));
+		}
+	}
+}
+
 int nvs_status_print(FILE *f, const char *json, size_t len)
 {
 	cJSON *root = cJSON_ParseWithLength(json, len);
@@ -142,6 +170,7 @@ int nvs_status_print(FILE *f, const char *json, size_t len)
 	if (!n)
 		fprintf(f, "(no clients)\n");
 	print_swap(f, clients);
+	print_quota(f, clients);
 	cJSON_Delete(root);
 	return 0;
 }

@@ -223,6 +223,9 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 					cg->mem_limit = s->mem_limit;
 			}
 			nvs_client_send_limits(cg);
+			/* Quotas: serialize / re-evaluate the GPU for the new
+			 * core limit (in force from its next window). */
+			nvs_policy_settings_changed(cg->gpu);
 			sent++;
 			NVS_INFO("SET_LIMITS client=%u pid=%d gpu=%d core_limit=%u mem_limit=%llu",
 				 cl->id, (int)cl->pid, cg->gpu->index, cg->core_limit,

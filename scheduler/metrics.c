@@ -15,6 +15,7 @@
 #include "nvml_api.h"
 #include "parse.h"
 #include "policy.h"
+#include "quota.h"
 #include "gpus.h"
 #include "state.h"
 
@@ -34,8 +35,8 @@
  * watch) omits the label. */
 #define CLIENT_POD(cl) ((cl)->pod_name)
 #define CLIENT_NAMESPACE(cl) ((cl)->pod_namespace)
-/* Compute-quota throttling: 0 until quotas keep a per-GPU counter. */
-#define CG_THROTTLED_NS(cg) 0
+/* Compute-quota throttling (quota.c): time kept from the lock. */
+#define CG_THROTTLED_NS(cg) nvs_quota_throttled_ns((cg), nvs_now_ns())
 
 struct nvs_metrics_config nvs_metrics_cfg = {0, NVS_METRICS_DEFAULT_PORT, NVS_METRICS_DEFAULT_ADDR};
 

@@ -5,6 +5,7 @@
 #include "gpus.h"
 #include "log.h"
 #include "parse.h"
+#include "quota.h"
 #include "state.h"
 
 #include <stdlib.h>
@@ -243,7 +244,10 @@ static void grant_next(struct gpu *g, uint64_t now, int handoff)
 {
 	while (!g->holder && g->qhead) {
 		struct client_gpu *cg = g->qhead;
-		if (g->hook && g->hook->may_grant && !g->hook->may_grant(g, cg, now))
+		/* A hook may pass waiters over (throttled by a quota). */
+		while (cg && g->hook && g->hook->may_grant && !g->hook->may_grant(g, cg, now))
+			cg = cg->qnext;
+		if (!cg)
 			return;
 		q_remove(g, cg);
 		cg->state = CG_IDLE;
@@ -253,6 +257,12 @@ static void grant_next(struct gpu *g, uint64_t now, int handoff)
 			continue;
 		grant(g, cg, now, handoff);
 	}
+}
+
+void nvs_policy_grant(struct gpu *g, uint64_t now)
+{
+	if (g->serialized && !g->holder)
+		grant_next(g, now, 0);
 }
 
 /* Ends the current hold (accounting) without granting. */
@@ -328,6 +338,9 @@ static void reevaluate(struct gpu *g, uint64_t now)
 	case NVS_MODE_OFF: want = 0; break;
 	default: want = oversubscribed(g); break;
 	}
+	/* A limited client runs only while it holds the lock (quota.h). */
+	if (nvs_quota_refresh(g, now))
+		want = 1;
 	if (want != g->serialized) {
 		char a[32], c[32];
 		g->serialized = want;
@@ -483,6 +496,8 @@ void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_n
 	}
 	NVS_INFO("LOCK_RELEASED " CG_FMT " held_ms=%.3f idle=%u dropped=%d drain_ms=%.3f waiters=%u",
 		 CG_ARGS(cg), ms(held), flags & 1, g->drop_sent, ms(drain_ns), g->qlen);
+	if (g->hook && g->hook->on_drained)
+		g->hook->on_drained(g, cg, flags, drain_ns, now);
 	end_hold(g, now);
 	grant_next(g, now, 1);
 }

@@ -28,7 +28,8 @@ struct client_gpu;
  * Extension point for per-GPU policies layered on the lock (compute quotas
  * come here later). Every callback is optional; with g->hook NULL the GPU is
  * plain FCFS + TQ.
- *  may_grant:     0 keeps the lock free even though cg waits (throttled)
+ *  may_grant:     0 passes cg over (throttled); the first waiter in FCFS
+ *                 order that may is granted, none: the lock stays free
  *  on_grant / on_release: bill hold time
  *  next_deadline: earliest absolute ns the hook needs on_tick, 0 none
  *  on_tick:       may call nvs_policy_drop() on the holder
@@ -37,6 +38,10 @@ struct nvs_policy_hook {
 	const char *name;
 	int (*may_grant)(struct gpu *g, struct client_gpu *cg, uint64_t now);
 	void (*on_grant)(struct gpu *g, struct client_gpu *cg, uint64_t now);
+	/* LOCK_RELEASED from the holder, before on_release (g->drop_sent and
+	 * drop_sent_ns still describe the DROP_LOCK it answers, if any). */
+	void (*on_drained)(struct gpu *g, struct client_gpu *cg, uint32_t flags, uint64_t drain_ns,
+			   uint64_t now);
 	void (*on_release)(struct gpu *g, struct client_gpu *cg, uint64_t now);
 	uint64_t (*next_deadline)(struct gpu *g, uint64_t now);
 	void (*on_tick)(struct gpu *g, uint64_t now);
@@ -51,6 +56,9 @@ void nvs_policy_req_lock(struct client_gpu *cg);
 void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_ns);
 /* Settings of g changed (mode, TQ, capacity): re-evaluate now. */
 void nvs_policy_settings_changed(struct gpu *g);
+/* Grants the lock to the first waiter the hook allows, if it is free (a
+ * hook calls it when a throttle ends). */
+void nvs_policy_grant(struct gpu *g, uint64_t now);
 /* Asks the holder to release (TQ expiry or a hook). */
 void nvs_policy_drop(struct gpu *g, uint64_t now, const char *why);
 

@@ -74,6 +74,19 @@ struct client_gpu {
 	uint64_t mem_limit;
 	struct lock_stats st;
 	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
+	/* Compute quota (scheduler/quota.c); all zero for unlimited clients. */
+	struct cg_quota {
+		uint32_t limit;		/* core limit in force this window */
+		uint32_t window_seen;	/* GPU window number of the last activity */
+		uint64_t used_ns;	/* billed in the current window (carry incl.) */
+		uint64_t last_used_ns;	/* billed in the previous window */
+		uint64_t bill_from_ns;	/* holding: billed up to here */
+		uint64_t tail_adj_ns;	/* unbilled part of the last drop tail */
+		uint64_t tail_est_ns;	/* expected billed DROP -> release tail */
+		int throttled;		/* quota used up until the window ends */
+		uint64_t throttled_since_ns;
+		uint64_t throttled_ns;	/* waited while throttled (total) */
+	} q;
 	struct client_gpu *qprev, *qnext; /* gpu queue (while CG_WAITING) */
 	struct client_gpu *aprev, *anext; /* gpu attached list */
 };
@@ -148,6 +161,9 @@ struct gpu {
 	 * FCFS + TQ. See policy.h. */
 	const struct nvs_policy_hook *hook;
 	void *hook_data;
+	/* Compute-quota window of this GPU (scheduler/quota.c). */
+	uint64_t q_window_start_ns;
+	uint32_t q_window;	/* window number, from 1 */
 };
 
 struct sched_config {
@@ -160,6 +176,11 @@ struct sched_config {
 	uint32_t drop_grace_ms;
 	int use_nvml;
 	char sock_dir[108];
+	/* compute quotas (scheduler/quota.c, docs/quotas.md) */
+	uint32_t q_window_ms;	   /* NVSHARE_COMPUTE_WINDOW_MS, 2000 */
+	uint32_t q_sample_ms;	   /* NVSHARE_QUOTA_SAMPLE_INTERVAL_MS, 50 */
+	uint32_t q_carry_pct;	   /* NVSHARE_QUOTA_CARRYOVER_PERCENT, 25 */
+	uint32_t q_tail_pct;	   /* NVSHARE_DROP_TAIL_BILLING_PERCENT, 70 */
 };
 
 struct sched {
@@ -175,10 +196,6 @@ struct sched {
 	char sock_path[108];
 	/* connection counters */
 	uint64_t conns_accepted, conns_closed_bad, conns_closed_slow;
-	/* faults survived (docs/reliability.md) */
-	uint64_t accept_refused; /* out of fds: refused through the spare fd */
-	uint64_t accept_pauses;	 /* out of fds/memory: stopped accepting 100 ms */
-	uint64_t sock_recreated; /* socket removed/replaced and re-created */
 };
 
 extern struct sched S;

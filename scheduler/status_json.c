@@ -4,6 +4,7 @@
 #include "gpus.h"
 #include "k8s_watch.h"
 #include "policy.h"
+#include "quota.h"
 #include "state.h"
 
 #include <unistd.h>
@@ -150,6 +151,20 @@ static cJSON *client_json(const struct client *cl, uint64_t now)
 		num(l, "core_limit", cg->core_limit);
 		limit(l, "mem_limit", cg->mem_limit);
 		cJSON_AddItemToObject(x, "stats", stats(&cg->st, nvs_policy_held_ns(cg, now)));
+		/* Compute quota (docs/quotas.md): shares are of the window. */
+		struct nvs_quota_view qv;
+		nvs_quota_view(cg, now, &qv);
+		cJSON *qj = cJSON_AddObjectToObject(x, "quota");
+		num(qj, "limit", qv.limit);
+		cJSON_AddNumberToObject(qj, "effective_pct", qv.effective_pct);
+		num(qj, "window_ns", qv.window_ns);
+		num(qj, "window_elapsed_ns", qv.window_elapsed_ns);
+		num(qj, "used_ns", qv.used_ns);
+		num(qj, "last_used_ns", qv.last_used_ns);
+		cJSON_AddNumberToObject(qj, "share_current", (double)qv.used_ns / (double)qv.window_ns);
+		cJSON_AddNumberToObject(qj, "share_last", (double)qv.last_used_ns / (double)qv.window_ns);
+		cJSON_AddBoolToObject(qj, "throttled", qv.throttled);
+		num(qj, "throttled_ns", qv.throttled_ns);
 		cJSON *sw = cJSON_AddObjectToObject(x, "swap");
 		num(sw, "bytes_in", cg->swap_bytes_in);
 		num(sw, "bytes_out", cg->swap_bytes_out);
@@ -177,6 +192,11 @@ cJSON *nvs_status_json(uint64_t now)
 	num(d, "memory_reserve", S.cfg.reserve);
 	num(d, "idle_release_ms", S.cfg.idle_release_ms);
 	num(d, "drop_grace_ms", S.cfg.drop_grace_ms);
+	nvs_quota_init();
+	num(d, "compute_window_ms", S.cfg.q_window_ms);
+	num(d, "quota_sample_interval_ms", S.cfg.q_sample_ms);
+	num(d, "quota_carryover_percent", S.cfg.q_carry_pct);
+	num(d, "drop_tail_billing_percent", S.cfg.q_tail_pct);
 	cJSON *b = cJSON_AddArrayToObject(root, "wait_buckets_le_us");
 	for (unsigned i = 0; i < NVS_WAIT_BUCKETS - 1; i++)
 		cJSON_AddItemToArray(b, cJSON_CreateNumber((double)nvs_wait_bucket_le_us[i]));
@@ -188,9 +208,6 @@ cJSON *nvs_status_json(uint64_t now)
 	num(c, "accepted", S.conns_accepted);
 	num(c, "closed_malformed", S.conns_closed_bad);
 	num(c, "closed_not_reading", S.conns_closed_slow);
-	num(c, "refused_no_fd", S.accept_refused);
-	num(c, "accept_pauses", S.accept_pauses);
-	num(c, "socket_recreated", S.sock_recreated);
 	cJSON *gs = cJSON_AddArrayToObject(root, "gpus");
 	for (unsigned i = 0; i < S.ngpus; i++)
 		cJSON_AddItemToArray(gs, gpu_json(&S.gpus[i], now));

@@ -12,5 +12,5 @@ $(B)/tests/e2e/sim_app: $(B)/tests/e2e/sim_app.o
 TEST_TARGETS += $(B)/tests/e2e/client_probe
 
 $(B)/tests/e2e/client_probe: $(B)/tests/e2e/client_probe.o $(B)/client/sched_client.o \
-		$(B)/client/sched_swap.o $(COMMON_OBJS)
+		$(B)/client/sched_swap.o $(B)/client/sched_quota.o $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lpthread

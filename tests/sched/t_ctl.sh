@@ -13,7 +13,9 @@ check "no scheduler: names the socket path it tried" \
 start_scheduler --no-nvml --mode on --tq 45s
 fc A --name trainer --gpu-uuid GPU-ctl-0 --alloc 2Gi --total 16Gi --script 'lock;wait SET_LIMITS 10s;wait SET_LIMITS 10s;hold 5s'
 wait_ev 5 A LOCK_OK
-fc B --name infer --gpu-uuid GPU-ctl-0 --alloc 1Gi --core-limit 40 --mem-limit 3Gi --script 'lock;hold 5s'
+# B has no core limit: a limited waiter would take the lock from A at once
+# (compute quotas, docs/quotas.md; tested in tests/quota).
+fc B --name infer --gpu-uuid GPU-ctl-0 --alloc 1Gi --mem-limit 3Gi --script 'lock;hold 5s'
 wait_log 5 "$T/scheduler.log" "REQ_LOCK client=2"
 
 table=$("$CTL"); rc=$?
@@ -23,7 +25,7 @@ check "table: GPU row with mode, TQ, holder and queue" \
   sh -c 'echo "$0" | grep -qE "^0 +on +yes +45.0s .* 1/$1 .* 2/$2"' "$table" "$PID_A" "$PID_B"
 check "table: holder client row" sh -c 'echo "$0" | grep -qE "^1 +$1 +0 +trainer +0 +2Gi +holding"' "$table" "$PID_A"
 check "table: waiting client row with limits" \
-  sh -c 'echo "$0" | grep -qE "^2 +$1 +0 +infer +0 +1Gi +waiting .* 40%, 3Gi"' "$table" "$PID_B"
+  sh -c 'echo "$0" | grep -qE "^2 +$1 +0 +infer +0 +1Gi +waiting .* 100%, 3Gi"' "$table" "$PID_B"
 
 j=$("$CTL" --json); rc=$?
 check "--json: exit 0" test "$rc" = 0
@@ -31,7 +33,7 @@ for k in '"index":0' '"uuid":"GPU-ctl-0"' '"mode":"on"' '"serialized":true' '"tq
          '"total_memory":17179869184' '"allocated":3221225472' "\"holder\":{\"client\":1,\"pid\":$PID_A" \
          "\"queue\":[{\"client\":2,\"pid\":$PID_B" '"handoffs":0' '"revocations":0' \
          "\"pid\":$PID_B,\"uid\":0" '"name":"infer"' '"state":"waiting"' '"state":"holding"' \
-         '"core_limit":40' '"mem_limit":3221225472' '"held_ns":' '"wait_hist":['; do
+         '"core_limit":100' '"mem_limit":3221225472' '"held_ns":' '"wait_hist":['; do
   check "--json has $k" sh -c 'echo "$0" | grep -qF -- "$1"' "$j" "$k"
 done
 

@@ -1,0 +1,438 @@
+/*
+ * Compute quotas (scheduler/quota.h; docs/quotas.md has the math).
+ *
+ * Per GPU: a window of W ms (NVSHARE_COMPUTE_WINDOW_MS) and the number of
+ * the current window. Per client and GPU (struct client_gpu .q): the limit
+ * in force this window, the time billed in it, the expected billed drop
+ * tail, the throttle state.
+ *
+ * Billing is hold time. A hold is billed continuously while it lasts
+ * (bill_from_ns .. now), split at window boundaries; at release the part of
+ * the DROP_LOCK -> LOCK_RELEASED tail that the client's own measured drain
+ * does not cover (message and wake-up latency) is billed at
+ * NVSHARE_DROP_TAIL_BILLING_PERCENT.
+ */
+#include "quota.h"
+
+#include "clients.h"
+#include "log.h"
+#include "parse.h"
+#include "policy.h"
+#include "state.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A grant shorter than this is not worth a hand-off: a client with less
+ * quota left than its expected tail plus this is throttled. */
+#define MIN_GRANT_NS 1000000ull
+/* First guess of the billed drop tail, before one was measured. */
+#define TAIL_GUESS_NS 2000000ull
+
+#define CG_FMT "client=%u pid=%d gpu=%d"
+#define CG_ARGS(cg) (cg)->client->id, (int)(cg)->client->pid, (cg)->gpu->index
+
+static int inited;
+
+static uint32_t env_clamped(const char *name, uint32_t def, uint32_t lo, uint32_t hi)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return def;
+	uint64_t x;
+	if (nvs_parse_u64(v, 0, UINT32_MAX, &x)) {
+		NVS_WARN("ignoring %s=\"%s\": expected an integer; using %u", name, v, def);
+		return def;
+	}
+	if (x < lo || x > hi) {
+		uint32_t c = x < lo ? lo : hi;
+		NVS_WARN("%s=%s out of range %u..%u; using %u", name, v, lo, hi, c);
+		return c;
+	}
+	return (uint32_t)x;
+}
+
+void nvs_quota_init(void)
+{
+	if (inited)
+		return;
+	inited = 1;
+	S.cfg.q_window_ms = env_clamped("NVSHARE_COMPUTE_WINDOW_MS", 2000, 500, 20000);
+	S.cfg.q_sample_ms = env_clamped("NVSHARE_QUOTA_SAMPLE_INTERVAL_MS", 50, 10, 1000);
+	S.cfg.q_carry_pct = env_clamped("NVSHARE_QUOTA_CARRYOVER_PERCENT", 25, 0, 100);
+	S.cfg.q_tail_pct = env_clamped("NVSHARE_DROP_TAIL_BILLING_PERCENT", 70, 0, 100);
+}
+
+static uint64_t window_ns(void)
+{
+	return (uint64_t)S.cfg.q_window_ms * 1000000ull;
+}
+
+static int limited(const struct client_gpu *cg)
+{
+	return cg->q.limit >= 1 && cg->q.limit < 100;
+}
+
+/* Holding or waiting now, or used the GPU in this window or the last. */
+static int active(const struct gpu *g, const struct client_gpu *cg)
+{
+	return cg->state != CG_IDLE || (cg->q.window_seen && cg->q.window_seen + 1 >= g->q_window);
+}
+
+/* Limit in percent after scaling: the active clients' limits may not
+ * oversubscribe the GPU, and active unlimited clients keep their fair
+ * share (100/n each) so they are never starved. */
+static double effective_pct(const struct gpu *g, const struct client_gpu *cg)
+{
+	if (!limited(cg))
+		return 100.0;
+	unsigned n = 0, unl = 0;
+	uint64_t lsum = 0;
+	for (const struct client_gpu *a = g->ahead; a; a = a->anext) {
+		if (a != cg && !active(g, a))
+			continue;
+		n++;
+		if (limited(a))
+			lsum += a->q.limit;
+		else
+			unl++;
+	}
+	double cap = unl ? 100.0 * (double)(n - unl) / (double)n : 100.0;
+	double pct = cg->q.limit;
+	if ((double)lsum > cap)
+		pct = pct * cap / (double)lsum;
+	return pct;
+}
+
+static uint64_t quota_ns(const struct gpu *g, const struct client_gpu *cg)
+{
+	if (!limited(cg))
+		return UINT64_MAX;
+	return (uint64_t)((double)window_ns() * effective_pct(g, cg) / 100.0);
+}
+
+static uint64_t billed(const struct client_gpu *cg, uint64_t now)
+{
+	uint64_t u = cg->q.used_ns;
+	if (cg->state == CG_HOLDING && cg->q.bill_from_ns && now > cg->q.bill_from_ns)
+		u += now - cg->q.bill_from_ns;
+	return u;
+}
+
+/* Not worth granting: what is left does not cover the expected tail. */
+static int exhausted(const struct gpu *g, const struct client_gpu *cg, uint64_t now)
+{
+	if (!limited(cg))
+		return 0;
+	uint64_t q = quota_ns(g, cg);
+	uint64_t need = billed(cg, now) + cg->q.tail_est_ns + MIN_GRANT_NS;
+	return need >= q;
+}
+
+static void throttle(struct client_gpu *cg, uint64_t now)
+{
+	if (cg->q.throttled)
+		return;
+	cg->q.throttled = 1;
+	cg->q.throttled_since_ns = now;
+	NVS_INFO("THROTTLE " CG_FMT " used_ms=%.3f limit=%u%%", CG_ARGS(cg),
+		 (double)cg->q.used_ns / 1e6, cg->q.limit);
+}
+
+/* Throttled time that counts: while it waited for the lock. */
+static uint64_t throttled_open_ns(const struct client_gpu *cg, uint64_t now)
+{
+	if (!cg->q.throttled || cg->state != CG_WAITING)
+		return 0;
+	uint64_t from = cg->q.throttled_since_ns > cg->wait_since_ns ? cg->q.throttled_since_ns
+								     : cg->wait_since_ns;
+	return now > from ? now - from : 0;
+}
+
+static void unthrottle(struct client_gpu *cg, uint64_t now)
+{
+	if (!cg->q.throttled)
+		return;
+	cg->q.throttled_ns += throttled_open_ns(cg, now);
+	cg->q.throttled = 0;
+}
+
+/* An unlimited holder gives way to a waiting limited client with quota. */
+static int limited_waiter_ready(const struct gpu *g, uint64_t now)
+{
+	for (const struct client_gpu *w = g->qhead; w; w = w->qnext)
+		if (limited(w) && !exhausted(g, w, now))
+			return 1;
+	return 0;
+}
+
+static int want_preempt(const struct gpu *g, uint64_t now)
+{
+	const struct client_gpu *h = g->holder;
+	return h && !g->drop_sent && !limited(h) && limited_waiter_ready(g, now);
+}
+
+/* When the limited holder must get DROP_LOCK: quota - expected tail. */
+static uint64_t drop_at(const struct gpu *g, const struct client_gpu *h, uint64_t now)
+{
+	uint64_t q = quota_ns(g, h);
+	uint64_t need = q > h->q.tail_est_ns ? q - h->q.tail_est_ns : 0;
+	uint64_t b = billed(h, now);
+	return b >= need ? now : now + (need - b);
+}
+
+/* ---- the hook ---- */
+
+static int q_may_grant(struct gpu *g, struct client_gpu *cg, uint64_t now)
+{
+	cg->q.window_seen = g->q_window;
+	if (limited(cg)) {
+		if (cg->q.throttled)
+			return 0;
+		if (exhausted(g, cg, now)) {
+			throttle(cg, now);
+			return 0;
+		}
+		return 1;
+	}
+	/* Limited clients with quota left first: their quota bounds how long
+	 * an unlimited client waits. */
+	return !limited_waiter_ready(g, now);
+}
+
+static void q_on_grant(struct gpu *g, struct client_gpu *cg, uint64_t now)
+{
+	cg->q.bill_from_ns = now;
+	cg->q.tail_adj_ns = 0;
+	cg->q.window_seen = g->q_window;
+}
+
+static void q_on_drained(struct gpu *g, struct client_gpu *cg, uint32_t flags, uint64_t drain_ns,
+			 uint64_t now)
+{
+	if (!g->drop_sent || now < g->drop_sent_ns)
+		return;
+	uint64_t tail = now - g->drop_sent_ns;
+	uint64_t d = drain_ns < tail ? drain_ns : tail;
+	/* The client's drain is GPU time it had; the rest of the tail (the
+	 * DROP_LOCK and LOCK_RELEASED trips, its wake-up) is billed at p %. */
+	uint64_t unbilled = (tail - d) * (100u - S.cfg.q_tail_pct) / 100u;
+	uint64_t bill = tail - unbilled;
+	cg->q.tail_adj_ns = unbilled;
+	/* Expected billed tail: mean of the last measurement and the past. */
+	cg->q.tail_est_ns = cg->q.tail_est_ns ? (cg->q.tail_est_ns + bill) / 2 : bill;
+	(void)flags;
+}
+
+static void q_on_release(struct gpu *g, struct client_gpu *cg, uint64_t now)
+{
+	uint64_t add = cg->q.bill_from_ns && now > cg->q.bill_from_ns ? now - cg->q.bill_from_ns : 0;
+	add = add > cg->q.tail_adj_ns ? add - cg->q.tail_adj_ns : 0;
+	cg->q.used_ns += add;
+	cg->q.bill_from_ns = 0;
+	cg->q.tail_adj_ns = 0;
+	cg->q.window_seen = g->q_window;
+	if (exhausted(g, cg, now))
+		throttle(cg, now);
+}
+
+static void start_window(struct gpu *g, uint64_t now)
+{
+	g->q_window_start_ns = now;
+	g->q_window++;
+	if (!g->q_window)
+		g->q_window = 1;
+}
+
+/* Window end: overuse carried over (c %), limits changed with nvsharectl
+ * come into force, throttled clients re-admitted. */
+static void window_reset(struct gpu *g, uint64_t now)
+{
+	uint64_t w = window_ns();
+	for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext) {
+		if (cg->state == CG_HOLDING && cg->q.bill_from_ns && now > cg->q.bill_from_ns) {
+			cg->q.used_ns += now - cg->q.bill_from_ns;
+			cg->q.bill_from_ns = now;
+		}
+		uint64_t q = quota_ns(g, cg);
+		uint64_t over = limited(cg) && cg->q.used_ns > q ? cg->q.used_ns - q : 0;
+		cg->q.last_used_ns = cg->q.used_ns;
+		cg->q.used_ns = over * S.cfg.q_carry_pct / 100u;
+	}
+	uint32_t old = g->q_window;
+	if (now - g->q_window_start_ns >= 2 * w)
+		g->q_window_start_ns = now; /* idle for a while: start afresh */
+	else
+		g->q_window_start_ns += w;
+	g->q_window++;
+	for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext) {
+		unthrottle(cg, now);
+		if (cg->q.limit != cg->core_limit)
+			NVS_INFO("QUOTA " CG_FMT " limit %u%% -> %u%% from this window", CG_ARGS(cg),
+				 cg->q.limit, cg->core_limit);
+		cg->q.limit = cg->core_limit;
+		if (cg->state != CG_IDLE || cg->q.window_seen == old)
+			cg->q.window_seen = g->q_window;
+	}
+	NVS_DEBUG("QUOTA gpu=%d window %u", g->index, g->q_window);
+}
+
+static uint64_t q_next_deadline(struct gpu *g, uint64_t now)
+{
+	uint64_t d = g->q_window_start_ns + window_ns();
+	struct client_gpu *h = g->holder;
+	if (h && !g->drop_sent) {
+		if (limited(h)) {
+			uint64_t t = drop_at(g, h, now);
+			if (g->grant_ns < g->q_window_start_ns && limited_waiter_ready(g, now))
+				t = now;
+			uint64_t s = now + (uint64_t)S.cfg.q_sample_ms * 1000000ull;
+			if (s < t)
+				t = s;
+			if (t < d)
+				d = t;
+		} else if (want_preempt(g, now)) {
+			d = now;
+		}
+	}
+	return d;
+}
+
+static void q_on_tick(struct gpu *g, uint64_t now)
+{
+	if (now >= g->q_window_start_ns + window_ns()) {
+		window_reset(g, now);
+		nvs_policy_grant(g, now);
+	}
+	struct client_gpu *h = g->holder;
+	if (!h || g->drop_sent)
+		return;
+	if (limited(h)) {
+		h->q.window_seen = g->q_window;
+		if (now >= drop_at(g, h, now))
+			nvs_policy_drop(g, now, "quota");
+		else if (g->grant_ns < g->q_window_start_ns && limited_waiter_ready(g, now))
+			/* Granted in an earlier window: a limited waiter with
+			 * fresh quota goes first (no double-length holds
+			 * across the boundary). */
+			nvs_policy_drop(g, now, "quota-window");
+	} else if (want_preempt(g, now)) {
+		nvs_policy_drop(g, now, "quota-priority");
+	}
+}
+
+static const struct nvs_policy_hook quota_hook = {
+	.name = "quota",
+	.may_grant = q_may_grant,
+	.on_grant = q_on_grant,
+	.on_drained = q_on_drained,
+	.on_release = q_on_release,
+	.next_deadline = q_next_deadline,
+	.on_tick = q_on_tick,
+};
+
+int nvs_quota_refresh(struct gpu *g, uint64_t now)
+{
+	nvs_quota_init();
+	int want = 0;
+	if (g->mode != NVS_MODE_OFF)
+		for (const struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
+			if (cg->core_limit >= 1 && cg->core_limit < 100)
+				want = 1;
+	if (want && g->hook != &quota_hook) {
+		if (g->hook)
+			return 0; /* another policy owns this GPU */
+		g->hook = &quota_hook;
+		start_window(g, now);
+		/* A fresh start: limits apply at once, nothing billed yet. */
+		for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext) {
+			memset(&cg->q, 0, sizeof cg->q);
+			cg->q.limit = cg->core_limit;
+			if (cg->state == CG_HOLDING)
+				cg->q.bill_from_ns = now;
+			if (cg->state != CG_IDLE)
+				cg->q.window_seen = g->q_window;
+		}
+		NVS_INFO("QUOTA gpu=%d enabled (window %u ms)", g->index, S.cfg.q_window_ms);
+	} else if (!want && g->hook == &quota_hook) {
+		for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext) {
+			unthrottle(cg, now);
+			cg->q.limit = cg->core_limit;
+		}
+		g->hook = NULL;
+		NVS_INFO("QUOTA gpu=%d disabled (no limited client)", g->index);
+	} else if (want) {
+		/* A client that attached in the middle of a window. */
+		for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
+			if (!cg->q.limit)
+				cg->q.limit = cg->core_limit;
+	}
+	return g->hook == &quota_hook;
+}
+
+/* ---- limits and their sources ---- */
+
+int nvs_client_set_limits_from(struct client *cl, enum nvs_limit_src src, uint32_t core,
+			       uint64_t mem)
+{
+	if (core > 100)
+		return -1;
+	switch (src) {
+	case NVS_LIMIT_SRC_ENV:
+		cl->hello_core_limit = core ? core : 100;
+		cl->hello_mem_limit = mem ? mem : NVS_NO_LIMIT;
+		break;
+	case NVS_LIMIT_SRC_ANNOTATION:
+		cl->annot_core = core;
+		cl->has_annot_mem = mem != 0;
+		cl->annot_mem = mem;
+		break;
+	case NVS_LIMIT_SRC_CTL:
+		cl->core_override = core;
+		cl->has_mem_override = mem != 0;
+		cl->mem_override = mem;
+		break;
+	}
+	int told = 0;
+	for (unsigned i = 0; i < cl->ngpus; i++) {
+		struct client_gpu *cg = cl->gpus[i];
+		uint32_t oc = cg->core_limit;
+		uint64_t om = cg->mem_limit;
+		nvs_client_update_limits(cg);
+		if (cg->core_limit == oc && cg->mem_limit == om)
+			continue;
+		nvs_client_send_limits(cg);
+		told++;
+		NVS_INFO("SET_LIMITS " CG_FMT " core_limit=%u mem_limit=%llu source=%s", CG_ARGS(cg),
+			 cg->core_limit, (unsigned long long)cg->mem_limit,
+			 src == NVS_LIMIT_SRC_CTL ? "ctl"
+			 : src == NVS_LIMIT_SRC_ANNOTATION ? "annotation"
+							    : "env");
+		nvs_policy_settings_changed(cg->gpu);
+	}
+	return told;
+}
+
+/* ---- views ---- */
+
+uint64_t nvs_quota_throttled_ns(const struct client_gpu *cg, uint64_t now)
+{
+	return cg->q.throttled_ns + throttled_open_ns(cg, now);
+}
+
+void nvs_quota_view(const struct client_gpu *cg, uint64_t now, struct nvs_quota_view *v)
+{
+	const struct gpu *g = cg->gpu;
+	memset(v, 0, sizeof *v);
+	int on = g->hook == &quota_hook;
+	v->limit = on && cg->q.limit ? cg->q.limit : cg->core_limit;
+	v->effective_pct = on ? effective_pct(g, cg) : (double)v->limit;
+	v->window_ns = window_ns();
+	if (on) {
+		v->window_elapsed_ns = now > g->q_window_start_ns ? now - g->q_window_start_ns : 0;
+		v->used_ns = billed(cg, now);
+		v->last_used_ns = cg->q.last_used_ns;
+	}
+	v->throttled = cg->q.throttled;
+	v->throttled_ns = nvs_quota_throttled_ns(cg, now);
+}

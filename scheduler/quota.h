@@ -1,0 +1,75 @@
+/*
+ * Compute quotas: a client's core limit (1..100 % of one GPU's time) as a
+ * hard cap, accounted over a window. See docs/quotas.md for the algorithm
+ * and its math.
+ *
+ * A GPU with a limited client attached is serialized (modes on and auto):
+ * every client holds the lock to run, so a limited client's GPU time is
+ * exactly its hold time. The quota policy is a struct nvs_policy_hook
+ * (policy.h) installed on such a GPU:
+ *  - bills hold time per window, the drop tail at the client's measured
+ *    drain plus NVSHARE_DROP_TAIL_BILLING_PERCENT of the rest;
+ *  - sends DROP_LOCK when quota - billed <= the expected billed tail;
+ *  - keeps a throttled client from the lock until the window ends;
+ *  - lets limited clients with quota left go before unlimited ones, and
+ *    preempts an unlimited holder for them;
+ *  - scales limits down when the active clients' limits oversubscribe the
+ *    GPU (idle clients left out; unlimited co-runners keep a fair share).
+ */
+#ifndef NVSHARE_SCHEDULER_QUOTA_H
+#define NVSHARE_SCHEDULER_QUOTA_H
+
+#include <stdint.h>
+
+struct gpu;
+struct client;
+struct client_gpu;
+
+/* Reads NVSHARE_COMPUTE_WINDOW_MS, NVSHARE_QUOTA_SAMPLE_INTERVAL_MS,
+ * NVSHARE_QUOTA_CARRYOVER_PERCENT, NVSHARE_DROP_TAIL_BILLING_PERCENT into
+ * S.cfg once (idempotent). */
+void nvs_quota_init(void);
+
+/* Installs or removes the quota policy on g after its clients or their
+ * limits changed. Returns 1 if g must be serialized for quotas. Called by
+ * policy.c's mode evaluation. */
+int nvs_quota_refresh(struct gpu *g, uint64_t now);
+
+/* Where a limit comes from; a higher source wins, per field. */
+enum nvs_limit_src {
+	NVS_LIMIT_SRC_ENV = 0,	      /* HELLO: NVSHARE_GPU_CORE/MEMORY_LIMIT */
+	NVS_LIMIT_SRC_ANNOTATION = 1, /* nvshare.com/gpu-core-limit, -memory-limit */
+	NVS_LIMIT_SRC_CTL = 2,	      /* nvsharectl --set-client */
+};
+
+/*
+ * Sets the limits one source gives a client, for all its GPUs (and GPUs it
+ * attaches later), recomputes the effective limits (ctl > annotation > env,
+ * field by field), sends SET_LIMITS to every GPU whose limits changed and
+ * re-evaluates those GPUs.
+ *   core: 1..100, or 0 = this source gives no core limit (removed)
+ *   mem:  bytes; 0 = this source gives no memory limit (removed);
+ *         UINT64_MAX (NVS_NO_LIMIT) = this source says "no limit"
+ * Annotation memory values: a bare number is MiB (nvs_parse_size(s, 1 << 20)).
+ * Returns the number of GPUs told, or -1 for a bad core value.
+ */
+int nvs_client_set_limits_from(struct client *cl, enum nvs_limit_src src, uint32_t core,
+			       uint64_t mem);
+
+/* A client's quota as shown by nvsharectl / metrics. */
+struct nvs_quota_view {
+	uint32_t limit;		/* core limit in force this window (100 none) */
+	double effective_pct;	/* after scaling for oversubscription */
+	uint64_t window_ns;
+	uint64_t window_elapsed_ns;
+	uint64_t used_ns;	/* billed in the current window */
+	uint64_t last_used_ns;	/* billed in the previous window */
+	int throttled;
+	uint64_t throttled_ns;	/* total time kept from the lock by its quota */
+};
+void nvs_quota_view(const struct client_gpu *cg, uint64_t now, struct nvs_quota_view *v);
+
+/* Total time the quota kept cg from the lock (metrics). */
+uint64_t nvs_quota_throttled_ns(const struct client_gpu *cg, uint64_t now);
+
+#endif

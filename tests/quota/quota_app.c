@@ -1,0 +1,250 @@
+/*
+ * quota_app: the CUDA application of the quota tests (tests/quota). It finds
+ * the driver as libcudart does (dlopen libcuda.so.1, then cuGetProcAddress),
+ * so under LD_PRELOAD=libnvshare.so every call goes through nvshare.
+ *
+ * Compute mode (default): launches nvshare_sim_kernel (--kernel-us, default
+ * 1000 us) back to back on the legacy stream, without synchronizing (or
+ * every --sync-every kernels, as an application that reads results), for
+ * --seconds (default 12), and every --sample-ms (default 100) prints
+ *     S name=A t=<CLOCK_MONOTONIC ms> busy=<ns> kernels=<n>
+ * where busy is this process's kernel time on the simulated GPU
+ * (nvshareSimGetProcStats). The share over [t1, t2] is
+ * (busy2 - busy1) / (t2 - t1). Ends with "DONE name=A".
+ *
+ * Memory mode (--mem): reads commands from stdin, one per line, answering
+ * each with one line:
+ *     alloc  -> "ALLOC ok|fail used=<bytes>"   (64 MiB, cuMemAlloc)
+ *     free   -> "FREE ok used=<bytes>"         (the last allocation)
+ *     info   -> "INFO free=<bytes> total=<bytes>"  (cuMemGetInfo)
+ *     quit
+ *
+ * quota_app --now prints CLOCK_MONOTONIC in ms (no CUDA).
+ */
+#include "tests/sim/sim_api.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef CUresult (*gpa2_t)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+typedef int (*procstats_t)(int, int, struct nvshare_sim_stats *);
+
+static struct {
+	CUresult (*Init)(unsigned);
+	CUresult (*DeviceGet)(CUdevice *, int);
+	CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
+	CUresult (*CtxSetCurrent)(CUcontext);
+	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+	CUresult (*MemFree)(CUdeviceptr);
+	CUresult (*MemGetInfo)(size_t *, size_t *);
+	CUresult (*ModuleLoadData)(CUmodule *, const void *);
+	CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+	CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+				 unsigned, unsigned, CUstream, void **, void **);
+	CUresult (*CtxSynchronize)(void);
+} cu;
+static procstats_t proc_stats;
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void *sym(gpa2_t gpa, const char *s, int ver)
+{
+	void *p = NULL;
+	CUdriverProcAddressQueryResult st;
+	if (gpa(s, &p, ver, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || !p) {
+		fprintf(stderr, "quota_app: driver lacks %s\n", s);
+		exit(2);
+	}
+	return p;
+}
+
+static void load_driver(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		fprintf(stderr, "quota_app: %s\n", dlerror());
+		exit(2);
+	}
+	gpa2_t first = (gpa2_t)dlsym(h, "cuGetProcAddress_v2");
+	*(void **)&proc_stats = dlsym(h, "nvshareSimGetProcStats");
+	if (!first || !proc_stats) {
+		fprintf(stderr, "quota_app: needs the simulated libcuda.so.1 (tests/sim)\n");
+		exit(2);
+	}
+	gpa2_t gpa = (gpa2_t)sym(first, "cuGetProcAddress", 12000);
+	*(void **)&cu.Init = sym(gpa, "cuInit", 2000);
+	*(void **)&cu.DeviceGet = sym(gpa, "cuDeviceGet", 2000);
+	*(void **)&cu.PrimaryCtxRetain = sym(gpa, "cuDevicePrimaryCtxRetain", 7000);
+	*(void **)&cu.CtxSetCurrent = sym(gpa, "cuCtxSetCurrent", 4000);
+	*(void **)&cu.MemAlloc = sym(gpa, "cuMemAlloc", 3020);
+	*(void **)&cu.MemFree = sym(gpa, "cuMemFree", 3020);
+	*(void **)&cu.MemGetInfo = sym(gpa, "cuMemGetInfo", 3020);
+	*(void **)&cu.ModuleLoadData = sym(gpa, "cuModuleLoadData", 2000);
+	*(void **)&cu.ModuleGetFunction = sym(gpa, "cuModuleGetFunction", 2000);
+	*(void **)&cu.LaunchKernel = sym(gpa, "cuLaunchKernel", 4000);
+	*(void **)&cu.CtxSynchronize = sym(gpa, "cuCtxSynchronize", 2000);
+}
+
+#define CK(call)                                                                        \
+	do {                                                                            \
+		CUresult rc_ = (call);                                                  \
+		if (rc_ != CUDA_SUCCESS) {                                              \
+			printf("FAILED %s = %d\n", #call, (int)rc_);                    \
+			exit(1);                                                        \
+		}                                                                       \
+	} while (0)
+
+static const char *app_name = "app";
+static atomic_long launched;
+static atomic_int finished;
+static double sample_every_ms = 100;
+
+static void sample(const char *name, long kernels)
+{
+	struct nvshare_sim_stats st;
+	memset(&st, 0, sizeof st);
+	proc_stats(0, 0, &st);
+	printf("S name=%s t=%.3f busy=%llu kernels=%ld\n", name, now_ms(),
+	       (unsigned long long)st.kernel_busy_ns, kernels);
+	fflush(stdout);
+}
+
+/* Samples on its own thread: the launching thread blocks while throttled. */
+static void *sampler(void *arg)
+{
+	(void)arg;
+	double next = now_ms();
+	while (!atomic_load(&finished)) {
+		sample(app_name, atomic_load(&launched));
+		next += sample_every_ms;
+		double d = next - now_ms();
+		if (d > 0) {
+			struct timespec ts = {(time_t)(d / 1e3), (long)((d - (double)(long)(d / 1e3) * 1e3) * 1e6)};
+			nanosleep(&ts, NULL);
+		}
+	}
+	return NULL;
+}
+
+static int mem_mode(void)
+{
+	enum { MAXA = 256 };
+	CUdeviceptr a[MAXA];
+	int n = 0;
+	const size_t chunk = 64u << 20;
+	char line[64];
+	while (fgets(line, sizeof line, stdin)) {
+		if (!strncmp(line, "alloc", 5)) {
+			int ok = n < MAXA && cu.MemAlloc(&a[n], chunk) == CUDA_SUCCESS;
+			if (ok)
+				n++;
+			printf("ALLOC %s used=%llu\n", ok ? "ok" : "fail",
+			       (unsigned long long)n * chunk);
+		} else if (!strncmp(line, "free", 4)) {
+			int ok = n > 0 && cu.MemFree(a[n - 1]) == CUDA_SUCCESS;
+			if (ok)
+				n--;
+			printf("FREE %s used=%llu\n", ok ? "ok" : "fail",
+			       (unsigned long long)n * chunk);
+		} else if (!strncmp(line, "info", 4)) {
+			size_t fr = 0, tot = 0;
+			CUresult r = cu.MemGetInfo(&fr, &tot);
+			printf("INFO rc=%d free=%zu total=%zu\n", (int)r, fr, tot);
+		} else if (!strncmp(line, "quit", 4)) {
+			break;
+		}
+		fflush(stdout);
+	}
+	while (n > 0)
+		cu.MemFree(a[--n]);
+	printf("DONE mem\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *name = "app";
+	double seconds = 12;
+	unsigned long long us = 1000;
+	double sample_ms = 100;
+	int mem = 0;
+	long sync_every = 0;
+	if (argc == 2 && !strcmp(argv[1], "--now")) {
+		/* The tests' clock (CLOCK_MONOTONIC ms), to align with the
+		 * scheduler's windows. */
+		printf("%.3f\n", now_ms());
+		return 0;
+	}
+	for (int i = 1; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(argv[i], "--name") && v)
+			name = argv[++i];
+		else if (!strcmp(argv[i], "--seconds") && v)
+			seconds = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--kernel-us") && v)
+			us = strtoull(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--sample-ms") && v)
+			sample_ms = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--sync-every") && v)
+			sync_every = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--mem"))
+			mem = 1;
+		else {
+			fprintf(stderr, "usage: quota_app [--name A] [--seconds S] [--kernel-us US] "
+					"[--sample-ms MS] [--sync-every K] | --mem\n");
+			return 2;
+		}
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	load_driver();
+	CUdevice dev;
+	CUcontext ctx;
+	CK(cu.Init(0));
+	CK(cu.DeviceGet(&dev, 0));
+	CK(cu.PrimaryCtxRetain(&ctx, dev));
+	CK(cu.CtxSetCurrent(ctx));
+	printf("START name=%s pid=%d t=%.3f\n", name, (int)getpid(), now_ms());
+	if (mem)
+		return mem_mode();
+
+	CUmodule mod;
+	static const char image[] = "nvshare quota_app module";
+	CK(cu.ModuleLoadData(&mod, image));
+	CUfunction fn;
+	CK(cu.ModuleGetFunction(&fn, mod, NVSHARE_SIM_KERNEL_NAME));
+	void *args[3] = {&us, NULL, NULL};
+	app_name = name;
+	sample_every_ms = sample_ms;
+	pthread_t th;
+	if (pthread_create(&th, NULL, sampler, NULL)) {
+		printf("FAILED pthread_create\n");
+		return 1;
+	}
+	double t0 = now_ms();
+	long k = 0;
+	while (now_ms() - t0 < seconds * 1e3) {
+		CK(cu.LaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
+		atomic_store(&launched, ++k);
+		if (sync_every > 0 && k % sync_every == 0)
+			CK(cu.CtxSynchronize());
+	}
+	atomic_store(&finished, 1);
+	pthread_join(th, NULL);
+	CK(cu.CtxSynchronize());
+	sample(name, k);
+	printf("DONE name=%s kernels=%ld\n", name, k);
+	return 0;
+}
