@@ -196,6 +196,10 @@ struct sched {
 	char sock_path[108];
 	/* connection counters */
 	uint64_t conns_accepted, conns_closed_bad, conns_closed_slow;
+	/* faults survived (docs/reliability.md) */
+	uint64_t accept_refused; /* out of fds: refused through the spare fd */
+	uint64_t accept_pauses;	 /* out of fds/memory: stopped accepting 100 ms */
+	uint64_t sock_recreated; /* socket removed/replaced and re-created */
 };
 
 extern struct sched S;

@@ -208,6 +208,9 @@ cJSON *nvs_status_json(uint64_t now)
 	num(c, "accepted", S.conns_accepted);
 	num(c, "closed_malformed", S.conns_closed_bad);
 	num(c, "closed_not_reading", S.conns_closed_slow);
+	num(c, "refused_no_fd", S.accept_refused);
+	num(c, "accept_pauses", S.accept_pauses);
+	num(c, "socket_recreated", S.sock_recreated);
 	cJSON *gs = cJSON_AddArrayToObject(root, "gpus");
 	for (unsigned i = 0; i < S.ngpus; i++)
 		cJSON_AddItemToArray(gs, gpu_json(&S.gpus[i], now));
