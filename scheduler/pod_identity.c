@@ -4,6 +4,7 @@
 #include "k8s_watch.h"
 #include "log.h"
 #include "parse.h"
+#include "quota.h"
 #include "state.h"
 
 #include <errno.h>
@@ -63,13 +64,9 @@ int nvs_pod_uid_of_pid(int pid, char *out, unsigned cap)
 	return rc;
 }
 
-/*
- * MERGE WITH quota.c: sets the annotation-sourced limits of one client
- * (core 0 / mem 0: none), recomputes each GPU's effective limits
- * (ctl > annotation > env, nvs_client_update_limits) and sends SET_LIMITS
- * to the GPUs whose limits changed. To be replaced by quota.c's
- * nvs_client_set_limits_from(cl, NVS_LIMIT_SRC_ANNOTATION, core, mem).
- */
+/* Annotation-sourced limits (core 0 / mem 0: none) through quota.c's
+ * per-source setter (ctl > annotation > env), which sends SET_LIMITS to
+ * the GPUs whose effective limits changed. */
 static void set_annotation_limits(struct client *cl, uint32_t core, uint64_t mem)
 {
 	if (cl->annot_core == core && cl->has_annot_mem == (mem != 0) && cl->annot_mem == mem)
@@ -81,22 +78,7 @@ static void set_annotation_limits(struct client *cl, uint32_t core, uint64_t mem
 		nvs_format_size(mem, mb, sizeof mb);
 	NVS_INFO("client=%u pid=%d pod %s/%s annotation limits: core %s, memory %s", cl->id,
 		 (int)cl->pid, cl->pod_namespace, cl->pod_name, cb, mb);
-	cl->annot_core = core;
-	cl->has_annot_mem = mem != 0;
-	cl->annot_mem = mem;
-	for (unsigned i = 0; i < cl->ngpus; i++) {
-		struct client_gpu *cg = cl->gpus[i];
-		uint32_t oc = cg->core_limit;
-		uint64_t om = cg->mem_limit;
-		nvs_client_update_limits(cg);
-		if (cg->core_limit == oc && cg->mem_limit == om)
-			continue;
-		nvs_client_send_limits(cg);
-		NVS_INFO("SET_LIMITS client=%u pid=%d gpu=%d core_limit=%u mem_limit=%llu "
-			 "source=annotation",
-			 cl->id, (int)cl->pid, cg->gpu->index, cg->core_limit,
-			 (unsigned long long)cg->mem_limit);
-	}
+	nvs_client_set_limits_from(cl, NVS_LIMIT_SRC_ANNOTATION, core, mem);
 }
 
 /* The client's view of Pod p: name, namespace, annotation limits. */
