@@ -54,7 +54,6 @@ SCHED_COMMON_ENV = {"NVSHARE_METRICS_ENABLE": "0"}
 # *PREFETCH* variable name inside the binaries and set it to 0.
 SWAP_OFF_ENV = os.environ.get("BENCH_SWAP_OFF_ENV")
 SWAP_NAME_RE = rb"NVSHARE_[A-Z0-9_]*(?:SWAP|PREFETCH)[A-Z0-9_]*"
-CTL_BIN_SWAP = os.path.join(BUILD, "nvsharectl")  # swap counters of the pressure schedulers
 # Time quanta per scheduler (NVSHARE_TQ syntax: bare number = seconds).
 TQ_ON = env("BENCH_TQ_ON", "")                   # "" = scheduler default (30 s)
 TQ_INTERACTIVE = env("BENCH_TQ_INTERACTIVE", "0.1")  # on-mode, interactive beside batch
@@ -82,7 +81,7 @@ CMD_TIMEOUT = 120
 # measured. Share = a worker's matmul rate / its rate alone uncapped.
 CTL_BIN = os.path.join(BUILD, "nvsharectl")
 QUOTA_WINDOW_MS = env("BENCH_QUOTA_WINDOW_MS", "2000")
-QUOTA_LEAD, QUOTA_SKIP, QUOTA_MEASURE = 2.1, 0.3, 4.0   # s
+QUOTA_LEAD, QUOTA_SKIP, QUOTA_MEASURE = 2.1, 0.3, 6.0   # s
 QUOTA_SINGLES = [25, 50, 75]
 QUOTA_PAIRS = [(30, 60), (25, 75), (50, 50)]
 QUOTA_MM_N, QUOTA_SYNC = 8192, 10                  # bf16 8192^3 (~1.5 ms on an H100), sync every 10
@@ -178,11 +177,20 @@ def detect_swap_env():
 
 # ----------------------------------------------------------------- startup
 
-def start_sched(cfg, dry, real=False):
-    cfg.sock_dir = mktemp("nvs-bench-%s." % cfg.name)
+def tool_env(sock_dir):
+    """Environment for our own binaries (scheduler, nvsharectl,
+    sched_latency): their non-libc libraries travel in SCHED_LIBDIR; the
+    GPU workers never get it."""
     e = dict(os.environ)
     e["LD_LIBRARY_PATH"] = SCHED_LIBDIR + (":" + e["LD_LIBRARY_PATH"] if e.get("LD_LIBRARY_PATH") else "")
-    e["NVSHARE_SOCK_DIR"] = cfg.sock_dir
+    if sock_dir:
+        e["NVSHARE_SOCK_DIR"] = sock_dir
+    return e
+
+
+def start_sched(cfg, dry, real=False):
+    cfg.sock_dir = mktemp("nvs-bench-%s." % cfg.name)
+    e = tool_env(cfg.sock_dir)
     e.update(SCHED_COMMON_ENV)
     e.update(cfg.sched_env)
     argv = ["timeout", "-k", "5", str(int(DEADLINE + 60)), SCHED_BIN]
@@ -397,8 +405,7 @@ def run_interactive(C, R, order):
 def ctl_core_limit(cfg, pid, core):
     if FAKE:
         return  # fake workers never connect to the scheduler
-    e = dict(os.environ)
-    e["NVSHARE_SOCK_DIR"] = cfg.sock_dir
+    e = tool_env(cfg.sock_dir)
     arg = str(core) if core < 100 else "default"
     r = subprocess.run([CTL_BIN, "--set-client", str(pid), "--core-limit", arg], env=e,
                        capture_output=True, text=True, timeout=10)
@@ -407,12 +414,14 @@ def ctl_core_limit(cfg, pid, core):
             pid, arg, (r.stderr or r.stdout).strip()))
 
 
-def spin_rate(marks, a, b):
-    """Steps per second between the first mark >= a and the last <= b."""
+def spin_rate(marks, a, b, field=1):
+    """Per second between the first mark >= a and the last <= b: steps
+    (field 1), or GPU seconds of the worker's kernels (field 2: its share of
+    GPU time)."""
     xs = [m for m in marks if a <= m[0] <= b]
-    if len(xs) < 2 or xs[-1][0] <= xs[0][0]:
+    if len(xs) < 2 or xs[-1][0] <= xs[0][0] or len(xs[0]) <= field:
         return None
-    return (xs[-1][1] - xs[0][1]) / (xs[-1][0] - xs[0][0])
+    return (xs[-1][field] - xs[0][field]) / (xs[-1][0] - xs[0][0])
 
 
 def run_quota(C, R):
@@ -432,21 +441,28 @@ def run_quota(C, R):
             cmd = {"op": "spin", "start_at": t0, "until": b + 0.2, "n": QUOTA_MM_N, "sync_every": QUOTA_SYNC}
             rs = pair_call(c, [cmd if cap is not None else None for cap in caps],
                            timeout=QUOTA_LEAD + QUOTA_MEASURE + 60)
-            return [spin_rate(r["marks"], a, b) if r else None for r in rs]
+            rates = [spin_rate(r["marks"], a, b) if r else None for r in rs]
+            gpu = [spin_rate(r["marks"], a, b, 2) if r else None for r in rs]
+            return rates, gpu
 
-        base = spin([100, None])[0]
-        unc = spin([100, 100])
-        q["base"], q["uncapped_pair"] = base, sum(x or 0 for x in unc)
+        base, base_gpu = spin([100, None])
+        base, base_gpu = base[0], base_gpu[0]
+        unc, _ = spin([100, 100])
+        q["base"], q["base_gpu_share"], q["uncapped_pair"] = base, base_gpu, sum(x or 0 for x in unc)
         if not base:
             raise RuntimeError("no progress measured alone")
+
+        def pct_gpu(g):
+            return 100.0 * g if g is not None else None
         for cap in QUOTA_SINGLES:
-            r = spin([cap, None])
+            r, g = spin([cap, None])
             q["cases"].append({"name": "single %d%%" % cap, "caps": [cap], "rates": r[:1],
-                               "shares": [100.0 * (r[0] or 0) / base]})
+                               "shares": [pct_gpu(g[0])], "work_shares": [100.0 * (r[0] or 0) / base]})
         for pa, pb in QUOTA_PAIRS:
-            r = spin([pa, pb])
+            r, g = spin([pa, pb])
             q["cases"].append({"name": "pair %d%% + %d%%" % (pa, pb), "caps": [pa, pb], "rates": r,
-                               "shares": [100.0 * (x or 0) / base for x in r],
+                               "shares": [pct_gpu(x) for x in g],
+                               "work_shares": [100.0 * (x or 0) / base for x in r],
                                "total_ratio": sum(x or 0 for x in r) / q["uncapped_pair"]
                                if q["uncapped_pair"] else None})
         for pid in pids:
@@ -463,9 +479,14 @@ def quota_section(R, L, T):
     L.append("")
     L.append("Two PyTorch workers (bf16 %d³ matmuls, a synchronize every %d) under one scheduler "
              "(auto, window %s ms); caps set with `nvsharectl --set-client PID --core-limit N`, "
-             "measured over %.0f s from the first whole window after the change. Share = the "
-             "worker's matmul rate / its rate alone uncapped%s." % (
+             "measured over %.0f s starting 0.3 s into the first window after the change "
+             "(not aligned to the scheduler's windows). **Share = the worker's share of GPU time**: "
+             "the summed duration of its matmul kernels (CUDA events around each) / wall time; "
+             "alone and uncapped it is %s. *Work share* = its matmul rate / its rate alone "
+             "uncapped%s: higher than the GPU-time share for a lone capped job, because a GPU "
+             "kept busy only part of the time runs at a higher clock." % (
                  QUOTA_MM_N, QUOTA_SYNC, QUOTA_WINDOW_MS, QUOTA_MEASURE,
+                 "%.1f%%" % (100 * q["base_gpu_share"]) if q.get("base_gpu_share") else "n/a",
                  " (%.1f/s)" % q["base"] if q.get("base") else ""))
     L.append("")
     if q.get("error"):
@@ -473,6 +494,10 @@ def quota_section(R, L, T):
         L.append("")
     rows, worst, worst_total = [], None, None
     for cs in q["cases"]:
+        if any(x is None for x in cs["shares"]):
+            worst = float("inf")
+            rows.append([cs["name"], " + ".join("%d%%" % x for x in cs["caps"]), "n/a", "n/a", "-", "-"])
+            continue
         errs = [s - cap for s, cap in zip(cs["shares"], cs["caps"])]
         for e in errs:
             worst = abs(e) if worst is None else max(worst, abs(e))
@@ -482,9 +507,10 @@ def quota_section(R, L, T):
         rows.append([cs["name"], " + ".join("%d%%" % x for x in cs["caps"]),
                      " + ".join("%.2f%%" % x for x in cs["shares"]),
                      " / ".join("%+.2f" % e for e in errs),
+                     " + ".join("%.2f%%" % x for x in cs.get("work_shares", [])),
                      "%.3f" % tr if tr is not None else "-"])
     if rows:
-        L.append(md_table(["case", "caps", "achieved share", "error (points)",
+        L.append(md_table(["case", "caps", "GPU-time share", "error (points)", "work share",
                            "pair total / uncapped pair"], rows))
         L.append("")
     if worst is not None:
@@ -502,9 +528,7 @@ def run_sched_latency(R, dry):
         return
     cfg = Config("lat", "scheduler for sched_latency", {MODE_VAR: "auto"})
     start_sched(cfg, dry, real=True)
-    e = dict(os.environ)
-    e["LD_LIBRARY_PATH"] = SCHED_LIBDIR + (":" + e["LD_LIBRARY_PATH"] if e.get("LD_LIBRARY_PATH") else "")
-    e["NVSHARE_SOCK_DIR"] = cfg.sock_dir
+    e = tool_env(cfg.sock_dir)
     argv = ["timeout", "-k", "5", str(int(max(10, min(90, left() - 10)))), SCHED_LATENCY_BIN] + SCHED_LATENCY_ARGS
     if dry:
         say("sched_latency: NVSHARE_SOCK_DIR=%s %s" % (cfg.sock_dir, " ".join(argv)))
@@ -836,7 +860,7 @@ def main():
                 "mem_scale": scale, "swap_env": " ".join("%s=%s" % kv for kv in swap_env.items())}
         # rough costs (s) to skip what no longer fits in the deadline
         cost = {"overhead": 20, "fit": 30, "idle": 10, "interactive": 30, "pressure": 50, "sched_latency": 15,
-                "quota": 60}
+                "quota": 75}
         for s in only:
             if left() < cost[s]:
                 say("skipping %s: %.0f s left" % (s, left()))
@@ -896,10 +920,9 @@ def swap_counters(cfg):
     """The pressure scheduler's per-GPU swap totals (nvsharectl --json)."""
     if FAKE or not cfg or not cfg.sock_dir:
         return None
-    e = dict(os.environ)
-    e["NVSHARE_SOCK_DIR"] = cfg.sock_dir
+    e = tool_env(cfg.sock_dir)
     try:
-        r = subprocess.run([CTL_BIN_SWAP, "--json"], env=e, capture_output=True, text=True, timeout=10)
+        r = subprocess.run([CTL_BIN, "--json"], env=e, capture_output=True, text=True, timeout=10)
         g = json.loads(r.stdout)["gpus"]
     except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
         return None

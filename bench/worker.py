@@ -305,20 +305,33 @@ FAKE = os.environ.get("BENCH_FAKE") == "1"
 
 def op_spin(c):
     """Matmuls from start_at to until; a progress mark after every sync, so
-    that the caller can take the rate over any sub-interval."""
+    that the caller can take the rate over any sub-interval. Each mark also
+    carries the GPU time the matmuls took (CUDA events around each one): the
+    share of GPU time, unlike the work rate, does not depend on the clock
+    the GPU runs at (a capped job runs at a higher boost clock than one that
+    keeps the GPU busy). A tiny kernel before each start event takes the
+    launch gate first, so a wait for the lock does not fall between the
+    events."""
     n, every = c.get("n", 8192), c.get("sync_every", 10)
     a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
     b = torch.randn(n, n, device=dev, dtype=torch.bfloat16) / math.sqrt(n)
     out = torch.empty(n, n, device=dev, dtype=torch.bfloat16)
+    gate = torch.zeros(1, device=dev)
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+          for _ in range(every)]
     sync()
     sleep_until(c["start_at"])
-    marks, steps = [(now(), 0)], 0
+    marks, steps, busy = [(now(), 0, 0.0)], 0, 0.0
     while now() < c["until"]:
-        for _ in range(every):
+        for e0, e1 in ev:
+            gate.add_(1)
+            e0.record()
             torch.mm(a, b, out=out)
+            e1.record()
         sync()
+        busy += sum(e0.elapsed_time(e1) for e0, e1 in ev) / 1000.0
         steps += every
-        marks.append((now(), steps))
+        marks.append((now(), steps, busy))
     del a, b, out
     release()
     return {"marks": marks}
@@ -396,7 +409,7 @@ def fake_op(c):
     if op == "spin":
         sleep_until(c["until"])
         share = float(os.environ.get("BENCH_FAKE_SHARE", "1"))
-        return {"marks": [(c["start_at"] + 0.1 * i, int(100 * i * share))
+        return {"marks": [(c["start_at"] + 0.1 * i, int(100 * i * share), 0.1 * i * share)
                           for i in range(int((c["until"] - c["start_at"]) / 0.1) + 1)]}
     raise ValueError(op)
 

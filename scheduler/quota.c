@@ -6,6 +6,15 @@
  * in force this window, the time billed in it, the expected billed drop
  * tail, the throttle state.
  *
+ * Pacing: besides its quota per window, a limited client's use follows the
+ * fluid line pct * t with at most one slice (NVSHARE_QUOTA_SLICE_MS) of
+ * credit: a token bucket of depth `slice` filled at pct, kept as a virtual
+ * clock (credit()). So over ANY interval T it gets at most
+ * pct * T + slice + its drop tail, instead of up to 2Q in one stretch
+ * across a window boundary (a client that starts late in one window and
+ * runs on into the next), and measurements that know nothing of the
+ * scheduler's windows see the cap too. Idle time banks at most one slice.
+ *
  * Billing is hold time. A hold is billed continuously while it lasts
  * (bill_from_ns .. now), split at window boundaries; at release the part of
  * the DROP_LOCK -> LOCK_RELEASED tail that the client's own measured drain
@@ -61,6 +70,8 @@ void nvs_quota_init(void)
 	S.cfg.q_sample_ms = env_clamped("NVSHARE_QUOTA_SAMPLE_INTERVAL_MS", 50, 10, 1000);
 	S.cfg.q_carry_pct = env_clamped("NVSHARE_QUOTA_CARRYOVER_PERCENT", 25, 0, 100);
 	S.cfg.q_tail_pct = env_clamped("NVSHARE_DROP_TAIL_BILLING_PERCENT", 70, 0, 100);
+	S.cfg.q_slice_ms = env_clamped("NVSHARE_QUOTA_SLICE_MS", S.cfg.q_window_ms / 20, 10,
+				       S.cfg.q_window_ms);
 }
 
 static uint64_t window_ns(void)
@@ -111,12 +122,66 @@ static uint64_t quota_ns(const struct gpu *g, const struct client_gpu *cg)
 	return (uint64_t)((double)window_ns() * effective_pct(g, cg) / 100.0);
 }
 
+static uint64_t slice_ns(void)
+{
+	return (uint64_t)S.cfg.q_slice_ms * 1000000ull;
+}
+
+static uint64_t holding_ns(const struct client_gpu *cg, uint64_t now)
+{
+	if (cg->state == CG_HOLDING && cg->q.bill_from_ns && now > cg->q.bill_from_ns)
+		return now - cg->q.bill_from_ns;
+	return 0;
+}
+
 static uint64_t billed(const struct client_gpu *cg, uint64_t now)
 {
-	uint64_t u = cg->q.used_ns;
-	if (cg->state == CG_HOLDING && cg->q.bill_from_ns && now > cg->q.bill_from_ns)
-		u += now - cg->q.bill_from_ns;
-	return u;
+	return cg->q.used_ns + holding_ns(cg, now);
+}
+
+/* Adds billed time (used in this window and ever). */
+static void bill(struct client_gpu *cg, uint64_t ns)
+{
+	cg->q.used_ns += ns;
+	cg->q.total_ns += ns;
+}
+
+/* Virtual time of the client's fluid line: each ns it used moves it
+ * 100/pct ns; it never lags `now` by more than slice * 100/pct (the bucket
+ * is full). Credit = (now - vt) * pct/100, at most one slice. */
+static double pace_vt(const struct gpu *g, const struct client_gpu *cg, uint64_t now)
+{
+	double p = effective_pct(g, cg) / 100.0;
+	double used = (double)(cg->q.total_ns + holding_ns(cg, now) - cg->q.pace_billed_ns);
+	double vt = (double)cg->q.pace_vt_ns + used / p;
+	double floor = (double)now - (double)slice_ns() / p;
+	return vt > floor ? vt : floor;
+}
+
+static double credit(const struct gpu *g, const struct client_gpu *cg, uint64_t now)
+{
+	return ((double)now - pace_vt(g, cg, now)) * effective_pct(g, cg) / 100.0;
+}
+
+/* Fixes the virtual clock at `now` (before a grant, after a release, when
+ * the window turns): the full-bucket floor then holds for what follows. */
+static void pace_commit(const struct gpu *g, struct client_gpu *cg, uint64_t now)
+{
+	if (!limited(cg))
+		return;
+	double vt = pace_vt(g, cg, now);
+	cg->q.pace_vt_ns = vt > 0 ? (uint64_t)vt : 0;
+	cg->q.pace_billed_ns = cg->q.total_ns + holding_ns(cg, now);
+}
+
+/* Credit a grant must find. On a free GPU, enough to cover the expected
+ * tail and a minimal grant: the GPU would idle otherwise. To preempt an
+ * unlimited holder, half a slice beyond the tail, so that a hand-off is not
+ * spent on a sliver of GPU time; at most the bucket. */
+static double grant_credit(const struct client_gpu *cg, int preempt)
+{
+	double want = (double)cg->q.tail_est_ns + (preempt ? (double)slice_ns() / 2 : MIN_GRANT_NS);
+	return want < (double)slice_ns() ? want : (double)slice_ns();
 }
 
 /* Not worth granting: what is left does not cover the expected tail. */
@@ -129,14 +194,49 @@ static int exhausted(const struct gpu *g, const struct client_gpu *cg, uint64_t 
 	return need >= q;
 }
 
-static void throttle(struct client_gpu *cg, uint64_t now)
+/* Ahead of its pace line: the quota is not used up, but the client must
+ * wait until the line has moved on by about half a slice (a shorter grant
+ * would cost a hand-off for a sliver of GPU time). Only while the pace, not
+ * the quota, binds: the last bit of quota in a window is always grantable
+ * (exhausted() decides then). */
+static int paced_out(const struct gpu *g, const struct client_gpu *cg, uint64_t now, int preempt)
+{
+	return limited(cg) && credit(g, cg, now) < grant_credit(cg, preempt);
+}
+
+/* May run now: quota left and not ahead of its pace. */
+static int eligible(const struct gpu *g, const struct client_gpu *cg, uint64_t now, int preempt)
+{
+	return !exhausted(g, cg, now) && !paced_out(g, cg, now, preempt);
+}
+
+/* When a waiting limited client becomes eligible by pacing (absolute ns),
+ * or UINT64_MAX if only the next window helps. */
+static uint64_t paced_ready_at(const struct gpu *g, const struct client_gpu *cg, uint64_t now)
+{
+	if (exhausted(g, cg, now))
+		return UINT64_MAX;
+	if (!paced_out(g, cg, now, 0))
+		return now;
+	/* Waiting, the credit grows at pct. */
+	double t = (double)now +
+		   (grant_credit(cg, 0) - credit(g, cg, now)) * 100.0 / effective_pct(g, cg);
+	return t <= (double)now ? now : (uint64_t)t;
+}
+
+/* quiet: pacing waits happen every slice; only quota exhaustion is news. */
+static void throttle(struct client_gpu *cg, uint64_t now, int quiet)
 {
 	if (cg->q.throttled)
 		return;
 	cg->q.throttled = 1;
 	cg->q.throttled_since_ns = now;
-	NVS_INFO("THROTTLE " CG_FMT " used_ms=%.3f limit=%u%%", CG_ARGS(cg),
-		 (double)cg->q.used_ns / 1e6, cg->q.limit);
+	if (quiet)
+		NVS_DEBUG("PACE " CG_FMT " used_ms=%.3f limit=%u%%", CG_ARGS(cg),
+			  (double)cg->q.used_ns / 1e6, cg->q.limit);
+	else
+		NVS_INFO("THROTTLE " CG_FMT " used_ms=%.3f limit=%u%%", CG_ARGS(cg),
+			 (double)cg->q.used_ns / 1e6, cg->q.limit);
 }
 
 /* Throttled time that counts: while it waited for the lock. */
@@ -161,9 +261,23 @@ static void unthrottle(struct client_gpu *cg, uint64_t now)
 static int limited_waiter_ready(const struct gpu *g, uint64_t now)
 {
 	for (const struct client_gpu *w = g->qhead; w; w = w->qnext)
-		if (limited(w) && !exhausted(g, w, now))
+		if (limited(w) && eligible(g, w, now, 1))
 			return 1;
 	return 0;
+}
+
+/* Earliest time a waiting limited client becomes eligible by pacing. */
+static uint64_t next_paced_ready(const struct gpu *g, uint64_t now)
+{
+	uint64_t t = UINT64_MAX;
+	for (const struct client_gpu *w = g->qhead; w; w = w->qnext) {
+		if (!limited(w))
+			continue;
+		uint64_t r = paced_ready_at(g, w, now);
+		if (r < t)
+			t = r;
+	}
+	return t;
 }
 
 static int want_preempt(const struct gpu *g, uint64_t now)
@@ -172,13 +286,21 @@ static int want_preempt(const struct gpu *g, uint64_t now)
 	return h && !g->drop_sent && !limited(h) && limited_waiter_ready(g, now);
 }
 
-/* When the limited holder must get DROP_LOCK: quota - expected tail. */
+/* When the limited holder must get DROP_LOCK: when its expected tail would
+ * overrun the window's quota, or use up its pacing credit (which a hold
+ * drains at 100 % - pct). */
 static uint64_t drop_at(const struct gpu *g, const struct client_gpu *h, uint64_t now)
 {
 	uint64_t q = quota_ns(g, h);
-	uint64_t need = q > h->q.tail_est_ns ? q - h->q.tail_est_ns : 0;
-	uint64_t b = billed(h, now);
-	return b >= need ? now : now + (need - b);
+	uint64_t b = billed(h, now) + h->q.tail_est_ns;
+	if (b >= q)
+		return now;
+	uint64_t t = now + (q - b); /* quota line */
+	double c = credit(g, h, now) - (double)h->q.tail_est_ns;
+	if (c <= 0)
+		return now;
+	double tp = (double)now + c / (1.0 - effective_pct(g, h) / 100.0);
+	return tp < (double)t ? (uint64_t)tp : t;
 }
 
 /* ---- the hook ---- */
@@ -187,12 +309,15 @@ static int q_may_grant(struct gpu *g, struct client_gpu *cg, uint64_t now)
 {
 	cg->q.window_seen = g->q_window;
 	if (limited(cg)) {
-		if (cg->q.throttled)
-			return 0;
 		if (exhausted(g, cg, now)) {
-			throttle(cg, now);
+			throttle(cg, now, 0);
 			return 0;
 		}
+		if (paced_out(g, cg, now, 0)) {
+			throttle(cg, now, 1);
+			return 0;
+		}
+		unthrottle(cg, now);
 		return 1;
 	}
 	/* Limited clients with quota left first: their quota bounds how long
@@ -202,6 +327,7 @@ static int q_may_grant(struct gpu *g, struct client_gpu *cg, uint64_t now)
 
 static void q_on_grant(struct gpu *g, struct client_gpu *cg, uint64_t now)
 {
+	pace_commit(g, cg, now);
 	cg->q.bill_from_ns = now;
 	cg->q.tail_adj_ns = 0;
 	cg->q.window_seen = g->q_window;
@@ -228,12 +354,13 @@ static void q_on_release(struct gpu *g, struct client_gpu *cg, uint64_t now)
 {
 	uint64_t add = cg->q.bill_from_ns && now > cg->q.bill_from_ns ? now - cg->q.bill_from_ns : 0;
 	add = add > cg->q.tail_adj_ns ? add - cg->q.tail_adj_ns : 0;
-	cg->q.used_ns += add;
+	bill(cg, add);
 	cg->q.bill_from_ns = 0;
 	cg->q.tail_adj_ns = 0;
 	cg->q.window_seen = g->q_window;
+	pace_commit(g, cg, now);
 	if (exhausted(g, cg, now))
-		throttle(cg, now);
+		throttle(cg, now, 0);
 }
 
 static void start_window(struct gpu *g, uint64_t now)
@@ -250,9 +377,11 @@ static void window_reset(struct gpu *g, uint64_t now)
 {
 	uint64_t w = window_ns();
 	for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext) {
+		pace_commit(g, cg, now);
 		if (cg->state == CG_HOLDING && cg->q.bill_from_ns && now > cg->q.bill_from_ns) {
-			cg->q.used_ns += now - cg->q.bill_from_ns;
+			bill(cg, now - cg->q.bill_from_ns);
 			cg->q.bill_from_ns = now;
+			cg->q.pace_billed_ns = cg->q.total_ns;
 		}
 		uint64_t q = quota_ns(g, cg);
 		uint64_t over = limited(cg) && cg->q.used_ns > q ? cg->q.used_ns - q : 0;
@@ -295,6 +424,12 @@ static uint64_t q_next_deadline(struct gpu *g, uint64_t now)
 			d = now;
 		}
 	}
+	/* A waiter held back by pacing: wake up when it may run. */
+	if (!h || !limited(h)) {
+		uint64_t r = next_paced_ready(g, now);
+		if (r < d)
+			d = r > now ? r : now;
+	}
 	return d;
 }
 
@@ -305,6 +440,9 @@ static void q_on_tick(struct gpu *g, uint64_t now)
 		nvs_policy_grant(g, now);
 	}
 	struct client_gpu *h = g->holder;
+	if (!h && next_paced_ready(g, now) <= now)
+		nvs_policy_grant(g, now); /* a paced waiter may run now */
+	h = g->holder;
 	if (!h || g->drop_sent)
 		return;
 	if (limited(h)) {

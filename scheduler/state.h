@@ -86,6 +86,11 @@ struct client_gpu {
 		int throttled;		/* quota used up until the window ends */
 		uint64_t throttled_since_ns;
 		uint64_t throttled_ns;	/* waited while throttled (total) */
+		/* Pacing (token bucket as a virtual clock, quota.c): all time
+		 * ever billed, and the virtual time pace_vt_ns at which the
+		 * fluid line pct * t had caught up with pace_billed_ns of it. */
+		uint64_t total_ns;
+		uint64_t pace_vt_ns, pace_billed_ns;
 	} q;
 	struct client_gpu *qprev, *qnext; /* gpu queue (while CG_WAITING) */
 	struct client_gpu *aprev, *anext; /* gpu attached list */
@@ -181,6 +186,7 @@ struct sched_config {
 	uint32_t q_sample_ms;	   /* NVSHARE_QUOTA_SAMPLE_INTERVAL_MS, 50 */
 	uint32_t q_carry_pct;	   /* NVSHARE_QUOTA_CARRYOVER_PERCENT, 25 */
 	uint32_t q_tail_pct;	   /* NVSHARE_DROP_TAIL_BILLING_PERCENT, 70 */
+	uint32_t q_slice_ms;	   /* NVSHARE_QUOTA_SLICE_MS, window / 20 */
 };
 
 struct sched {

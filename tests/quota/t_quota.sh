@@ -11,7 +11,7 @@
 QAPP=$B/tests/quota/quota_app
 CTL=$B/nvsharectl
 TOL=${QUOTA_TOL:-2}
-CASES=${NVS_QUOTA_CASES:-single25 single50 single75 pair3060 pair2575 pair5050 unlimited over100 live memory}
+CASES=${NVS_QUOTA_CASES:-single25 single50 single75 pair3060 pair2575 pair5050 unaligned unlimited over100 live memory}
 
 # ---- helpers run inside a case (a subshell with its own directory) ----
 
@@ -107,6 +107,32 @@ case_pair() { # LA LB
   near "pair $1+$2: A" "$(share A "$FROM" "$TO")" "$1"
   near "pair $1+$2: B" "$(share B "$FROM" "$TO")" "$2"
 }
+case_unaligned() {
+  # Pacing: the cap holds over intervals that are not whole scheduler
+  # windows. An idle limited client C switches quotas on (a window starts);
+  # A (75 %) starts working 0.9 s into that window. Without pacing A would
+  # hold from 0.9 s until its next quota ran out at 3.5 s, 2.6 s in one
+  # stretch, and its first 4 s would show ~87 %. With pacing the bound over
+  # any interval T is 75% * T + one slice (100 ms) + the drop tail.
+  case_env unaligned
+  mkfifo "$C/c.in"
+  env LD_PRELOAD="$PRELOAD" NVSHARE_GPU_CORE_LIMIT=50 "$QAPP" --name C --mem <"$C/c.in" >"$C/C.out" 2>"$C/C.err" &
+  CPIDS+=($!)
+  exec 7>"$C/c.in"
+  echo alloc >&7
+  wait_log 5 "$C/C.out" '^ALLOC'
+  sleep 0.9
+  run_apps 8 "A:75"
+  echo quit >&7
+  exec 7>&-
+  local s f t off
+  s=$(t_start A)
+  for off in 0 1000; do
+    f=$(awk -v a="$s" -v o="$off" 'BEGIN { printf "%.3f", a + o }')
+    t=$(awk -v a="$f" 'BEGIN { printf "%.3f", a + 4000 }')
+    TOL=3 near "75% over 4 s from ${off} ms after a mid-window start" "$(share A "$f" "$t")" 75
+  done
+}
 case_unlimited() {
   # A limited client beside an unlimited one that synchronizes every 10
   # kernels (as a training loop reading its loss): A gets its 30 %, B the
@@ -200,6 +226,7 @@ run_case() {
   case $1 in
     single*) case_single "${1#single}";;
     pair*) case_pair "${1:4:2}" "${1:6:2}";;
+    unaligned) case_unaligned;;
     unlimited) case_unlimited;;
     over100) case_over100;;
     live) case_live;;
