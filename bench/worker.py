@@ -311,7 +311,8 @@ def op_spin(c):
     the GPU runs at (a capped job runs at a higher boost clock than one that
     keeps the GPU busy). A tiny kernel before each start event takes the
     launch gate first, so a wait for the lock does not fall between the
-    events."""
+    events; with sync_every 1 nothing is queued, so nvshare's in-flight cap
+    for limited clients does not block there either."""
     n, every = c.get("n", 8192), c.get("sync_every", 10)
     a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
     b = torch.randn(n, n, device=dev, dtype=torch.bfloat16) / math.sqrt(n)

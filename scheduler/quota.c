@@ -174,13 +174,21 @@ static void pace_commit(const struct gpu *g, struct client_gpu *cg, uint64_t now
 	cg->q.pace_billed_ns = cg->q.total_ns + holding_ns(cg, now);
 }
 
-/* Credit a grant must find. On a free GPU, enough to cover the expected
- * tail and a minimal grant: the GPU would idle otherwise. To preempt an
- * unlimited holder, half a slice beyond the tail, so that a hand-off is not
- * spent on a sliver of GPU time; at most the bucket. */
-static double grant_credit(const struct client_gpu *cg, int preempt)
+/* Credit a grant must find: half a slice beyond the expected tail, at most
+ * the bucket. Less would hand the GPU over for slivers: a lone capped client
+ * granted at every millisecond of credit ran 3 ms holds with ~1 ms of
+ * hand-off each on an H200. With two clients whose caps sum to 100 the sum
+ * of their credits is conserved while one holds, so once it covers both
+ * thresholds no gap recurs. */
+static double grant_credit(const struct client_gpu *cg)
 {
-	double want = (double)cg->q.tail_est_ns + (preempt ? (double)slice_ns() / 2 : MIN_GRANT_NS);
+	/* With another client waiting the GPU would idle while this one's
+	 * credit grows to half a slice (a client with the larger cap of a
+	 * pair lost 2-3 points that way on the simulated GPU): an eighth. */
+	int others = 0;
+	for (const struct client_gpu *w = cg->gpu->qhead; w && !others; w = w->qnext)
+		others = w != cg;
+	double want = (double)cg->q.tail_est_ns + (double)slice_ns() / (others ? 8 : 2);
 	return want < (double)slice_ns() ? want : (double)slice_ns();
 }
 
@@ -199,15 +207,15 @@ static int exhausted(const struct gpu *g, const struct client_gpu *cg, uint64_t 
  * would cost a hand-off for a sliver of GPU time). Only while the pace, not
  * the quota, binds: the last bit of quota in a window is always grantable
  * (exhausted() decides then). */
-static int paced_out(const struct gpu *g, const struct client_gpu *cg, uint64_t now, int preempt)
+static int paced_out(const struct gpu *g, const struct client_gpu *cg, uint64_t now)
 {
-	return limited(cg) && credit(g, cg, now) < grant_credit(cg, preempt);
+	return limited(cg) && credit(g, cg, now) < grant_credit(cg);
 }
 
 /* May run now: quota left and not ahead of its pace. */
-static int eligible(const struct gpu *g, const struct client_gpu *cg, uint64_t now, int preempt)
+static int eligible(const struct gpu *g, const struct client_gpu *cg, uint64_t now)
 {
-	return !exhausted(g, cg, now) && !paced_out(g, cg, now, preempt);
+	return !exhausted(g, cg, now) && !paced_out(g, cg, now);
 }
 
 /* When a waiting limited client becomes eligible by pacing (absolute ns),
@@ -216,11 +224,11 @@ static uint64_t paced_ready_at(const struct gpu *g, const struct client_gpu *cg,
 {
 	if (exhausted(g, cg, now))
 		return UINT64_MAX;
-	if (!paced_out(g, cg, now, 0))
+	if (!paced_out(g, cg, now))
 		return now;
 	/* Waiting, the credit grows at pct. */
 	double t = (double)now +
-		   (grant_credit(cg, 0) - credit(g, cg, now)) * 100.0 / effective_pct(g, cg);
+		   (grant_credit(cg) - credit(g, cg, now)) * 100.0 / effective_pct(g, cg);
 	return t <= (double)now ? now : (uint64_t)t;
 }
 
@@ -261,7 +269,7 @@ static void unthrottle(struct client_gpu *cg, uint64_t now)
 static int limited_waiter_ready(const struct gpu *g, uint64_t now)
 {
 	for (const struct client_gpu *w = g->qhead; w; w = w->qnext)
-		if (limited(w) && eligible(g, w, now, 1))
+		if (limited(w) && eligible(g, w, now))
 			return 1;
 	return 0;
 }
@@ -313,7 +321,7 @@ static int q_may_grant(struct gpu *g, struct client_gpu *cg, uint64_t now)
 			throttle(cg, now, 0);
 			return 0;
 		}
-		if (paced_out(g, cg, now, 0)) {
+		if (paced_out(g, cg, now)) {
 			throttle(cg, now, 1);
 			return 0;
 		}
