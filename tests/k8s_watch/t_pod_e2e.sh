@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# End to end: a real CUDA client (sim_app under libnvshare.so on the
+# simulated GPU) placed in a fake Pod cgroup gets the limits of its Pod's
+# annotations from the API server, and a `kubectl annotate` (a MODIFIED
+# event) reaches the running process within a second: cuMemGetInfo and its
+# allocations follow the new memory limit, the quota its new core limit.
+# shellcheck disable=SC1091,SC2016 # libs by path; inner sh -c scripts
+. "$(dirname "$0")/../lib.sh"
+. "$NVS_ROOT/tests/sched/sched_lib.sh"
+. "$(dirname "$0")/k8s_lib.sh"
+
+APP=$B/tests/e2e/sim_app
+UP=0a1b2c3d-0000-4000-8000-0000000000e2
+if ! mkcerts; then not_ok "openssl makes a CA and a server certificate"; exit 1; fi
+printf 'token-E\n' >"$T/token"
+cat >"$T/pods.json" <<EOF2
+[{"uid":"$UP","name":"notebook","namespace":"team-e",
+  "annotations":{"nvshare.com/gpu-core-limit":"30","nvshare.com/gpu-memory-limit":"256"}}]
+EOF2
+start_api token-E "$T/pods.json" || { not_ok "fake API server starts"; exit 1; }
+start_kube_scheduler
+wait_log 5 "$T/scheduler.log" "k8s: LIST: 1 pod" || not_ok "scheduler listed the pod"
+
+# The shell writes its own <proc-root>/<pid>/cgroup, then execs the app
+# under the preload (same pid: the scheduler sees it by SO_PEERCRED).
+bg sh -c 'd=$1/$$; mkdir -p "$d"; printf "%s\n" "$2" >"$d/cgroup"; shift 2; exec env LD_PRELOAD="$PRELOAD" "$@"' \
+  sh "$PROC" "$(cg_systemd_v2 "$UP")" "$APP" --name nb --alloc 128Mi --kernels 20000 --kernel-us 1000 \
+  --report summary >"$T/app.out" 2>"$T/app.err"
+APP_PID=${_pids[-1]}
+check "the client's process got its Pod's memory limit (256 MiB, a bare number is MiB)" \
+  wait_log 5 "$T/app.err" 'GPU 0: memory limit 256Mi'
+check "and its compute limit (30%)" wait_log 5 "$T/app.err" 'GPU 0: compute limit 30%'
+j=$("$CTL" --json)
+check "nvsharectl --json: the client is in team-e/notebook with 30% and 256 MiB" \
+  sh -c 'echo "$0" | grep -qF "\"name\":\"notebook\",\"namespace\":\"team-e\",\"core_limit\":30,\"mem_limit\":268435456"' "$j"
+check "the scheduler serializes the GPU for the limited client (quota on)" \
+  wait_log 3 "$T/scheduler.log" 'QUOTA gpu=[0-9]+ enabled'
+
+t0=$(date +%s%N)
+api_cmd "{\"op\":\"modify\",\"uid\":\"$UP\",\"annotations\":{\"nvshare.com/gpu-core-limit\":\"60\",\"nvshare.com/gpu-memory-limit\":\"1Gi\"}}"
+if wait_for 1 grep -q 'GPU 0: memory limit 1Gi' "$T/app.err"; then
+  ok "annotation change reached the running process within 1 s ($(( ($(date +%s%N) - t0) / 1000000 )) ms)"
+else
+  not_ok "annotation change reached the running process within 1 s"
+fi
+check "new compute limit 60% in the process" wait_log 2 "$T/app.err" 'GPU 0: compute limit 60%'
+api_cmd "{\"op\":\"modify\",\"uid\":\"$UP\",\"annotations\":{\"nvshare.com/gpu-core-limit\":\"lots\"}}"
+check "an invalid value is logged by the scheduler and ignored" \
+  wait_log 2 "$T/scheduler.log" 'nvshare.com/gpu-core-limit.*lots'
+sleep 0.3
+check "the process keeps 60% (no new compute limit line)" \
+  test "$(grep -c 'GPU 0: compute limit' "$T/app.err")" = 2
+check "the app is still running, unharmed" kill -0 "$APP_PID"
+echo "1..$_tap_n"
