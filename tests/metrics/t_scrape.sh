@@ -11,6 +11,9 @@
 # A's 50 % core limit must not cut its 4 s hold: a 20 s quota window gives
 # it 10 s (compute quotas, docs/quotas.md).
 export NVSHARE_COMPUTE_WINDOW_MS=20000
+# One slice = the whole window: the 50% holder keeps its 4 s hold unpaced
+# (this file checks the exporter, not quotas).
+export NVSHARE_QUOTA_SLICE_MS=20000
 start_scheduler
 check "scheduler starts without metrics" test -S "$NVSHARE_SOCK_DIR/scheduler.sock"
 check "exporter off by default" sh -c "! grep -q 'metrics: serving' '$T/scheduler.log'"

@@ -19,12 +19,12 @@ $(B)/tests/sim/%.o: CFLAGS += -fno-ipa-icf
 # preloaded library's definitions of the same names. Without it, a preloaded
 # libnvshare.so would get its own wrappers back from the "driver" and its
 # substitution would never be exercised.
-$(B)/tests/sim/libcuda.so.1: $(SIM_CUDA_OBJS) tests/sim/libcuda.map
+$(B)/tests/sim/libcuda.so.1: $(SIM_CUDA_OBJS) tests/sim/libcuda.map tests/sim/module.mk
 	$(CC) $(LDFLAGS_ALL) -shared -Wl,-Bsymbolic-functions -Wl,-soname,libcuda.so.1 \
 	  -Wl,--version-script=tests/sim/libcuda.map -o $@ $(SIM_CUDA_OBJS) -lpthread
 	ln -sf libcuda.so.1 $(B)/tests/sim/libcuda.so
 
-$(B)/tests/sim/libnvidia-ml.so.1: $(SIM_NVML_OBJS) tests/sim/libnvml.map
+$(B)/tests/sim/libnvidia-ml.so.1: $(SIM_NVML_OBJS) tests/sim/libnvml.map tests/sim/module.mk
 	$(CC) $(LDFLAGS_ALL) -shared -Wl,-Bsymbolic-functions -Wl,-soname,libnvidia-ml.so.1 \
 	  -Wl,--version-script=tests/sim/libnvml.map -o $@ $(SIM_NVML_OBJS) -lpthread
 	ln -sf libnvidia-ml.so.1 $(B)/tests/sim/libnvidia-ml.so
