@@ -446,6 +446,7 @@ def run_quota(C, R):
                            timeout=QUOTA_LEAD + QUOTA_MEASURE + 60)
             rates = [spin_rate(r["marks"], a, b) if r else None for r in rs]
             gpu = [spin_rate(r["marks"], a, b, 2) if r else None for r in rs]
+            q["event_outliers"] = q.get("event_outliers", 0) + sum(r.get("outliers", 0) for r in rs if r)
             return rates, gpu
 
         base, base_gpu = spin([100, None])
@@ -512,6 +513,10 @@ def quota_section(R, L, T):
                      " / ".join("%+.2f" % e for e in errs),
                      " + ".join("%.2f%%" % x for x in cs.get("work_shares", [])),
                      "%.3f" % tr if tr is not None else "-"])
+    if q.get("event_outliers") is not None:
+        L.append("Kernel samples whose events enclosed a wait for the lock (counted at the median "
+                 "kernel time): %d." % q["event_outliers"])
+        L.append("")
     if rows:
         L.append(md_table(["case", "caps", "GPU-time share", "error (points)", "work share",
                            "pair total / uncapped pair"], rows))
