@@ -18,6 +18,7 @@
  *   DONE name=A kernels=N elapsed_ms=... result=ok|BAD t=...
  * Exit status 0 iff every call succeeded and the memory check passed.
  */
+#include "tests/common/driver_lookup.h"
 #include <cuda.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -32,7 +33,6 @@
 static const char *name = "app";
 static int report_progress;
 
-typedef CUresult (*gpa2_t)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 
 static struct {
 	CUresult (*Init)(unsigned);
@@ -98,43 +98,22 @@ static int parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
-static void *sym(gpa2_t gpa, const char *s, int ver)
-{
-	void *p = NULL;
-	CUdriverProcAddressQueryResult st;
-	if (gpa(s, &p, ver, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || !p) {
-		fprintf(stderr, "sim_app: driver lacks %s\n", s);
-		exit(2);
-	}
-	return p;
-}
-
 static void load_driver(void)
 {
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		fprintf(stderr, "sim_app: %s\n", dlerror());
-		exit(2);
-	}
-	gpa2_t first = (gpa2_t)dlsym(h, "cuGetProcAddress_v2");
-	if (!first) {
-		fprintf(stderr, "sim_app: no cuGetProcAddress_v2 in libcuda.so.1\n");
-		exit(2);
-	}
-	/* As libcudart: all further lookups through cuGetProcAddress@12000. */
-	gpa2_t gpa = (gpa2_t)sym(first, "cuGetProcAddress", 12000);
-	*(void **)&cu.Init = sym(gpa, "cuInit", 2000);
-	*(void **)&cu.DeviceGet = sym(gpa, "cuDeviceGet", 2000);
-	*(void **)&cu.PrimaryCtxRetain = sym(gpa, "cuDevicePrimaryCtxRetain", 7000);
-	*(void **)&cu.CtxSetCurrent = sym(gpa, "cuCtxSetCurrent", 4000);
-	*(void **)&cu.MemAlloc = sym(gpa, "cuMemAlloc", 3020);
-	*(void **)&cu.MemFree = sym(gpa, "cuMemFree", 3020);
-	*(void **)&cu.MemsetD32 = sym(gpa, "cuMemsetD32", 3020);
-	*(void **)&cu.MemcpyDtoH = sym(gpa, "cuMemcpyDtoH", 3020);
-	*(void **)&cu.ModuleLoadData = sym(gpa, "cuModuleLoadData", 2000);
-	*(void **)&cu.ModuleGetFunction = sym(gpa, "cuModuleGetFunction", 2000);
-	*(void **)&cu.LaunchKernel = sym(gpa, "cuLaunchKernel", 4000);
-	*(void **)&cu.StreamSynchronize = sym(gpa, "cuStreamSynchronize", 2000);
+	nvs_test_prog = "sim_app";
+	nvs_test_gpa_t gpa = nvs_test_load_driver(NULL);
+	*(void **)&cu.Init = nvs_test_sym(gpa, "cuInit", 2000);
+	*(void **)&cu.DeviceGet = nvs_test_sym(gpa, "cuDeviceGet", 2000);
+	*(void **)&cu.PrimaryCtxRetain = nvs_test_sym(gpa, "cuDevicePrimaryCtxRetain", 7000);
+	*(void **)&cu.CtxSetCurrent = nvs_test_sym(gpa, "cuCtxSetCurrent", 4000);
+	*(void **)&cu.MemAlloc = nvs_test_sym(gpa, "cuMemAlloc", 3020);
+	*(void **)&cu.MemFree = nvs_test_sym(gpa, "cuMemFree", 3020);
+	*(void **)&cu.MemsetD32 = nvs_test_sym(gpa, "cuMemsetD32", 3020);
+	*(void **)&cu.MemcpyDtoH = nvs_test_sym(gpa, "cuMemcpyDtoH", 3020);
+	*(void **)&cu.ModuleLoadData = nvs_test_sym(gpa, "cuModuleLoadData", 2000);
+	*(void **)&cu.ModuleGetFunction = nvs_test_sym(gpa, "cuModuleGetFunction", 2000);
+	*(void **)&cu.LaunchKernel = nvs_test_sym(gpa, "cuLaunchKernel", 4000);
+	*(void **)&cu.StreamSynchronize = nvs_test_sym(gpa, "cuStreamSynchronize", 2000);
 }
 
 struct run {

@@ -23,6 +23,7 @@
  */
 #include "tests/sim/sim_api.h"
 
+#include "tests/common/driver_lookup.h"
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -34,7 +35,6 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef CUresult (*gpa2_t)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 typedef int (*procstats_t)(int, int, struct nvshare_sim_stats *);
 
 static struct {
@@ -60,42 +60,27 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static void *sym(gpa2_t gpa, const char *s, int ver)
-{
-	void *p = NULL;
-	CUdriverProcAddressQueryResult st;
-	if (gpa(s, &p, ver, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || !p) {
-		fprintf(stderr, "quota_app: driver lacks %s\n", s);
-		exit(2);
-	}
-	return p;
-}
-
 static void load_driver(void)
 {
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		fprintf(stderr, "quota_app: %s\n", dlerror());
-		exit(2);
-	}
-	gpa2_t first = (gpa2_t)dlsym(h, "cuGetProcAddress_v2");
+	void *h;
+	nvs_test_prog = "quota_app";
+	nvs_test_gpa_t gpa = nvs_test_load_driver(&h);
 	*(void **)&proc_stats = dlsym(h, "nvshareSimGetProcStats");
-	if (!first || !proc_stats) {
+	if (!proc_stats) {
 		fprintf(stderr, "quota_app: needs the simulated libcuda.so.1 (tests/sim)\n");
 		exit(2);
 	}
-	gpa2_t gpa = (gpa2_t)sym(first, "cuGetProcAddress", 12000);
-	*(void **)&cu.Init = sym(gpa, "cuInit", 2000);
-	*(void **)&cu.DeviceGet = sym(gpa, "cuDeviceGet", 2000);
-	*(void **)&cu.PrimaryCtxRetain = sym(gpa, "cuDevicePrimaryCtxRetain", 7000);
-	*(void **)&cu.CtxSetCurrent = sym(gpa, "cuCtxSetCurrent", 4000);
-	*(void **)&cu.MemAlloc = sym(gpa, "cuMemAlloc", 3020);
-	*(void **)&cu.MemFree = sym(gpa, "cuMemFree", 3020);
-	*(void **)&cu.MemGetInfo = sym(gpa, "cuMemGetInfo", 3020);
-	*(void **)&cu.ModuleLoadData = sym(gpa, "cuModuleLoadData", 2000);
-	*(void **)&cu.ModuleGetFunction = sym(gpa, "cuModuleGetFunction", 2000);
-	*(void **)&cu.LaunchKernel = sym(gpa, "cuLaunchKernel", 4000);
-	*(void **)&cu.CtxSynchronize = sym(gpa, "cuCtxSynchronize", 2000);
+	*(void **)&cu.Init = nvs_test_sym(gpa, "cuInit", 2000);
+	*(void **)&cu.DeviceGet = nvs_test_sym(gpa, "cuDeviceGet", 2000);
+	*(void **)&cu.PrimaryCtxRetain = nvs_test_sym(gpa, "cuDevicePrimaryCtxRetain", 7000);
+	*(void **)&cu.CtxSetCurrent = nvs_test_sym(gpa, "cuCtxSetCurrent", 4000);
+	*(void **)&cu.MemAlloc = nvs_test_sym(gpa, "cuMemAlloc", 3020);
+	*(void **)&cu.MemFree = nvs_test_sym(gpa, "cuMemFree", 3020);
+	*(void **)&cu.MemGetInfo = nvs_test_sym(gpa, "cuMemGetInfo", 3020);
+	*(void **)&cu.ModuleLoadData = nvs_test_sym(gpa, "cuModuleLoadData", 2000);
+	*(void **)&cu.ModuleGetFunction = nvs_test_sym(gpa, "cuModuleGetFunction", 2000);
+	*(void **)&cu.LaunchKernel = nvs_test_sym(gpa, "cuLaunchKernel", 4000);
+	*(void **)&cu.CtxSynchronize = nvs_test_sym(gpa, "cuCtxSynchronize", 2000);
 }
 
 #define CK(call)                                                                        \
