@@ -182,9 +182,12 @@ case_live() {
   else res FAIL "status JSON: throttled_ns > 0"; fi
   wait_for 20 grep -q '^DONE' "$C/A.out"
   add() { awk -v s="$1" -v d="$2" 'BEGIN { printf "%.3f", s + d }'; }
-  # 6 s (3 windows) before the change; 6 s from the first whole window
-  # after it (the new limit applies from the next window: <= 2 s)
-  near "live: 60% before" "$(share A "$(add "$s" 300)" "$(add "$s" 6300)")" 60
+  # 4 s (2 windows) before the change, from the client's second second
+  # (its very first kernels may run before the scheduler's GPU_MODE reaches
+  # it when the machine is loaded: the suite runs every case at once on 2
+  # cores); 6 s from the first whole window after the change (the new limit
+  # applies from the next window: <= 2 s)
+  near "live: 60% before" "$(share A "$(add "$s" 2300)" "$(add "$s" 6300)")" 60
   near "live: 30% after" "$(share A "$(add "$tc" 2100)" "$(add "$tc" 8100)")" 30
 }
 case_memory() {
