@@ -98,18 +98,10 @@ static void open_clients(struct nvs_sconn *c, unsigned n, const char *uuid)
 			exit(1);
 		}
 		struct nvs_msg m;
-		memset(&m, 0, sizeof m);
-		m.type = NVS_MSG_HELLO;
-		m.u.hello.client_pid = (uint32_t)getpid();
-		m.u.hello.core_limit = 100;
-		m.u.hello.mem_limit = NVS_NO_LIMIT;
-		snprintf(m.u.hello.name, sizeof m.u.hello.name, "sched_latency");
+		nvs_msg_hello(&m, "sched_latency", 100, NVS_NO_LIMIT);
 		nvs_sconn_send(&c[i], &m);
-		memset(&m, 0, sizeof m);
-		m.type = NVS_MSG_ATTACH_GPU;
-		m.u.attach.total_mem = 1ull << 30;
-		m.u.attach.allocated = 1ull << 50; /* beyond any capacity */
-		snprintf(m.u.attach.uuid, sizeof m.u.attach.uuid, "%s", uuid);
+		/* allocated beyond any capacity: the GPU is serialized */
+		nvs_msg_attach(&m, 0, uuid, 1ull << 30, 1ull << 50);
 		nvs_sconn_send(&c[i], &m);
 	}
 	/* The last attach decides the mode; everyone has been told by now

@@ -257,14 +257,9 @@ static void compose_locked(void)
 			continue;
 		if (!g->announced) {
 			struct nvs_msg m;
-			memset(&m, 0, sizeof m);
-			m.type = NVS_MSG_ATTACH_GPU;
-			m.u.attach.local_gpu = (uint32_t)i;
-			m.u.attach.total_mem = g->total_mem;
 			atomic_store(&mem_dirty[i], 0);
 			g->mem_sent = atomic_load(&mem_value[i]);
-			m.u.attach.allocated = g->mem_sent;
-			memcpy(m.u.attach.uuid, g->uuid, sizeof m.u.attach.uuid);
+			nvs_msg_attach(&m, (uint32_t)i, g->uuid, g->total_mem, g->mem_sent);
 			queue_msg(&m);
 			g->announced = 1;
 		}
@@ -355,12 +350,7 @@ static void try_connect(void)
 	warned_absent = 0;
 
 	struct nvs_msg m;
-	memset(&m, 0, sizeof m);
-	m.type = NVS_MSG_HELLO;
-	m.u.hello.client_pid = (uint32_t)getpid();
-	m.u.hello.core_limit = hello_core_limit;
-	m.u.hello.mem_limit = hello_mem_limit;
-	snprintf(m.u.hello.name, sizeof m.u.hello.name, "%s", program_invocation_short_name);
+	nvs_msg_hello(&m, program_invocation_short_name, hello_core_limit, hello_mem_limit);
 	queue_msg(&m);
 
 	pthread_mutex_lock(&mu);

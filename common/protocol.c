@@ -5,8 +5,10 @@
  */
 #include "protocol.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 /* ---- little-endian writer / reader with bounds ---- */
 
@@ -302,6 +304,27 @@ enum nvs_decode_result nvs_msg_decode(const uint8_t *buf, size_t len,
 		return NVS_DECODE_BAD;
 	*consumed = NVS_HEADER_SIZE + plen;
 	return NVS_DECODE_OK;
+}
+
+void nvs_msg_hello(struct nvs_msg *m, const char *name, uint32_t core_limit, uint64_t mem_limit)
+{
+	memset(m, 0, sizeof *m);
+	m->type = NVS_MSG_HELLO;
+	m->u.hello.client_pid = (uint32_t)getpid();
+	m->u.hello.core_limit = core_limit;
+	m->u.hello.mem_limit = mem_limit;
+	snprintf(m->u.hello.name, sizeof m->u.hello.name, "%s", name);
+}
+
+void nvs_msg_attach(struct nvs_msg *m, uint32_t local_gpu, const char *uuid, uint64_t total_mem,
+		    uint64_t allocated)
+{
+	memset(m, 0, sizeof *m);
+	m->type = NVS_MSG_ATTACH_GPU;
+	m->u.attach.local_gpu = local_gpu;
+	m->u.attach.total_mem = total_mem;
+	m->u.attach.allocated = allocated;
+	snprintf(m->u.attach.uuid, sizeof m->u.attach.uuid, "%s", uuid);
 }
 
 const char *nvs_msg_type_name(unsigned type)

@@ -203,6 +203,12 @@ size_t nvs_msg_encode(const struct nvs_msg *m, uint8_t *buf, size_t cap);
 enum nvs_decode_result nvs_msg_decode(const uint8_t *buf, size_t len,
 				      struct nvs_msg *m, size_t *consumed);
 
+/* A HELLO from this process (pid from getpid(), informational) and an
+ * ATTACH_GPU: the two registration messages every client sends. */
+void nvs_msg_hello(struct nvs_msg *m, const char *name, uint32_t core_limit, uint64_t mem_limit);
+void nvs_msg_attach(struct nvs_msg *m, uint32_t local_gpu, const char *uuid, uint64_t total_mem,
+		    uint64_t allocated);
+
 const char *nvs_msg_type_name(unsigned type);
 const char *nvs_mode_name(unsigned mode);
 /* Parses "on", "off", "auto" (also 1/0). Returns -1 if unknown. */

@@ -109,20 +109,14 @@ static int open_client(struct lc *c, int attach)
 	if (c->fd < 0)
 		return -1;
 	struct nvs_msg m;
-	memset(&m, 0, sizeof m);
-	m.type = NVS_MSG_HELLO;
-	m.u.hello.client_pid = (uint32_t)getpid();
-	m.u.hello.core_limit = 100;
-	m.u.hello.mem_limit = NVS_NO_LIMIT;
-	snprintf(m.u.hello.name, sizeof m.u.hello.name, "load%d", c->idx);
+	char buf[32];
+	snprintf(buf, sizeof buf, "load%d", c->idx);
+	nvs_msg_hello(&m, buf, 100, NVS_NO_LIMIT);
 	if (send_msg(c, &m))
 		return -1;
 	if (attach) {
-		memset(&m, 0, sizeof m);
-		m.type = NVS_MSG_ATTACH_GPU;
-		m.u.attach.total_mem = 16ull << 30;
-		m.u.attach.allocated = 1ull << 20;
-		snprintf(m.u.attach.uuid, sizeof m.u.attach.uuid, "GPU-load-%04d", c->gpu);
+		snprintf(buf, sizeof buf, "GPU-load-%04d", c->gpu);
+		nvs_msg_attach(&m, 0, buf, 16ull << 30, 1ull << 20);
 		if (send_msg(c, &m))
 			return -1;
 	}

@@ -112,12 +112,7 @@ static void attach(const char *uuid, uint64_t alloc)
 	int g = ngpus++;
 	snprintf(uuids[g], sizeof uuids[g], "%s", uuid);
 	struct nvs_msg m;
-	memset(&m, 0, sizeof m);
-	m.type = NVS_MSG_ATTACH_GPU;
-	m.u.attach.local_gpu = (uint32_t)g;
-	m.u.attach.total_mem = total_bytes;
-	m.u.attach.allocated = alloc;
-	snprintf(m.u.attach.uuid, sizeof m.u.attach.uuid, "%s", uuid);
+	nvs_msg_attach(&m, (uint32_t)g, uuid, total_bytes, alloc);
 	send_msg(&m);
 	EV("SENT ATTACH_GPU gpu=%d uuid=%s allocated=%llu", g, uuid, (unsigned long long)alloc);
 }
@@ -463,12 +458,7 @@ int main(int argc, char **argv)
 	if (no_hello)
 		goto script;
 	struct nvs_msg m;
-	memset(&m, 0, sizeof m);
-	m.type = NVS_MSG_HELLO;
-	m.u.hello.client_pid = (uint32_t)getpid();
-	m.u.hello.core_limit = (uint32_t)core;
-	m.u.hello.mem_limit = memlim;
-	snprintf(m.u.hello.name, sizeof m.u.hello.name, "%s", name);
+	nvs_msg_hello(&m, name, (uint32_t)core, memlim);
 	send_msg(&m);
 	for (int i = 0; i < ng; i++)
 		attach(gpu_list[i], alloc_bytes);

@@ -112,19 +112,10 @@ static inline int h_client(struct nvs_sconn *c, const char *uuid, uint64_t alloc
 	if (nvs_sconn_open(c))
 		return -1;
 	struct nvs_msg m;
-	memset(&m, 0, sizeof m);
-	m.type = NVS_MSG_HELLO;
-	m.u.hello.client_pid = (uint32_t)getpid();
-	m.u.hello.core_limit = 100;
-	m.u.hello.mem_limit = NVS_NO_LIMIT;
-	snprintf(m.u.hello.name, sizeof m.u.hello.name, "ctest");
+	nvs_msg_hello(&m, "ctest", 100, NVS_NO_LIMIT);
 	if (nvs_sconn_send(c, &m))
 		return -1;
-	memset(&m, 0, sizeof m);
-	m.type = NVS_MSG_ATTACH_GPU;
-	m.u.attach.total_mem = 16ull << 30;
-	m.u.attach.allocated = alloc;
-	snprintf(m.u.attach.uuid, sizeof m.u.attach.uuid, "%s", uuid);
+	nvs_msg_attach(&m, 0, uuid, 16ull << 30, alloc);
 	if (nvs_sconn_send(c, &m))
 		return -1;
 	for (;;) {

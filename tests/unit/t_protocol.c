@@ -7,6 +7,7 @@
 #include <cmocka.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "protocol.h"
 
@@ -226,6 +227,26 @@ static void test_random_bytes_never_crash(void **state)
 	}
 }
 
+static void test_registration_builders(void **state)
+{
+	(void)state;
+	uint8_t buf[512];
+	struct nvs_msg m, o;
+	nvs_msg_hello(&m, "train.py", 30, 4ull << 30);
+	roundtrip(&m, &o, buf, sizeof buf);
+	assert_int_equal(o.type, NVS_MSG_HELLO);
+	assert_int_equal(o.u.hello.client_pid, (uint32_t)getpid());
+	assert_int_equal(o.u.hello.core_limit, 30);
+	assert_true(o.u.hello.mem_limit == (4ull << 30));
+	assert_string_equal(o.u.hello.name, "train.py");
+	nvs_msg_attach(&m, 2, "GPU-abc", 16ull << 30, 123);
+	roundtrip(&m, &o, buf, sizeof buf);
+	assert_int_equal(o.type, NVS_MSG_ATTACH_GPU);
+	assert_int_equal(o.u.attach.local_gpu, 2);
+	assert_true(o.u.attach.total_mem == (16ull << 30) && o.u.attach.allocated == 123);
+	assert_string_equal(o.u.attach.uuid, "GPU-abc");
+}
+
 static void test_mode_names(void **state)
 {
 	(void)state;
@@ -248,6 +269,7 @@ int main(void)
 		cmocka_unit_test(test_malformed_rejected),
 		cmocka_unit_test(test_string_bounds),
 		cmocka_unit_test(test_random_bytes_never_crash),
+		cmocka_unit_test(test_registration_builders),
 		cmocka_unit_test(test_mode_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
