@@ -84,23 +84,27 @@ static int limited(const struct client_gpu *cg)
 	return cg->q.limit >= 1 && cg->q.limit < 100;
 }
 
-/* Holding or waiting now, or used the GPU in this window or the last. */
-static int active(const struct gpu *g, const struct client_gpu *cg)
+/* Holding or waiting now, or did so within the last window length W. A
+ * sliding W rather than "this window or the previous one": that left a
+ * client which had gone idle counted for up to two windows, and an H200 run
+ * showed a lone 75 % client held to 50 % (scaled for an unlimited
+ * co-runner that had stopped 2.5 s before). */
+static int active(const struct client_gpu *cg, uint64_t now)
 {
-	return cg->state != CG_IDLE || (cg->q.window_seen && cg->q.window_seen + 1 >= g->q_window);
+	return cg->state != CG_IDLE || (cg->q.seen_ns && now - cg->q.seen_ns < window_ns());
 }
 
 /* Limit in percent after scaling: the active clients' limits may not
  * oversubscribe the GPU, and active unlimited clients keep their fair
  * share (100/n each) so they are never starved. */
-static double effective_pct(const struct gpu *g, const struct client_gpu *cg)
+static double effective_pct(const struct gpu *g, const struct client_gpu *cg, uint64_t now)
 {
 	if (!limited(cg))
 		return 100.0;
 	unsigned n = 0, unl = 0;
 	uint64_t lsum = 0;
 	for (const struct client_gpu *a = g->ahead; a; a = a->anext) {
-		if (a != cg && !active(g, a))
+		if (a != cg && !active(a, now))
 			continue;
 		n++;
 		if (limited(a))
@@ -115,11 +119,11 @@ static double effective_pct(const struct gpu *g, const struct client_gpu *cg)
 	return pct;
 }
 
-static uint64_t quota_ns(const struct gpu *g, const struct client_gpu *cg)
+static uint64_t quota_ns(const struct gpu *g, const struct client_gpu *cg, uint64_t now)
 {
 	if (!limited(cg))
 		return UINT64_MAX;
-	return (uint64_t)((double)window_ns() * effective_pct(g, cg) / 100.0);
+	return (uint64_t)((double)window_ns() * effective_pct(g, cg, now) / 100.0);
 }
 
 static uint64_t slice_ns(void)
@@ -151,7 +155,7 @@ static void bill(struct client_gpu *cg, uint64_t ns)
  * is full). Credit = (now - vt) * pct/100, at most one slice. */
 static double pace_vt(const struct gpu *g, const struct client_gpu *cg, uint64_t now)
 {
-	double p = effective_pct(g, cg) / 100.0;
+	double p = effective_pct(g, cg, now) / 100.0;
 	double used = (double)(cg->q.total_ns + holding_ns(cg, now) - cg->q.pace_billed_ns);
 	double vt = (double)cg->q.pace_vt_ns + used / p;
 	double floor = (double)now - (double)slice_ns() / p;
@@ -160,7 +164,7 @@ static double pace_vt(const struct gpu *g, const struct client_gpu *cg, uint64_t
 
 static double credit(const struct gpu *g, const struct client_gpu *cg, uint64_t now)
 {
-	return ((double)now - pace_vt(g, cg, now)) * effective_pct(g, cg) / 100.0;
+	return ((double)now - pace_vt(g, cg, now)) * effective_pct(g, cg, now) / 100.0;
 }
 
 /* Fixes the virtual clock at `now` (before a grant, after a release, when
@@ -197,7 +201,7 @@ static int exhausted(const struct gpu *g, const struct client_gpu *cg, uint64_t 
 {
 	if (!limited(cg))
 		return 0;
-	uint64_t q = quota_ns(g, cg);
+	uint64_t q = quota_ns(g, cg, now);
 	uint64_t need = billed(cg, now) + cg->q.tail_est_ns + MIN_GRANT_NS;
 	return need >= q;
 }
@@ -228,7 +232,7 @@ static uint64_t paced_ready_at(const struct gpu *g, const struct client_gpu *cg,
 		return now;
 	/* Waiting, the credit grows at pct. */
 	double t = (double)now +
-		   (grant_credit(cg) - credit(g, cg, now)) * 100.0 / effective_pct(g, cg);
+		   (grant_credit(cg) - credit(g, cg, now)) * 100.0 / effective_pct(g, cg, now);
 	return t <= (double)now ? now : (uint64_t)t;
 }
 
@@ -299,7 +303,7 @@ static int want_preempt(const struct gpu *g, uint64_t now)
  * drains at 100 % - pct). */
 static uint64_t drop_at(const struct gpu *g, const struct client_gpu *h, uint64_t now)
 {
-	uint64_t q = quota_ns(g, h);
+	uint64_t q = quota_ns(g, h, now);
 	uint64_t b = billed(h, now) + h->q.tail_est_ns;
 	if (b >= q)
 		return now;
@@ -307,7 +311,7 @@ static uint64_t drop_at(const struct gpu *g, const struct client_gpu *h, uint64_
 	double c = credit(g, h, now) - (double)h->q.tail_est_ns;
 	if (c <= 0)
 		return now;
-	double tp = (double)now + c / (1.0 - effective_pct(g, h) / 100.0);
+	double tp = (double)now + c / (1.0 - effective_pct(g, h, now) / 100.0);
 	return tp < (double)t ? (uint64_t)tp : t;
 }
 
@@ -315,7 +319,7 @@ static uint64_t drop_at(const struct gpu *g, const struct client_gpu *h, uint64_
 
 static int q_may_grant(struct gpu *g, struct client_gpu *cg, uint64_t now)
 {
-	cg->q.window_seen = g->q_window;
+	cg->q.seen_ns = now;
 	if (limited(cg)) {
 		if (exhausted(g, cg, now)) {
 			throttle(cg, now, 0);
@@ -338,7 +342,7 @@ static void q_on_grant(struct gpu *g, struct client_gpu *cg, uint64_t now)
 	pace_commit(g, cg, now);
 	cg->q.bill_from_ns = now;
 	cg->q.tail_adj_ns = 0;
-	cg->q.window_seen = g->q_window;
+	cg->q.seen_ns = now;
 }
 
 static void q_on_drained(struct gpu *g, struct client_gpu *cg, uint32_t flags, uint64_t drain_ns,
@@ -365,7 +369,7 @@ static void q_on_release(struct gpu *g, struct client_gpu *cg, uint64_t now)
 	bill(cg, add);
 	cg->q.bill_from_ns = 0;
 	cg->q.tail_adj_ns = 0;
-	cg->q.window_seen = g->q_window;
+	cg->q.seen_ns = now;
 	pace_commit(g, cg, now);
 	if (exhausted(g, cg, now))
 		throttle(cg, now, 0);
@@ -391,12 +395,11 @@ static void window_reset(struct gpu *g, uint64_t now)
 			cg->q.bill_from_ns = now;
 			cg->q.pace_billed_ns = cg->q.total_ns;
 		}
-		uint64_t q = quota_ns(g, cg);
+		uint64_t q = quota_ns(g, cg, now);
 		uint64_t over = limited(cg) && cg->q.used_ns > q ? cg->q.used_ns - q : 0;
 		cg->q.last_used_ns = cg->q.used_ns;
 		cg->q.used_ns = over * S.cfg.q_carry_pct / 100u;
 	}
-	uint32_t old = g->q_window;
 	if (now - g->q_window_start_ns >= 2 * w)
 		g->q_window_start_ns = now; /* idle for a while: start afresh */
 	else
@@ -408,8 +411,6 @@ static void window_reset(struct gpu *g, uint64_t now)
 			NVS_INFO("QUOTA " CG_FMT " limit %u%% -> %u%% from this window", CG_ARGS(cg),
 				 cg->q.limit, cg->core_limit);
 		cg->q.limit = cg->core_limit;
-		if (cg->state != CG_IDLE || cg->q.window_seen == old)
-			cg->q.window_seen = g->q_window;
 	}
 	NVS_DEBUG("QUOTA gpu=%d window %u", g->index, g->q_window);
 }
@@ -454,7 +455,7 @@ static void q_on_tick(struct gpu *g, uint64_t now)
 	if (!h || g->drop_sent)
 		return;
 	if (limited(h)) {
-		h->q.window_seen = g->q_window;
+		h->q.seen_ns = now;
 		if (now >= drop_at(g, h, now))
 			nvs_policy_drop(g, now, "quota");
 		else if (g->grant_ns < g->q_window_start_ns && limited_waiter_ready(g, now))
@@ -497,7 +498,7 @@ int nvs_quota_refresh(struct gpu *g, uint64_t now)
 			if (cg->state == CG_HOLDING)
 				cg->q.bill_from_ns = now;
 			if (cg->state != CG_IDLE)
-				cg->q.window_seen = g->q_window;
+				cg->q.seen_ns = now;
 		}
 		NVS_INFO("QUOTA gpu=%d enabled (window %u ms)", g->index, S.cfg.q_window_ms);
 	} else if (!want && g->hook == &quota_hook) {
@@ -572,7 +573,7 @@ void nvs_quota_view(const struct client_gpu *cg, uint64_t now, struct nvs_quota_
 	memset(v, 0, sizeof *v);
 	int on = g->hook == &quota_hook;
 	v->limit = on && cg->q.limit ? cg->q.limit : cg->core_limit;
-	v->effective_pct = on ? effective_pct(g, cg) : (double)v->limit;
+	v->effective_pct = on ? effective_pct(g, cg, now) : (double)v->limit;
 	v->window_ns = window_ns();
 	if (on) {
 		v->window_elapsed_ns = now > g->q_window_start_ns ? now - g->q_window_start_ns : 0;

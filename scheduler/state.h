@@ -77,7 +77,7 @@ struct client_gpu {
 	/* Compute quota (scheduler/quota.c); all zero for unlimited clients. */
 	struct cg_quota {
 		uint32_t limit;		/* core limit in force this window */
-		uint32_t window_seen;	/* GPU window number of the last activity */
+		uint64_t seen_ns;	/* last held or waited (0: never); active() */
 		uint64_t used_ns;	/* billed in the current window (carry incl.) */
 		uint64_t last_used_ns;	/* billed in the previous window */
 		uint64_t bill_from_ns;	/* holding: billed up to here */

@@ -10,7 +10,9 @@
  *     S name=A t=<CLOCK_MONOTONIC ms> busy=<ns> kernels=<n>
  * where busy is this process's kernel time on the simulated GPU
  * (nvshareSimGetProcStats). The share over [t1, t2] is
- * (busy2 - busy1) / (t2 - t1). Ends with "DONE name=A".
+ * (busy2 - busy1) / (t2 - t1). Prints "IDLE name=A t=<ms>" and stays
+ * connected, doing nothing, for --idle-after seconds (default 0), then ends
+ * with "DONE name=A".
  *
  * Memory mode (--mem): reads commands from stdin, one per line, answering
  * each with one line:
@@ -26,6 +28,7 @@
 #include "tests/common/driver_lookup.h"
 #include <cuda.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -167,6 +170,7 @@ int main(int argc, char **argv)
 	double sample_ms = 100;
 	int mem = 0;
 	long sync_every = 0;
+	double idle_after = 0;
 	if (argc == 2 && !strcmp(argv[1], "--now")) {
 		/* The tests' clock (CLOCK_MONOTONIC ms), to align with the
 		 * scheduler's windows. */
@@ -185,11 +189,13 @@ int main(int argc, char **argv)
 			sample_ms = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--sync-every") && v)
 			sync_every = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--idle-after") && v)
+			idle_after = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--mem"))
 			mem = 1;
 		else {
 			fprintf(stderr, "usage: quota_app [--name A] [--seconds S] [--kernel-us US] "
-					"[--sample-ms MS] [--sync-every K] | --mem\n");
+					"[--sample-ms MS] [--sync-every K] [--idle-after S] | --mem\n");
 			return 2;
 		}
 	}
@@ -230,6 +236,14 @@ int main(int argc, char **argv)
 	pthread_join(th, NULL);
 	CK(cu.CtxSynchronize());
 	sample(name, k);
+	if (idle_after > 0) {
+		/* Connected but idle: the scheduler must stop counting it. */
+		printf("IDLE name=%s t=%.3f\n", name, now_ms());
+		struct timespec ts = {(time_t)idle_after,
+				      (long)((idle_after - (double)(time_t)idle_after) * 1e9)};
+		while (nanosleep(&ts, &ts) && errno == EINTR)
+			;
+	}
 	printf("DONE name=%s kernels=%ld\n", name, k);
 	return 0;
 }

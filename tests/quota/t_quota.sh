@@ -11,7 +11,7 @@
 QAPP=$B/tests/quota/quota_app
 CTL=$B/nvsharectl
 TOL=${QUOTA_TOL:-2}
-CASES=${NVS_QUOTA_CASES:-single25 single50 single75 pair3060 pair2575 pair5050 unaligned unlimited over100 live memory}
+CASES=${NVS_QUOTA_CASES:-single25 single50 single75 pair3060 pair2575 pair5050 unaligned unlimited idleout over100 live memory}
 
 # ---- helpers run inside a case (a subshell with its own directory) ----
 
@@ -145,6 +145,20 @@ case_unlimited() {
   if awk -v b="$b" 'BEGIN { exit !(b >= 63) }'; then res PASS "unlimited client B not starved: $b% (>= 63%)"
   else res FAIL "unlimited client B not starved: $b% (want >= 63%)"; fi
 }
+case_idleout() {
+  # An unlimited client B works for 4 s beside A (75 %), then goes idle but
+  # stays connected. Beside a busy unlimited client A is scaled to 50 %;
+  # once B has been idle for a window length (2 s) it no longer counts and
+  # A must get its 75 % again (it stayed at 50 % while idle clients counted
+  # as active forever).
+  case_env idleout
+  run_apps 18 "A:75" "B:-:--seconds 4 --idle-after 15 --sync-every 10"
+  local be f t
+  be=$(awk '$1 == "IDLE" { sub("t=", "", $3); print $3 }' "$C/B.out")
+  f=$(awk -v e="$be" 'BEGIN { printf "%.3f", e + 2500 }')
+  t=$(awk -v a="$f" 'BEGIN { printf "%.3f", a + 10000 }')
+  near "75% after the unlimited co-runner went idle: A" "$(share A "$f" "$t")" 75
+}
 case_over100() {
   # 70 + 60 oversubscribe; C (50 %) is attached but idle and must not
   # count: A and B are scaled by 100/130.
@@ -231,6 +245,7 @@ run_case() {
     pair*) case_pair "${1:4:2}" "${1:6:2}";;
     unaligned) case_unaligned;;
     unlimited) case_unlimited;;
+    idleout) case_idleout;;
     over100) case_over100;;
     live) case_live;;
     memory) case_memory;;
