@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -61,9 +62,13 @@ TQ_PRESSURE = env("BENCH_TQ_PRESSURE", "1")      # auto over capacity: a few han
 # Workload sizes (iterations tuned for ~0.6 s (small) / ~1.1 s (normal) per
 # job alone on an H100; BENCH_TIME_SCALE multiplies every iteration count).
 TIME_SCALE = env("BENCH_TIME_SCALE", 1.0, float)
-REPS_OVERHEAD = env("BENCH_REPS_OVERHEAD", 5, int)
+# Overhead: configurations interleaved A B C C B A ..., one discarded
+# repetition each; ~3 s per compute-bound repetition, because run-to-run
+# spread of 0.66 s loops (±1 %) hid a 0.5 % target.
+REPS_OVERHEAD = env("BENCH_REPS_OVERHEAD", 8, int)
 REPS_PAIR = env("BENCH_REPS", 3, int)
-OVERHEAD_MM_N, OVERHEAD_MM_ITERS = 8192, 400      # bf16 8192^3: ~1.5 ms each
+OVERHEAD_MM_N = 8192                              # bf16 8192^3: ~1.65 ms each
+OVERHEAD_MM_ITERS = env("BENCH_OVERHEAD_MM_ITERS", 1800, int)
 OVERHEAD_LAUNCH_ITERS = 20000                     # adds on a 1-element tensor
 SMALL_MIB, NORMAL_MIB = 512, 2048                 # working set per job
 ITERS = {("add", "small"): 2400, ("mm", "small"): 60,
@@ -84,10 +89,15 @@ QUOTA_WINDOW_MS = env("BENCH_QUOTA_WINDOW_MS", "2000")
 QUOTA_LEAD, QUOTA_SKIP, QUOTA_MEASURE = 2.1, 0.3, 6.0   # s
 QUOTA_SINGLES = [25, 50, 75]
 QUOTA_PAIRS = [(30, 60), (25, 75), (50, 50)]
-# A synchronize after every matmul: with nothing queued, the client's
-# in-flight cap never blocks between a kernel's timing events, so the events
-# time the kernel alone (the share of GPU time; see op_spin).
-QUOTA_MM_N, QUOTA_SYNC = 8192, 1                   # bf16 8192^3 (~1.5 ms on an H100)
+# GPU time from CUPTI (the kernels' own start/end, worker.py spin_cupti):
+# batches of QUOTA_SYNC matmuls, one queued behind the running one. With
+# BENCH_QUOTA_TIMING=events: CUDA events around each matmul, which needs a
+# synchronize after every one (QUOTA_SYNC 1) so that no lock wait or
+# in-flight cap falls between the events; the GPU then idles ~3 % of the time.
+QUOTA_TIMING = env("BENCH_QUOTA_TIMING", "cupti")
+QUOTA_MM_N = 8192                                  # bf16 8192^3 (~1.5 ms on an H100)
+QUOTA_SYNC = env("BENCH_QUOTA_SYNC", 8 if QUOTA_TIMING == "cupti" else 1, int)
+QUOTA_REPS = env("BENCH_QUOTA_REPS", 3, int)
 # Targets from the issues: (key, text, limit).
 TARGETS = [
     ("ovh_compute", "compute-bound overhead (auto) within 0.5% of native", 1.005),
@@ -427,9 +437,37 @@ def spin_rate(marks, a, b, field=1):
     return (xs[-1][field] - xs[0][field]) / (xs[-1][0] - xs[0][0])
 
 
+def sched_held_ns(cfg):
+    """{pid: held_ns on its GPU} from `nvsharectl --json`, and the monotonic
+    time of the sample (midpoint of the call)."""
+    if FAKE:
+        return time.monotonic(), {}
+    t0 = time.monotonic()
+    r = subprocess.run([CTL_BIN, "--json"], env=tool_env(cfg.sock_dir), capture_output=True,
+                       text=True, timeout=10)
+    t = (t0 + time.monotonic()) / 2
+    held = {}
+    try:
+        for cl in json.loads(r.stdout).get("clients", []):
+            gs = cl.get("gpus") or []
+            if gs:  # a worker uses one GPU
+                held[cl["pid"]] = gs[0].get("held_ns", 0)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return t, held
+
+
+def busy_share(busy, a, b):
+    """Share of [a, b] covered by the busy intervals."""
+    tot = 0.0
+    for s, e in busy:
+        tot += max(0.0, min(e, b) - max(s, a))
+    return tot / (b - a)
+
+
 def run_quota(C, R):
     c = C.get("quota")
-    q = R["quota"] = {"cases": []}
+    q = R["quota"] = {"cases": [], "timing": QUOTA_TIMING, "reps": QUOTA_REPS}
     if not c or not c.usable():
         q["error"] = (c.error if c else None) or "configuration unusable"
         return
@@ -437,38 +475,96 @@ def run_quota(C, R):
         pids = [r["pid"] for r in pair_call(c, [{"op": "hello"}, {"op": "hello"}])]
 
         def spin(caps):
+            """Returns (work rates, GPU-time shares, scheduler hold shares),
+            one entry per worker (None where it did not run)."""
             for pid, cap in zip(pids, caps):
                 ctl_core_limit(c, pid, cap if cap is not None else 100)
             t0 = time.monotonic() + QUOTA_LEAD
             a, b = t0 + QUOTA_SKIP, t0 + QUOTA_SKIP + QUOTA_MEASURE
-            cmd = {"op": "spin", "start_at": t0, "until": b + 0.2, "n": QUOTA_MM_N, "sync_every": QUOTA_SYNC}
-            rs = pair_call(c, [cmd if cap is not None else None for cap in caps],
-                           timeout=QUOTA_LEAD + QUOTA_MEASURE + 60)
-            rates = [spin_rate(r["marks"], a, b) if r else None for r in rs]
-            gpu = [spin_rate(r["marks"], a, b, 2) if r else None for r in rs]
-            q["event_outliers"] = q.get("event_outliers", 0) + sum(r.get("outliers", 0) for r in rs if r)
-            return rates, gpu
+            cmd = {"op": "spin", "start_at": t0, "until": b + 0.2, "n": QUOTA_MM_N,
+                   "sync_every": QUOTA_SYNC, "timing": QUOTA_TIMING}
+            samples = []
 
-        base, base_gpu = spin([100, None])
+            def sample_at(ts):  # the scheduler's hold counters at a and b
+                for t in ts:
+                    while time.monotonic() < t:
+                        time.sleep(min(0.002, max(0.0, t - time.monotonic())))
+                    try:
+                        samples.append(sched_held_ns(c))
+                    except (OSError, subprocess.SubprocessError):
+                        return
+            th = threading.Thread(target=sample_at, args=([a, b],), daemon=True)
+            th.start()
+            try:
+                rs = pair_call(c, [cmd if cap is not None else None for cap in caps],
+                               timeout=QUOTA_LEAD + QUOTA_MEASURE + 60)
+            except RuntimeError as ex:
+                if cmd["timing"] != "cupti" or "timing_used" in q or not c.usable():
+                    raise
+                # No CUPTI under this build of PyTorch: CUDA events instead.
+                say("quota: CUPTI timing failed (%s); falling back to CUDA events" % ex)
+                globals()["QUOTA_TIMING"], globals()["QUOTA_SYNC"] = "events", 1
+                q["timing"], q["cupti_error"] = "events", str(ex)[:300]
+                th.join(15)
+                return spin(caps)
+            th.join(15)
+            rates = [spin_rate(r["marks"], a, b) if r else None for r in rs]
+            gpu = []
+            for r in rs:
+                if not r:
+                    gpu.append(None)
+                elif "busy" in r:
+                    gpu.append(busy_share(r["busy"], a, b))
+                else:
+                    gpu.append(spin_rate(r["marks"], a, b, 2))
+                if r:
+                    q["timing_used"] = r.get("timing", "events")
+            held = [None, None]
+            if len(samples) == 2 and samples[1][0] > samples[0][0]:
+                (ta, ha), (tb, hb) = samples
+                held = [(hb[p] - ha[p]) / 1e9 / (tb - ta) if p in ha and p in hb and cap is not None
+                        else None for p, cap in zip(pids, caps)]
+            q["event_outliers"] = q.get("event_outliers", 0) + sum(r.get("outliers", 0) for r in rs if r)
+            return rates, gpu, held
+
+        base, base_gpu, _ = spin([100, None])
         base, base_gpu = base[0], base_gpu[0]
-        unc, _ = spin([100, 100])
+        unc, _, _ = spin([100, 100])
         q["base"], q["base_gpu_share"], q["uncapped_pair"] = base, base_gpu, sum(x or 0 for x in unc)
         if not base:
             raise RuntimeError("no progress measured alone")
 
-        def pct_gpu(g):
-            return 100.0 * g if g is not None else None
-        for cap in QUOTA_SINGLES:
-            r, g = spin([cap, None])
-            q["cases"].append({"name": "single %d%%" % cap, "caps": [cap], "rates": r[:1],
-                               "shares": [pct_gpu(g[0])], "work_shares": [100.0 * (r[0] or 0) / base]})
-        for pa, pb in QUOTA_PAIRS:
-            r, g = spin([pa, pb])
-            q["cases"].append({"name": "pair %d%% + %d%%" % (pa, pb), "caps": [pa, pb], "rates": r,
-                               "shares": [pct_gpu(x) for x in g],
-                               "work_shares": [100.0 * (x or 0) / base for x in r],
-                               "total_ratio": sum(x or 0 for x in r) / q["uncapped_pair"]
-                               if q["uncapped_pair"] else None})
+        def pct(x):
+            return 100.0 * x if x is not None else None
+
+        def med(xs):
+            xs = [x for x in xs if x is not None]
+            return median(xs) if xs else None
+        cases = [[cap] for cap in QUOTA_SINGLES] + [list(p) for p in QUOTA_PAIRS]
+        res = {i: [] for i in range(len(cases))}
+        for rep in range(QUOTA_REPS):  # cases interleaved: drift spreads over all
+            for i, caps in enumerate(cases):
+                if left() < QUOTA_LEAD + QUOTA_SKIP + QUOTA_MEASURE + 20:
+                    q["error"] = "deadline: stopped after %d repetition(s)" % rep
+                    break
+                r, g, h = spin(caps + [None] * (2 - len(caps)))
+                res[i].append({"rates": r[:len(caps)], "shares": [pct(x) for x in g[:len(caps)]],
+                               "held": [pct(x) for x in h[:len(caps)]]})
+            if q.get("error"):
+                break
+        for i, caps in enumerate(cases):
+            reps = res[i]
+            if not reps:
+                continue
+            name = ("single %d%%" % caps[0]) if len(caps) == 1 else "pair %d%% + %d%%" % tuple(caps)
+            cs = {"name": name, "caps": caps, "reps": reps,
+                  "shares": [med([x["shares"][j] for x in reps]) for j in range(len(caps))],
+                  "held": [med([x["held"][j] for x in reps]) for j in range(len(caps))],
+                  "work_shares": [100.0 * median([x["rates"][j] or 0 for x in reps]) / base
+                                  for j in range(len(caps))]}
+            if len(caps) == 2 and q["uncapped_pair"]:
+                cs["total_ratio"] = median([sum(y or 0 for y in x["rates"]) for x in reps]) / q["uncapped_pair"]
+            q["cases"].append(cs)
         for pid in pids:
             ctl_core_limit(c, pid, 100)
     except RuntimeError as ex:
@@ -481,45 +577,64 @@ def quota_section(R, L, T):
         return
     L.append("### Compute quotas")
     L.append("")
-    L.append("Two PyTorch workers (bf16 %d³ matmuls, a synchronize after every %d) under one scheduler "
+    timing = q.get("timing_used", q.get("timing"))
+    if timing == "events":
+        how = ("the summed duration of its matmul kernels (CUDA events around each, a synchronize "
+               "after every %d) / wall time" % QUOTA_SYNC)
+    else:
+        how = ("the time its kernels ran on the GPU (start and end of every kernel from CUPTI, "
+               "through torch.profiler; batches of %d matmuls, one batch queued behind the "
+               "running one) / wall time" % QUOTA_SYNC)
+    L.append("Two PyTorch workers (bf16 %d³ matmuls) under one scheduler "
              "(auto, window %s ms); caps set with `nvsharectl --set-client PID --core-limit N`, "
-             "measured over %.0f s starting 0.3 s into the first window after the change "
-             "(not aligned to the scheduler's windows). **Share = the worker's share of GPU time**: "
-             "the summed duration of its matmul kernels (CUDA events around each) / wall time; "
-             "alone and uncapped it is %s. *Work share* = its matmul rate / its rate alone "
-             "uncapped%s: higher than the GPU-time share for a lone capped job, because a GPU "
-             "kept busy only part of the time runs at a higher clock." % (
-                 QUOTA_MM_N, QUOTA_SYNC, QUOTA_WINDOW_MS, QUOTA_MEASURE,
-                 "%.1f%%" % (100 * q["base_gpu_share"]) if q.get("base_gpu_share") else "n/a",
+             "measured over %.0f s starting %.1f s into the first window after the change "
+             "(not aligned to the scheduler's windows); %d repetition(s) of every case, cases "
+             "interleaved. **Share = the worker's share of GPU time**: %s; alone and uncapped "
+             "it is %s. *Held* = the scheduler's own count of the time the worker held the lock "
+             "over the same interval (`held_ns` of `nvsharectl --json` at both ends): what a cap "
+             "limits. *Work share* = its matmul rate / its rate alone uncapped%s: higher than the "
+             "GPU-time share for a lone capped job, because a GPU kept busy only part of the time "
+             "runs at a higher clock. Cells are medians over repetitions; the error column gives "
+             "the worst single repetition." % (
+                 QUOTA_MM_N, QUOTA_WINDOW_MS, QUOTA_MEASURE, QUOTA_SKIP, q.get("reps", 1), how,
+                 "%.2f%%" % (100 * q["base_gpu_share"]) if q.get("base_gpu_share") else "n/a",
                  " (%.1f/s)" % q["base"] if q.get("base") else ""))
     L.append("")
     if q.get("error"):
         L.append("Failed: %s" % q["error"])
         L.append("")
     rows, worst, worst_total = [], None, None
+
+    def fmt(xs, f="%.2f%%"):
+        return " + ".join(f % x if x is not None else "n/a" for x in xs)
     for cs in q["cases"]:
-        if any(x is None for x in cs["shares"]):
+        reps = cs.get("reps") or [{"shares": cs["shares"]}]
+        if any(x is None for x in cs["shares"]) or any(
+                s is None for r in reps for s in r["shares"]):
             worst = float("inf")
-            rows.append([cs["name"], " + ".join("%d%%" % x for x in cs["caps"]), "n/a", "n/a", "-", "-"])
-            continue
-        errs = [s - cap for s, cap in zip(cs["shares"], cs["caps"])]
-        for e in errs:
-            worst = abs(e) if worst is None else max(worst, abs(e))
+        errs = []
+        for j, cap in enumerate(cs["caps"]):
+            es = [r["shares"][j] - cap for r in reps if r["shares"][j] is not None]
+            e = max(es, key=abs) if es else None
+            errs.append(e)
+            if e is not None:
+                worst = abs(e) if worst is None else max(worst, abs(e))
         tr = cs.get("total_ratio")
         if tr is not None and sum(cs["caps"]) == 100:
             worst_total = tr if worst_total is None else min(worst_total, tr)
-        rows.append([cs["name"], " + ".join("%d%%" % x for x in cs["caps"]),
-                     " + ".join("%.2f%%" % x for x in cs["shares"]),
-                     " / ".join("%+.2f" % e for e in errs),
-                     " + ".join("%.2f%%" % x for x in cs.get("work_shares", [])),
-                     "%.3f" % tr if tr is not None else "-"])
-    if q.get("event_outliers") is not None:
+        per_rep = "; ".join(fmt(r["shares"]) for r in reps) if len(reps) > 1 else "-"
+        rows.append([cs["name"], fmt(cs["caps"], "%d%%"), fmt(cs["shares"]),
+                     " / ".join("%+.2f" % e if e is not None else "n/a" for e in errs),
+                     fmt(cs.get("held", [])), fmt(cs.get("work_shares", [])),
+                     "%.3f" % tr if tr is not None else "-", per_rep])
+    if q.get("event_outliers"):
         L.append("Kernel samples whose events enclosed a wait for the lock (counted at the median "
                  "kernel time): %d." % q["event_outliers"])
         L.append("")
     if rows:
-        L.append(md_table(["case", "caps", "GPU-time share", "error (points)", "work share",
-                           "pair total / uncapped pair"], rows))
+        L.append(md_table(["case", "caps", "GPU-time share", "worst error (points)", "held",
+                           "work share", "pair total / uncapped pair", "GPU-time share per repetition"],
+                          rows))
         L.append("")
     if worst is not None:
         T["quota_err"] = ("%.2f points" % worst, worst <= LIMIT["quota_err"])
@@ -973,7 +1088,7 @@ def plan_dry(only, small, normal):
         say("overhead    -> native, auto, on (worker 0): 1 warm + %d reps of compute "
             "{bf16 %d^3 x %d} and launch {%d adds}" % (REPS_OVERHEAD, OVERHEAD_MM_N,
                                                      OVERHEAD_MM_ITERS, OVERHEAD_LAUNCH_ITERS))
-        t += 3 * (REPS_OVERHEAD + 1) * 0.8
+        t += 3 * (REPS_OVERHEAD + 1) * (OVERHEAD_MM_ITERS * 0.00165 + 0.3)
     if "fit" in only:
         say("fit         -> native, auto, on: both workers job{add|mm, %d MiB} at one start_at, %d reps" % (
             small, REPS_PAIR))
@@ -993,10 +1108,12 @@ def plan_dry(only, small, normal):
         say("sched_lat.  -> %s %s" % (SCHED_LATENCY_BIN, " ".join(SCHED_LATENCY_ARGS)))
         t += 15
     if "quota" in only:
-        say("quota       -> quota: nvsharectl caps, worker spin{bf16 %d^3, sync every %d}: alone, uncapped "
-            "pair, singles %s, pairs %s; %.1f s lead + %.1f s each" % (
-                QUOTA_MM_N, QUOTA_SYNC, QUOTA_SINGLES, QUOTA_PAIRS, QUOTA_LEAD, QUOTA_MEASURE))
-        t += (2 + len(QUOTA_SINGLES) + len(QUOTA_PAIRS)) * (QUOTA_LEAD + QUOTA_SKIP + QUOTA_MEASURE + 0.5)
+        say("quota       -> quota: nvsharectl caps, worker spin{bf16 %d^3, batches of %d, timing %s}: "
+            "alone, uncapped pair, singles %s, pairs %s x %d reps; %.1f s lead + %.1f s each" % (
+                QUOTA_MM_N, QUOTA_SYNC, QUOTA_TIMING, QUOTA_SINGLES, QUOTA_PAIRS, QUOTA_REPS,
+                QUOTA_LEAD, QUOTA_MEASURE))
+        t += (2 + QUOTA_REPS * (len(QUOTA_SINGLES) + len(QUOTA_PAIRS))) * (
+            QUOTA_LEAD + QUOTA_SKIP + QUOTA_MEASURE + 0.5)
     say("estimated GPU time ~%.0f s plus ~20 s of worker start-up and warm-up" % t)
 
 

@@ -20,8 +20,10 @@ Commands (field "op"):
   pingpong dir me handoffs margin idle-release hand-offs between two workers
   batch start_at until            back-to-back large matmuls, per-step times
   bursts start_at n period k size interactive bursts of small matmuls
-  spin start_at until n sync_every  back-to-back bf16 n^3 matmuls; (time, steps)
-                                  after every sync (compute-quota scenario)
+  spin start_at until n sync_every timing
+                                  back-to-back bf16 n^3 matmuls; (time, steps)
+                                  after every batch, GPU busy intervals from
+                                  CUPTI (compute-quota scenario)
   h2d_bw mib                       plain managed-memory prefetch bandwidth (driver API
                                   through ctypes): host->device and device->host GB/s
   quit
@@ -304,19 +306,35 @@ FAKE = os.environ.get("BENCH_FAKE") == "1"
 
 
 def op_spin(c):
-    """Matmuls from start_at to until; a progress mark after every sync, so
-    that the caller can take the rate over any sub-interval. Each mark also
-    carries the GPU time the matmuls took (CUDA events around each one): the
-    share of GPU time, unlike the work rate, does not depend on the clock
-    the GPU runs at (a capped job runs at a higher boost clock than one that
-    keeps the GPU busy). A tiny kernel before each start event takes the
-    launch gate first, so a wait for the lock does not fall between the
-    events; with sync_every 1 nothing is queued, so nvshare's in-flight cap
-    for limited clients does not block there either."""
+    """Matmuls from start_at to until; a progress mark (time, steps) after
+    every batch of sync_every, so that the caller can take the rate over any
+    sub-interval, and the worker's GPU time, which unlike the work rate does
+    not depend on the clock the GPU runs at (a capped job runs at a higher
+    boost clock than one that keeps the GPU busy).
+
+    timing "cupti" (default): the kernels' own start and end times from
+    CUPTI (torch.profiler), returned as busy intervals; one batch stays
+    queued behind the one running, so the GPU is never idle between a
+    worker's kernels for lack of work (see spin_cupti).
+    timing "events": CUDA events around each matmul, a tiny kernel before
+    each start event to take nvshare's launch gate first, and (with
+    sync_every 1) a synchronize after each, so that neither a lock wait nor
+    nvshare's in-flight cap falls between the events; each mark then also
+    carries the summed event time."""
     n, every = c.get("n", 8192), c.get("sync_every", 10)
     a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
     b = torch.randn(n, n, device=dev, dtype=torch.bfloat16) / math.sqrt(n)
     out = torch.empty(n, n, device=dev, dtype=torch.bfloat16)
+    try:
+        if c.get("timing", "cupti") == "cupti":
+            return spin_cupti(c, a, b, out, every)
+        return spin_events(c, a, b, out, every)
+    finally:
+        del a, b, out
+        release()
+
+
+def spin_events(c, a, b, out, every):
     gate = torch.zeros(1, device=dev)
     ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
           for _ in range(every)]
@@ -347,9 +365,89 @@ def op_spin(c):
             busy += t
         steps += every
         marks.append((now(), steps, busy))
-    del a, b, out
-    release()
-    return {"marks": marks, "outliers": outliers}
+    return {"marks": marks, "outliers": outliers, "timing": "events"}
+
+
+def _kineto_intervals(prof, anchor_name):
+    """(anchor start, [(start, end)] of every GPU activity) in seconds on the
+    profiler's clock. Prefers the raw Kineto records (fast: no event tree);
+    falls back to the public FunctionEvent list."""
+    from torch.autograd import DeviceType
+    try:
+        evs = prof.profiler.kineto_results.events()
+        anchor, iv = None, []
+        for e in evs:
+            name, dt = e.name(), e.device_type()
+            start = e.start_ns()
+            end = e.end_ns() if hasattr(e, "end_ns") else start + e.duration_ns()
+            if name == anchor_name:
+                if dt == DeviceType.CPU and anchor is None:
+                    anchor = start * 1e-9
+                continue  # the annotation's GPU span is not GPU work
+            if dt == DeviceType.CUDA and end > start:
+                iv.append((start * 1e-9, end * 1e-9))
+        if anchor is not None:
+            return anchor, iv
+    except (AttributeError, TypeError):
+        pass
+    anchor, iv = None, []
+    for e in prof.events():
+        if e.name == anchor_name:
+            if anchor is None and e.device_type == DeviceType.CPU:
+                anchor = e.time_range.start * 1e-6
+            continue
+        if e.device_type == DeviceType.CUDA and e.time_range.end > e.time_range.start:
+            iv.append((e.time_range.start * 1e-6, e.time_range.end * 1e-6))
+    if anchor is None:
+        raise RuntimeError("profiler: anchor event %r not recorded" % anchor_name)
+    return anchor, iv
+
+
+def merge_intervals(iv, gap=1e-6):
+    """Union of [start, end) intervals; touching ones (closer than gap) join."""
+    out = []
+    for s, e in sorted(iv):
+        if out and s <= out[-1][1] + gap:
+            if e > out[-1][1]:
+                out[-1][1] = e
+        else:
+            out.append([s, e])
+    return out
+
+
+def spin_cupti(c, a, b, out, every):
+    """The GPU time measured where it happens: CUPTI's activity records of the
+    worker's kernels (torch.profiler with CUDA activity) carry each kernel's
+    start and end on the GPU, so nothing the host does between launches (a
+    wait for nvshare's lock, its in-flight cap) can land inside a sample.
+    The host keeps one batch queued behind the running one (it waits for the
+    previous batch's event, not for the GPU to empty), as a training loop
+    does. A CPU-side anchor maps the profiler's clock to time.monotonic()."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+    done = [torch.cuda.Event(), torch.cuda.Event()]
+    sync()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        m0 = now()
+        with record_function("nvs_anchor"):
+            pass
+        m0 = (m0 + now()) / 2
+        sleep_until(c["start_at"])
+        marks, k = [(now(), 0)], 0
+        while now() < c["until"]:
+            for _ in range(every):
+                torch.mm(a, b, out=out)
+            done[k % 2].record()
+            if k:
+                done[(k - 1) % 2].synchronize()
+                marks.append((now(), every * k))
+            k += 1
+        sync()
+        marks.append((now(), every * k))
+    anchor, iv = _kineto_intervals(prof, "nvs_anchor")
+    off = anchor - m0
+    busy = merge_intervals([(s - off, e - off) for s, e in iv])
+    return {"marks": marks, "busy": [[round(s, 7), round(e, 7)] for s, e in busy],
+            "kernels": len(iv), "timing": "cupti"}
 
 
 def op_h2d_bw(c):
@@ -424,8 +522,9 @@ def fake_op(c):
     if op == "spin":
         sleep_until(c["until"])
         share = float(os.environ.get("BENCH_FAKE_SHARE", "1"))
-        return {"marks": [(c["start_at"] + 0.1 * i, int(100 * i * share), 0.1 * i * share)
-                          for i in range(int((c["until"] - c["start_at"]) / 0.1) + 1)]}
+        ts = [c["start_at"] + 0.1 * i for i in range(int((c["until"] - c["start_at"]) / 0.1) + 1)]
+        return {"marks": [(t, int(100 * i * share), 0.1 * i * share) for i, t in enumerate(ts)],
+                "busy": [[t, t + 0.1 * share] for t in ts], "timing": "fake"}
     raise ValueError(op)
 
 
