@@ -85,6 +85,7 @@ struct gpu {
 	int attached;	    /* the process uses this GPU */
 	int announced;	    /* ATTACH_GPU queued on the current connection */
 	int mode_known;	    /* GPU_MODE received on the current connection */
+	int mode_wait_over; /* a limited GPU stopped waiting for GPU_MODE */
 	int serialized;	    /* GPU_MODE 1 */
 	enum lock_state lock;
 	int req_pending;    /* REQ_LOCK to send */
@@ -306,6 +307,7 @@ static void disconnect(const char *why)
 		struct gpu *g = &gpus[i];
 		g->announced = 0;
 		g->mode_known = 0;
+		g->mode_wait_over = 0;
 		g->serialized = 0;
 		g->lock = L_NONE; /* a lock we held is forgotten */
 		g->req_pending = 0;
@@ -956,6 +958,37 @@ void nvs_sched_attach_gpu(int dev)
 	pthread_mutex_unlock(&mu);
 }
 
+/* A GPU with a compute limit runs nothing before the scheduler's GPU_MODE
+ * has arrived: a limited client always makes its GPU serialized, and
+ * kernels launched before the answer would run outside the lock, unbilled
+ * (seen with a loaded machine, where GPU_MODE took longer than the 200 ms
+ * attach wait). Bounded, so that a scheduler which accepts connections but
+ * never answers cannot stop the application: after LIMITED_MODE_WAIT_MS it
+ * runs ungated (with a warning) until GPU_MODE arrives. Unlimited clients
+ * keep the attach wait only. */
+#define LIMITED_MODE_WAIT_MS 10000u
+
+static void wait_for_mode(int dev)
+{
+	pthread_mutex_lock(&mu);
+	struct gpu *g = &gpus[dev];
+	if (connected && g->attached && !g->mode_known && !g->mode_wait_over) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += LIMITED_MODE_WAIT_MS / 1000;
+		int r = 0;
+		while (connected && !g->mode_known && r != ETIMEDOUT)
+			r = pthread_cond_timedwait(&cv, &mu, &ts);
+		if (connected && !g->mode_known) {
+			g->mode_wait_over = 1;
+			NVS_WARN("GPU %d: compute limit set but no GPU_MODE from the scheduler "
+				 "within %u ms; running ungated until it answers",
+				 dev, LIMITED_MODE_WAIT_MS);
+		}
+	}
+	pthread_mutex_unlock(&mu);
+}
+
 void nvs_gate_slow(void)
 {
 	ensure_started(); /* a forked child restarts here */
@@ -973,8 +1006,10 @@ void nvs_gate_slow(void)
 	}
 	/* Bounded in-flight work of a limited GPU, before the lock check:
 	 * the launch follows that check at once. */
-	if (nvs_qclient_limited((int)dev))
+	if (nvs_qclient_limited((int)dev)) {
+		wait_for_mode((int)dev);
 		nvs_qclient_gate((int)dev, atomic_load(&capture_depth) > 0);
+	}
 	if (!atomic_load_explicit(&gpu_closed[dev], memory_order_acquire))
 		return; /* another GPU is closed, not ours */
 	CUcontext cur = NULL;
