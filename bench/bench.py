@@ -519,6 +519,10 @@ def run_quota(C, R):
                     gpu.append(spin_rate(r["marks"], a, b, 2))
                 if r:
                     q["timing_used"] = r.get("timing", "events")
+                    if r.get("kernels") and r["marks"][-1][1]:
+                        # GPU activity records per matmul: the same in every
+                        # run unless CUPTI dropped records.
+                        q.setdefault("records_per_mm", []).append(r["kernels"] / r["marks"][-1][1])
             held = [None, None]
             if len(samples) == 2 and samples[1][0] > samples[0][0]:
                 (ta, ha), (tb, hb) = samples
@@ -627,6 +631,11 @@ def quota_section(R, L, T):
                      " / ".join("%+.2f" % e if e is not None else "n/a" for e in errs),
                      fmt(cs.get("held", [])), fmt(cs.get("work_shares", [])),
                      "%.3f" % tr if tr is not None else "-", per_rep])
+    rp = q.get("records_per_mm")
+    if rp:
+        L.append("CUPTI activity records per matmul launched, over all runs: %.3f–%.3f (a drop "
+                 "below the usual value would mean lost records)." % (min(rp), max(rp)))
+        L.append("")
     if q.get("event_outliers"):
         L.append("Kernel samples whose events enclosed a wait for the lock (counted at the median "
                  "kernel time): %d." % q["event_outliers"])
