@@ -11,6 +11,13 @@
  * and is accounted as pinned device memory (a graph memory node).
  * cuMemAllocFromPoolAsync (an explicit pool, possibly with IPC or
  * non-default attributes) passes through, accounted as pinned device memory.
+ *
+ * Graph memory nodes added explicitly (cuGraphAddMemAllocNode, or
+ * cuGraphAddNode[_v2] with CU_GRAPH_NODE_TYPE_MEM_ALLOC) are what a captured
+ * cuMemAllocAsync becomes, so they are counted the same way: reserved when
+ * the node is added, pinned, un-counted by a free node (or any free) of the
+ * address. Without this a program could build a graph that allocates beyond
+ * its limit.
  */
 #include "client/accounting.h"
 #include "client/internal.h"
@@ -28,6 +35,18 @@ static CUresult alloc_device(int *dev)
 	CUresult r = nvs_current_device(dev);
 	if (r == CUDA_SUCCESS)
 		nvs_device_used(*dev);
+	return r;
+}
+
+/* Completes a reservation of `bytes` on dev once the driver answered r:
+ * undone if it failed, else *dptr (read after the call) tracked as pinned
+ * device memory (pool or graph memory: never swapped). Returns r. */
+static CUresult pinned_done(CUresult r, int dev, const CUdeviceptr *dptr, size_t bytes)
+{
+	if (r != CUDA_SUCCESS)
+		nvs_acct_unreserve(dev, bytes);
+	else
+		nvs_acct_track(dev, *dptr, bytes, NVS_ALLOC_PINNED_DEVICE);
 	return r;
 }
 
@@ -101,15 +120,15 @@ CUresult CUDAAPI nvs_wrap_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, 
 	return alloc_managed(dptr, bytesize, flags, "cuMemAllocManaged");
 }
 
-/* Un-accounts ptr if we tracked it. */
-static void forget(CUdeviceptr ptr)
+/* Un-accounts ptr if we tracked it; `why` names the call for the log. */
+static void forget(CUdeviceptr ptr, const char *why)
 {
 	int dev;
 	uint64_t b = nvs_acct_untrack(ptr, &dev);
 	if (b) {
 		nvs_acct_unreserve(dev, b);
 		char s[32];
-		NVS_DEBUG("free 0x%llx: %s on GPU %d released", (unsigned long long)ptr,
+		NVS_DEBUG("%s 0x%llx: %s on GPU %d released", why, (unsigned long long)ptr,
 			  nvs_format_size(b, s, sizeof s), dev);
 	}
 }
@@ -121,7 +140,7 @@ CUresult CUDAAPI nvs_wrap_cuMemFree_v2(CUdeviceptr dptr)
 		return nvs_unresolved("cuMemFree_v2");
 	CUresult r = nvs_real.cuMemFree_v2(dptr);
 	if (r == CUDA_SUCCESS && !nvs_cfg.disable)
-		forget(dptr);
+		forget(dptr, "cuMemFree_v2");
 	return r;
 }
 
@@ -161,14 +180,11 @@ static CUresult alloc_async(alloc_async_fn real, const char *name, CUdeviceptr *
 		return real(dptr, bytes, s);
 	if (nvs_acct_reserve(dev, bytes))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	r = real(dptr, bytes, s);
-	if (r != CUDA_SUCCESS) {
-		nvs_acct_unreserve(dev, bytes);
-		return r;
-	}
-	nvs_acct_track(dev, *dptr, bytes, NVS_ALLOC_PINNED_DEVICE);
-	NVS_DEBUG("%s during stream capture: passed through, %zu bytes counted as pinned", name, bytes);
-	return CUDA_SUCCESS;
+	r = pinned_done(real(dptr, bytes, s), dev, dptr, bytes);
+	if (r == CUDA_SUCCESS)
+		NVS_DEBUG("%s during stream capture: passed through, %zu bytes counted as pinned",
+			  name, bytes);
+	return r;
 }
 
 CUresult CUDAAPI nvs_wrap_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -198,14 +214,11 @@ static CUresult alloc_pool(alloc_pool_fn real, const char *name, CUdeviceptr *dp
 		return r;
 	if (nvs_acct_reserve(dev, bytes))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	r = real(dptr, bytes, pool, s);
-	if (r != CUDA_SUCCESS) {
-		nvs_acct_unreserve(dev, bytes);
-		return r;
-	}
-	nvs_acct_track(dev, *dptr, bytes, NVS_ALLOC_PINNED_DEVICE);
-	NVS_DEBUG("%s: %zu bytes from an explicit pool, counted as pinned on GPU %d", name, bytes, dev);
-	return CUDA_SUCCESS;
+	r = pinned_done(real(dptr, bytes, pool, s), dev, dptr, bytes);
+	if (r == CUDA_SUCCESS)
+		NVS_DEBUG("%s: %zu bytes from an explicit pool, counted as pinned on GPU %d", name,
+			  bytes, dev);
+	return r;
 }
 
 CUresult CUDAAPI nvs_wrap_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
@@ -245,14 +258,14 @@ static CUresult free_async(free_async_fn real, const char *name, CUdeviceptr dpt
 			return r;
 		r = nvs_real.cuMemFree_v2(dptr);
 		if (r == CUDA_SUCCESS)
-			forget(dptr);
+			forget(dptr, name);
 		NVS_DEBUG("%s of converted 0x%llx: stream synchronized, freed", name,
 			  (unsigned long long)dptr);
 		return r;
 	}
 	CUresult r = real(dptr, s);
 	if (r == CUDA_SUCCESS)
-		forget(dptr);
+		forget(dptr, name);
 	return r;
 }
 
@@ -264,4 +277,142 @@ CUresult CUDAAPI nvs_wrap_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 CUresult CUDAAPI nvs_wrap_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
 	return free_async(nvs_real.cuMemFreeAsync_ptsz, "cuMemFreeAsync_ptsz", dptr, hStream, 1);
+}
+
+/* ---- graph memory nodes ----
+ * An allocation node's memory comes from the graph memory pool of the device
+ * in poolProps.location: its address is fixed when the node is added and
+ * backed when the graph runs, so it cannot be made managed. It is counted as
+ * pinned device memory from the node's creation, as a captured
+ * cuMemAllocAsync is (the same kind of node), and refused over the limit
+ * before the driver is asked. A free node of a counted address un-counts it
+ * when added, as a captured cuMemFreeAsync does; so does cuMemFree[Async]
+ * of it (allowed for graph memory not freed in its graph). Nodes located
+ * elsewhere (host) are not GPU memory and pass through. Over-counts, in the
+ * safe direction: a graph destroyed before it ran, or instantiated with
+ * CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH, keeps its allocations
+ * counted until their addresses are freed. Memory nodes cannot be changed
+ * afterwards (cuGraph[Exec]NodeSetParams refuse them), nor graphs with them
+ * cloned, so these calls are the only way in.
+ */
+
+#define GRAPH_UNCOUNTED (-1) /* nothing reserved: not device memory, or the driver's error */
+#define GRAPH_REFUSED (-2)   /* over the limit */
+
+/* Reserves an allocation node's bytes on its device. Returns the device,
+ * GRAPH_UNCOUNTED or GRAPH_REFUSED. */
+static int graph_alloc_reserve(const char *name, const CUmemPoolProps *pp, size_t bytes)
+{
+	if (pp->location.type != CU_MEM_LOCATION_TYPE_DEVICE || pp->location.id < 0 ||
+	    pp->location.id >= NVS_MAX_GPUS || bytes == 0)
+		return GRAPH_UNCOUNTED;
+	int dev = pp->location.id;
+	nvs_device_used(dev);
+	if (nvs_acct_reserve(dev, bytes)) {
+		char b[32];
+		NVS_DEBUG("%s: %s on GPU %d refused (over the limit)", name,
+			  nvs_format_size(bytes, b, sizeof b), dev);
+		return GRAPH_REFUSED;
+	}
+	return dev;
+}
+
+/* After the driver answered r for a node reserved on dev. */
+static CUresult graph_alloc_done(const char *name, CUresult r, int dev, const CUdeviceptr *dptr,
+				 size_t bytes)
+{
+	if (dev < 0)
+		return r;
+	r = pinned_done(r, dev, dptr, bytes);
+	if (r == CUDA_SUCCESS) {
+		char b[32];
+		NVS_DEBUG("%s: %s on GPU %d counted as pinned (graph memory node) at 0x%llx", name,
+			  nvs_format_size(bytes, b, sizeof b), dev, (unsigned long long)*dptr);
+	}
+	return r;
+}
+
+CUresult CUDAAPI nvs_wrap_cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+						 const CUgraphNode *dependencies,
+						 size_t numDependencies,
+						 CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+	nvs_init();
+	PFN_cuGraphAddMemAllocNode_v11040 real = nvs_real.cuGraphAddMemAllocNode;
+	if (!real)
+		return nvs_unresolved("cuGraphAddMemAllocNode");
+	if (nvs_cfg.disable || !nodeParams)
+		return real(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+	size_t bytes = nodeParams->bytesize;
+	int dev = graph_alloc_reserve("cuGraphAddMemAllocNode", &nodeParams->poolProps, bytes);
+	if (dev == GRAPH_REFUSED)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	return graph_alloc_done("cuGraphAddMemAllocNode",
+				real(phGraphNode, hGraph, dependencies, numDependencies, nodeParams),
+				dev, &nodeParams->dptr, bytes);
+}
+
+CUresult CUDAAPI nvs_wrap_cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+						const CUgraphNode *dependencies,
+						size_t numDependencies, CUdeviceptr dptr)
+{
+	nvs_init();
+	if (!nvs_real.cuGraphAddMemFreeNode)
+		return nvs_unresolved("cuGraphAddMemFreeNode");
+	CUresult r = nvs_real.cuGraphAddMemFreeNode(phGraphNode, hGraph, dependencies,
+						    numDependencies, dptr);
+	if (r == CUDA_SUCCESS && !nvs_cfg.disable)
+		forget(dptr, "cuGraphAddMemFreeNode");
+	return r;
+}
+
+/* The generic cuGraphAddNode[_v2]: memory nodes as above (the node type is
+ * in the parameters), every other type untouched. */
+static int node_reserve(const char *name, const CUgraphNodeParams *np, size_t *bytes)
+{
+	if (nvs_cfg.disable || !np || np->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+		return GRAPH_UNCOUNTED;
+	*bytes = np->alloc.bytesize;
+	return graph_alloc_reserve(name, &np->alloc.poolProps, *bytes);
+}
+
+static CUresult node_done(const char *name, CUresult r, const CUgraphNodeParams *np, int dev,
+			  size_t bytes)
+{
+	if (dev >= 0)
+		return graph_alloc_done(name, r, dev, &np->alloc.dptr, bytes);
+	if (r == CUDA_SUCCESS && !nvs_cfg.disable && np && np->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+		forget(np->free.dptr, name);
+	return r;
+}
+
+#define ADD_NODE(member, name, np, call)                                           \
+	do {                                                                       \
+		nvs_init();                                                        \
+		if (!nvs_real.member)                                              \
+			return nvs_unresolved(name);                               \
+		size_t bytes_ = 0;                                                 \
+		int dev_ = node_reserve(name, np, &bytes_);                        \
+		if (dev_ == GRAPH_REFUSED)                                         \
+			return CUDA_ERROR_OUT_OF_MEMORY;                           \
+		return node_done(name, nvs_real.member call, np, dev_, bytes_);    \
+	} while (0)
+
+/* cuGraphAddNode (CUDA 12.2 ABI, without edge data; cuda.h renames the name
+ * to _v2, so its real pointer is abi_cuGraphAddNode). */
+CUresult CUDAAPI nvs_wrap_cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+					 const CUgraphNode *dependencies, size_t numDependencies,
+					 CUgraphNodeParams *nodeParams)
+{
+	ADD_NODE(abi_cuGraphAddNode, "cuGraphAddNode", nodeParams,
+		 (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
+}
+
+CUresult CUDAAPI nvs_wrap_cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+					    const CUgraphNode *dependencies,
+					    const CUgraphEdgeData *dependencyData,
+					    size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+	ADD_NODE(cuGraphAddNode_v2, "cuGraphAddNode_v2", nodeParams,
+		 (phGraphNode, hGraph, dependencies, dependencyData, numDependencies, nodeParams));
 }

@@ -5,6 +5,7 @@
  * run: probe_alloc CASE. Prints TAP lines (numbering done by the script).
  */
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -167,6 +168,164 @@ static void case_limit(void)
 		ok(cuMemFreeAsync(x, s) == CUDA_SUCCESS && app_free() == 512 * MiB,
 		   "cuMemFreeAsync of pool memory un-counts");
 	}
+}
+
+static size_t graph_nodes(CUgraph g)
+{
+	size_t n = 0;
+	cuGraphGetNodes(g, NULL, &n);
+	return n;
+}
+
+/* A node description for cuGraphAddNode (the driver wants every unused
+ * byte zero). */
+static CUgraphNodeParams node_params(CUgraphNodeType type)
+{
+	CUgraphNodeParams np;
+	memset(&np, 0, sizeof np);
+	np.type = type;
+	return np;
+}
+
+static CUgraphNodeParams free_node(CUdeviceptr p)
+{
+	CUgraphNodeParams np = node_params(CU_GRAPH_NODE_TYPE_MEM_FREE);
+	np.free.dptr = p;
+	return np;
+}
+
+static CUgraphNodeParams alloc_node(size_t bytes, CUmemLocationType where)
+{
+	CUgraphNodeParams np = node_params(CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+	np.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	np.alloc.poolProps.location.type = where;
+	np.alloc.poolProps.location.id = 0;
+	np.alloc.bytesize = bytes;
+	return np;
+}
+
+static void case_graph(void)
+{
+	/* NVSHARE_GPU_MEMORY_LIMIT=512Mi: graph memory nodes added explicitly
+	 * are counted like captured cuMemAllocAsync (pinned, from the node's
+	 * creation) and refused over the limit. Each call is made before its
+	 * ok() so that the message shows the state after it. */
+	setup();
+	CUgraph g;
+	ok(cuGraphCreate(&g, 0) == CUDA_SUCCESS, "cuGraphCreate");
+	CUDA_MEM_ALLOC_NODE_PARAMS ap = {0};
+	ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	ap.poolProps.location.id = 0;
+	ap.bytesize = 128 * MiB;
+	CUgraphNode n1, n2, nx;
+	CUresult r = cuGraphAddMemAllocNode(&n1, g, NULL, 0, &ap);
+	CUdeviceptr a1 = ap.dptr;
+	ok(r == CUDA_SUCCESS && a1 && !is_managed(a1),
+	   "cuGraphAddMemAllocNode 128 MiB: device memory at 0x%llx", (unsigned long long)a1);
+	size_t f = app_free();
+	ok(f == 384 * MiB, "alloc node counted: cuMemGetInfo free 512 -> %zu MiB", (size_t)(f / MiB));
+	CUDA_MEM_ALLOC_NODE_PARAMS got = {0};
+	r = cuGraphMemAllocNodeGetParams(n1, &got);
+	ok(r == CUDA_SUCCESS && got.dptr == a1 && got.bytesize == 128 * MiB,
+	   "the node reports its allocation (driver's view unchanged)");
+
+	ap.bytesize = 400 * MiB;
+	ap.dptr = 0;
+	r = cuGraphAddMemAllocNode(&nx, g, NULL, 0, &ap);
+	ok(r == CUDA_ERROR_OUT_OF_MEMORY, "400 MiB alloc node over the limit: OOM (%d)", (int)r);
+	size_t nodes = graph_nodes(g);
+	f = app_free();
+	ok(nodes == 1 && ap.dptr == 0 && f == 384 * MiB,
+	   "refused before the driver: no node added (%zu), nothing counted (free %zu MiB)", nodes,
+	   (size_t)(f / MiB));
+
+	/* the generic entry points: _v2 (cuda.h's cuGraphAddNode) and the
+	 * 12.2 ABI as cuGetProcAddress hands it out */
+	CUgraphNodeParams np = alloc_node(300 * MiB, CU_MEM_LOCATION_TYPE_DEVICE);
+	r = cuGraphAddNode(&n2, g, NULL, NULL, 0, &np);
+	CUdeviceptr a2 = np.alloc.dptr;
+	f = app_free();
+	ok(r == CUDA_SUCCESS && a2, "process carried on: cuGraphAddNode_v2 MEM_ALLOC 300 MiB");
+	ok(f == 84 * MiB, "generic alloc node counted (free %zu MiB)", (size_t)(f / MiB));
+	PFN_cuGraphAddNode_v12020 add_v1 = NULL;
+	r = cuGetProcAddress("cuGraphAddNode", (void **)&add_v1, 12020, 0, NULL);
+	ok(r == CUDA_SUCCESS && !strncmp(lib_of((void *)add_v1), "libnvshare", 10),
+	   "cuGetProcAddress(cuGraphAddNode@12020) -> our wrapper (%s)", lib_of((void *)add_v1));
+	if (!add_v1)
+		return;
+	np = alloc_node(100 * MiB, CU_MEM_LOCATION_TYPE_DEVICE);
+	r = add_v1(&nx, g, NULL, 0, &np);
+	nodes = graph_nodes(g);
+	ok(r == CUDA_ERROR_OUT_OF_MEMORY && nodes == 2,
+	   "cuGraphAddNode (12.2 ABI) MEM_ALLOC over the limit: OOM (%d), no node (%zu)", (int)r,
+	   nodes);
+
+	/* free nodes un-count */
+	r = cuGraphAddMemFreeNode(&nx, g, &n1, 1, a1);
+	f = app_free();
+	ok(r == CUDA_SUCCESS && f == 212 * MiB,
+	   "cuGraphAddMemFreeNode un-counts the 128 MiB (free %zu MiB)", (size_t)(f / MiB));
+	r = cuGraphAddMemFreeNode(&nx, g, NULL, 0, a1);
+	f = app_free();
+	ok(r != CUDA_SUCCESS && f == 212 * MiB,
+	   "a second free node of it: the driver's error (%d), nothing un-counted twice", (int)r);
+	CUgraphNodeParams fp = free_node(a2);
+	r = add_v1(&nx, g, &n2, 1, &fp);
+	f = app_free();
+	ok(r == CUDA_SUCCESS && f == 512 * MiB,
+	   "cuGraphAddNode (12.2 ABI) MEM_FREE un-counts the 300 MiB (free %zu MiB)",
+	   (size_t)(f / MiB));
+
+	/* not GPU memory, not memory at all: untouched */
+	np = alloc_node(600 * MiB, CU_MEM_LOCATION_TYPE_HOST);
+	r = cuGraphAddNode(&nx, g, NULL, NULL, 0, &np);
+	f = app_free();
+	ok(r != CUDA_ERROR_OUT_OF_MEMORY && f == 512 * MiB,
+	   "host-located alloc node not counted (driver said %d)", (int)r);
+	CUgraphNodeParams ep = node_params(CU_GRAPH_NODE_TYPE_EMPTY);
+	r = cuGraphAddNode(&nx, g, NULL, NULL, 0, &ep);
+	f = app_free();
+	ok(r == CUDA_SUCCESS && f == 512 * MiB, "other node types pass through");
+
+	/* memory not freed in its graph: counted until cuMemFree; the graph runs */
+	np = alloc_node(64 * MiB, CU_MEM_LOCATION_TYPE_DEVICE);
+	r = add_v1(&nx, g, NULL, 0, &np);
+	f = app_free();
+	ok(r == CUDA_SUCCESS && f == 448 * MiB,
+	   "cuGraphAddNode (12.2 ABI) MEM_ALLOC 64 MiB counted (free %zu MiB)", (size_t)(f / MiB));
+	CUgraphExec ge;
+	CUstream s;
+	cuStreamCreate(&s, 0);
+	r = cuGraphInstantiate(&ge, g, 0);
+	if (r == CUDA_SUCCESS)
+		r = cuGraphLaunch(ge, s);
+	if (r == CUDA_SUCCESS)
+		r = cuStreamSynchronize(s);
+	ok(r == CUDA_SUCCESS, "the graph with memory nodes instantiates and runs (%d)", (int)r);
+	cuGraphExecDestroy(ge);
+	cuGraphDestroy(g);
+	f = app_free();
+	ok(f == 448 * MiB, "still counted after the graph is gone (its memory outlives it)");
+	r = cuMemFree(np.alloc.dptr);
+	f = app_free();
+	ok(r == CUDA_SUCCESS && f == 512 * MiB, "cuMemFree of graph memory un-counts it (free %zu MiB)",
+	   (size_t)(f / MiB));
+}
+
+static void case_graph_disable(void)
+{
+	/* NVSHARE_DISABLE=1 and a 512Mi limit: memory nodes pass through */
+	setup();
+	CUgraph g;
+	CUgraphNode n;
+	cuGraphCreate(&g, 0);
+	CUgraphNodeParams np = alloc_node(600 * MiB, CU_MEM_LOCATION_TYPE_DEVICE);
+	ok(cuGraphAddNode(&n, g, NULL, NULL, 0, &np) == CUDA_SUCCESS,
+	   "NVSHARE_DISABLE=1: 600 MiB alloc node passes (no limit)");
+	CUgraphNodeParams fp = free_node(np.alloc.dptr);
+	ok(cuGraphAddNode(&n, g, NULL, NULL, 0, &fp) == CUDA_SUCCESS, "and its free node");
+	cuGraphDestroy(g);
 }
 
 static void case_default(void)
@@ -354,6 +513,10 @@ int main(int argc, char **argv)
 		case_fork();
 	else if (!strcmp(c, "disable"))
 		case_disable();
+	else if (!strcmp(c, "graph"))
+		case_graph();
+	else if (!strcmp(c, "graph_disable"))
+		case_graph_disable();
 	else if (!strcmp(c, "runtime"))
 		case_runtime();
 	else if (!strcmp(c, "nocuda"))

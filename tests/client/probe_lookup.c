@@ -80,8 +80,11 @@ static const char *name_of(void *p)
 	return p && dladdr(p, &i) && i.dli_sname ? i.dli_sname : "(none)";
 }
 
+/* Every cudaVersion at which a wrapped name gets another ABI (12020: the
+ * first cuGraphAddNode, renamed _v2 at 12030). */
 static const int versions[] = {2000, 3000, 3020, 4000, 5000, 6000, 7000, 9000, 10000, 10010,
-			       10020, 11020, 11030, 11040, 11060, 12000, 12030, 12050, 12080, 13000};
+			       10020, 11020, 11030, 11040, 11060, 12000, 12020, 12030, 12050, 12080,
+			       13000};
 #define NV (sizeof versions / sizeof versions[0])
 
 /* Strips _ptsz/_ptds and _vN. */
@@ -208,6 +211,16 @@ int main(void)
 	p = NULL;
 	gpa2("cuCtxCreate", &p, 11040, 0, NULL);
 	ok(ours(p, "cuCtxCreate_v3"), "cuCtxCreate@11040 -> _v3 wrapper (%s)", name_of(p));
+	p = NULL;
+	gpa2("cuGraphAddNode", &p, 12020, 0, NULL);
+	ok(ours(p, "cuGraphAddNode"), "cuGraphAddNode@12020 -> 5-argument wrapper (%s)", name_of(p));
+	p = NULL;
+	gpa2("cuGraphAddNode", &p, 13000, 0, NULL);
+	ok(ours(p, "cuGraphAddNode_v2"), "cuGraphAddNode@13000 -> _v2 wrapper (%s)", name_of(p));
+	p = NULL;
+	gpa1("cuGraphAddMemAllocNode", &p, 11040, 0);
+	ok(ours(p, "cuGraphAddMemAllocNode"), "cuGraphAddMemAllocNode@11040 (v1 lookup) -> wrapper (%s)",
+	   name_of(p));
 
 	/* status pointer NULL and non-NULL, too-new version */
 	CUdriverProcAddressQueryResult st = 77;

@@ -17,8 +17,8 @@ int main(void)
 	const struct {
 		const char *sym;
 		int refused;
-	} cases[] = {{"cuMemAlloc", 1}, {"cuLaunchKernel", 1}, {"cuModuleLoad", 0}};
-	for (unsigned i = 0; i < 3; i++) {
+	} cases[] = {{"cuMemAlloc", 1}, {"cuLaunchKernel", 1}, {"cuGraphAddNode", 1}, {"cuModuleLoad", 0}};
+	for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		void *p = (void *)&n;
 		CUresult r = gpa(cases[i].sym, &p, 13000, 0, NULL);
 		int ok = cases[i].refused ? (r == CUDA_ERROR_NOT_SUPPORTED && p == NULL)

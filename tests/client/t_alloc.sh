@@ -32,6 +32,14 @@ check "refusals rate-limited (a racing loop does not flood stderr)" \
   [ "$(grep -c 'refused' "$T/threads.err")" -le 5 ]
 run fork NVSHARE_GPU_MEMORY_LIMIT=512Mi
 run disable NVSHARE_DISABLE=1 NVSHARE_GPU_MEMORY_LIMIT=512Mi
+run graph NVSHARE_GPU_MEMORY_LIMIT=512Mi NVSHARE_DEBUG=1
+check "graph: over-limit node refused with the WARN line" \
+  grep -q 'allocation of 400Mi refused (CUDA_ERROR_OUT_OF_MEMORY)' "$T/graph.err"
+check "graph: NVSHARE_DEBUG=1 logs the count, the refusal and the release" bash -c "
+  grep -q 'cuGraphAddMemAllocNode: 128Mi on GPU 0 counted as pinned (graph memory node)' '$T/graph.err' &&
+  grep -q 'cuGraphAddNode: 100Mi on GPU 0 refused (over the limit)' '$T/graph.err' &&
+  grep -q 'cuGraphAddMemFreeNode 0x[0-9a-f]*: 128Mi on GPU 0 released' '$T/graph.err'"
+run graph_disable NVSHARE_DISABLE=1 NVSHARE_GPU_MEMORY_LIMIT=512Mi
 
 # NVSHARE_GPU_MEMORY_LIMIT forms: bare number = MiB, Mi, Gi, G.
 for f in "512:536870912" "512Mi:536870912" "4Gi:4294967296" "4G:4294967296" "1.5Gi:1610612736"; do

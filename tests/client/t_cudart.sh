@@ -35,7 +35,8 @@ sed -nE 's/.*-> ([^:]+): substituted$/\1/p' "$T/err" | sort -u >"$T/subst"
 missed=$(comm -23 "$T/should" "$T/subst")
 check "all $(wc -l <"$T/should") wrapped names the runtime looked up were substituted" test -z "$missed"
 [ -n "$missed" ] && diag "not substituted: $(echo $missed)"
-for name in cuMemAlloc_v2 cuMemAllocAsync_ptsz cuLaunchKernel_ptsz cuLaunchKernelEx cuGraphLaunch_ptsz cuMemcpyHtoD_v2; do
+for name in cuMemAlloc_v2 cuMemAllocAsync_ptsz cuLaunchKernel_ptsz cuLaunchKernelEx cuGraphLaunch_ptsz cuMemcpyHtoD_v2 \
+  cuGraphAddMemAllocNode cuGraphAddMemFreeNode cuGraphAddNode cuGraphAddNode_v2; do
   check "runtime lookup substituted: $name" grep -qx "$name" "$T/subst"
 done
 check "no unwrapped name was substituted" test -z "$(comm -13 "$T/should" "$T/subst")"

@@ -180,6 +180,10 @@ uint64_t sim_migrate(uint64_t ptr, uint64_t bytes, int dst, uint64_t start, int 
 		     uint64_t *moved);
 /* Mark managed pages of a range used now (LRU). */
 void sim_touch(uint64_t ptr, uint64_t bytes, int dev);
+/* Graph memory nodes: the allocation node's device memory (pp->location),
+ * and the free node's release of it (only such memory, once). */
+CUresult sim_graph_mem_alloc(CUdeviceptr *dptr, size_t bytes, const CUmemPoolProps *pp);
+CUresult sim_graph_mem_free(CUdeviceptr dptr);
 
 /* ---- launches (sim_launch.c) ---- */
 /* A kernel as recorded (captured or direct). */

@@ -519,13 +519,16 @@ CUresult cuStreamAddCallback_ptsz(CUstream h, CUstreamCallback cb, void *user, u
 	return add_callback(h, cb, user, 1);
 }
 
-/* ---- graphs: a list of kernel/host nodes replayed in order ---- */
+/* ---- graphs: a list of kernel/host nodes replayed in order (memory
+ * nodes allocate and free when they are added, see sim_memory.c) ---- */
 
 struct sim_gnode {
 	uint32_t magic;
 	int type; /* CUgraphNodeType */
 	struct sim_graph *g;
 	struct sim_kernel_desc k;
+	CUDA_MEM_ALLOC_NODE_PARAMS alloc; /* MEM_ALLOC (accessDescs not kept) */
+	CUdeviceptr freed;                /* MEM_FREE */
 };
 #define SIM_GNODE_MAGIC 0x45444f4eu
 
@@ -547,6 +550,12 @@ static struct sim_graph *graph_check(CUgraph h)
 {
 	struct sim_graph *g = (struct sim_graph *)h;
 	return g && g->magic == SIM_GRAPH_MAGIC ? g : NULL;
+}
+
+static struct sim_gnode *gnode_check(CUgraphNode h)
+{
+	struct sim_gnode *n = (struct sim_gnode *)h;
+	return n && n->magic == SIM_GNODE_MAGIC ? n : NULL;
 }
 
 static struct sim_gexec *gexec_check(CUgraphExec h)
@@ -664,18 +673,23 @@ CUresult cuGraphAddKernelNode(CUgraphNode *ph, CUgraph g, const CUgraphNode *dep
 	return add_kernel_node(ph, g, p->func, NULL, p->kernelParams);
 }
 
-CUresult cuGraphAddHostNode(CUgraphNode *ph, CUgraph hg, const CUgraphNode *deps, size_t n,
-			    const CUDA_HOST_NODE_PARAMS *p)
+static CUresult add_host_node(CUgraphNode *ph, CUgraph hg, CUhostFn fn, void *user)
 {
 	struct sim_graph *g = graph_check(hg);
-	if (!ph || !g || !p || !p->fn)
+	if (!ph || !g || !fn)
 		return CUDA_ERROR_INVALID_VALUE;
-	struct sim_kernel_desc k = { .host_fn = 1, .fn = p->fn, .user = p->userData };
+	struct sim_kernel_desc k = { .host_fn = 1, .fn = fn, .user = user };
 	struct sim_gnode *x = graph_add(g, CU_GRAPH_NODE_TYPE_HOST, &k);
 	if (!x)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	*ph = (CUgraphNode)x;
 	return CUDA_SUCCESS;
+}
+
+CUresult cuGraphAddHostNode(CUgraphNode *ph, CUgraph hg, const CUgraphNode *deps, size_t n,
+			    const CUDA_HOST_NODE_PARAMS *p)
+{
+	return p ? add_host_node(ph, hg, p->fn, p->userData) : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuGraphAddEmptyNode(CUgraphNode *ph, CUgraph hg, const CUgraphNode *deps, size_t n)
@@ -688,6 +702,121 @@ CUresult cuGraphAddEmptyNode(CUgraphNode *ph, CUgraph hg, const CUgraphNode *dep
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	*ph = (CUgraphNode)x;
 	return CUDA_SUCCESS;
+}
+
+/* Memory nodes. The allocation node returns its address in *dptr; a free
+ * node takes only such an address, once (sim_memory.c). */
+static CUresult add_mem_alloc_node(CUgraphNode *ph, CUgraph hg, const CUmemPoolProps *pp,
+				   size_t bytes, CUdeviceptr *dptr)
+{
+	SIM_REQUIRE_INIT();
+	struct sim_graph *g = graph_check(hg);
+	if (!ph || !g || !dptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	CUdeviceptr p = 0;
+	CUresult r = sim_graph_mem_alloc(&p, bytes, pp);
+	if (r != CUDA_SUCCESS)
+		return r;
+	struct sim_gnode *x = graph_add(g, CU_GRAPH_NODE_TYPE_MEM_ALLOC, NULL);
+	if (!x) {
+		sim_graph_mem_free(p);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	x->alloc.poolProps = *pp;
+	x->alloc.bytesize = bytes;
+	x->alloc.dptr = p;
+	*dptr = p;
+	*ph = (CUgraphNode)x;
+	sim_log("call graph alloc node %zu bytes on GPU %d -> 0x%llx", bytes, pp->location.id,
+		(unsigned long long)p);
+	return CUDA_SUCCESS;
+}
+
+static CUresult add_mem_free_node(CUgraphNode *ph, CUgraph hg, CUdeviceptr dptr)
+{
+	SIM_REQUIRE_INIT();
+	struct sim_graph *g = graph_check(hg);
+	if (!ph || !g)
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult r = sim_graph_mem_free(dptr);
+	if (r != CUDA_SUCCESS)
+		return r;
+	struct sim_gnode *x = graph_add(g, CU_GRAPH_NODE_TYPE_MEM_FREE, NULL);
+	if (!x)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	x->freed = dptr;
+	*ph = (CUgraphNode)x;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuGraphAddMemAllocNode(CUgraphNode *ph, CUgraph hg, const CUgraphNode *deps, size_t n,
+				CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	return add_mem_alloc_node(ph, hg, &p->poolProps, p->bytesize, &p->dptr);
+}
+
+CUresult cuGraphAddMemFreeNode(CUgraphNode *ph, CUgraph hg, const CUgraphNode *deps, size_t n,
+			       CUdeviceptr dptr)
+{
+	return add_mem_free_node(ph, hg, dptr);
+}
+
+CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
+{
+	struct sim_gnode *x = gnode_check(hNode);
+	if (!x || x->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC || !params_out)
+		return CUDA_ERROR_INVALID_VALUE;
+	*params_out = x->alloc;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
+{
+	struct sim_gnode *x = gnode_check(hNode);
+	if (!x || x->type != CU_GRAPH_NODE_TYPE_MEM_FREE || !dptr_out)
+		return CUDA_ERROR_INVALID_VALUE;
+	*dptr_out = x->freed;
+	return CUDA_SUCCESS;
+}
+
+/* The generic cuGraphAddNode: the node types the simulator models. Unused
+ * reserved bytes must be zero, as the driver requires. */
+static CUresult add_node(CUgraphNode *ph, CUgraph hg, CUgraphNodeParams *p)
+{
+	if (!p || p->reserved0[0] || p->reserved0[1] || p->reserved0[2] || p->reserved2)
+		return CUDA_ERROR_INVALID_VALUE;
+	switch (p->type) {
+	case CU_GRAPH_NODE_TYPE_KERNEL:
+		return add_kernel_node(ph, hg, p->kernel.func, p->kernel.kern, p->kernel.kernelParams);
+	case CU_GRAPH_NODE_TYPE_HOST:
+		return add_host_node(ph, hg, p->host.fn, p->host.userData);
+	case CU_GRAPH_NODE_TYPE_EMPTY:
+		return cuGraphAddEmptyNode(ph, hg, NULL, 0);
+	case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+		return add_mem_alloc_node(ph, hg, &p->alloc.poolProps, p->alloc.bytesize,
+					  &p->alloc.dptr);
+	case CU_GRAPH_NODE_TYPE_MEM_FREE:
+		return add_mem_free_node(ph, hg, p->free.dptr);
+	default:
+		sim_log("call cuGraphAddNode type %d -> not supported", (int)p->type);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+}
+
+/* cuda.h maps the name cuGraphAddNode to cuGraphAddNode_v2; the driver's
+ * internal view declares both ABIs. */
+CUresult cuGraphAddNode(CUgraphNode *ph, CUgraph hg, const CUgraphNode *deps, size_t n,
+			CUgraphNodeParams *p)
+{
+	return add_node(ph, hg, p);
+}
+
+CUresult cuGraphAddNode_v2(CUgraphNode *ph, CUgraph hg, const CUgraphNode *deps,
+			   const CUgraphEdgeData *edgeData, size_t n, CUgraphNodeParams *p)
+{
+	return add_node(ph, hg, p);
 }
 
 CUresult cuGraphGetNodes(CUgraph hg, CUgraphNode *nodes, size_t *numNodes)
@@ -708,8 +837,8 @@ CUresult cuGraphGetNodes(CUgraph hg, CUgraphNode *nodes, size_t *numNodes)
 
 CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 {
-	struct sim_gnode *n = (struct sim_gnode *)hNode;
-	if (!n || n->magic != SIM_GNODE_MAGIC || !type)
+	struct sim_gnode *n = gnode_check(hNode);
+	if (!n || !type)
 		return CUDA_ERROR_INVALID_VALUE;
 	*type = (CUgraphNodeType)n->type;
 	return CUDA_SUCCESS;
@@ -730,7 +859,8 @@ static CUresult instantiate(CUgraphExec *ph, CUgraph hg)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	for (size_t i = 0; i < g->n; i++)
-		if (g->nodes[i]->type != CU_GRAPH_NODE_TYPE_EMPTY)
+		if (g->nodes[i]->type == CU_GRAPH_NODE_TYPE_KERNEL ||
+		    g->nodes[i]->type == CU_GRAPH_NODE_TYPE_HOST)
 			x->k[x->n++] = g->nodes[i]->k;
 	x->magic = SIM_GEXEC_MAGIC;
 	*ph = (CUgraphExec)x;

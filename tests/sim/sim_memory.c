@@ -52,6 +52,7 @@ struct sim_alloc {
 	int32_t *slot;    /* managed: slot index, -1 = host */
 	int8_t *pdev;     /* managed: GPU of that slot */
 	int last_prefetch; /* managed: last prefetch target ordinal, -1 host, -2 none */
+	int graph;         /* device memory of a graph allocation node */
 	struct vmap *vmaps; /* VA reservation: what cuMemMap put there */
 };
 
@@ -531,13 +532,16 @@ static void alloc_destroy(struct sim_alloc *a)
 	free(a);
 }
 
+/* free_kind mask bit: only memory a graph allocation node returned. */
+#define ONLY_GRAPH (1u << 31)
+
 /* Removes the allocation starting exactly at p, of one of the kinds in
  * mask (bit per kind). */
 static CUresult free_kind(uint64_t p, unsigned mask)
 {
 	pthread_mutex_lock(&sim_mu);
 	struct sim_alloc *a = find_locked(p);
-	if (!a || a->base != p || !(mask & (1u << a->kind))) {
+	if (!a || a->base != p || !(mask & (1u << a->kind)) || ((mask & ONLY_GRAPH) && !a->graph)) {
 		pthread_mutex_unlock(&sim_mu);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
@@ -892,6 +896,38 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
 	return free_async(dptr, hStream, 1);
+}
+
+/* ---- graph memory nodes (the nodes themselves: sim_launch.c) ----
+ * Simplified like stream-ordered allocation: an allocation node's device
+ * memory exists from the node's creation (the real driver fixes the address
+ * then and backs it when the graph runs) and a free node frees it at once.
+ * A free node accepts only an address an allocation node returned, once;
+ * cuMemFree[Async] of such memory works too (allowed for graph memory not
+ * freed in its graph). Destroying a graph does not free it. */
+CUresult sim_graph_mem_alloc(CUdeviceptr *dptr, size_t bytes, const CUmemPoolProps *pp)
+{
+	if (!dptr || !pp || pp->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+	    pp->handleTypes != CU_MEM_HANDLE_TYPE_NONE ||
+	    pp->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+		return CUDA_ERROR_INVALID_VALUE;
+	int p = sim_phys(pp->location.id);
+	if (p < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	CUresult r = alloc_new((uint64_t *)dptr, bytes, A_DEVICE, p, 0, NULL);
+	if (r == CUDA_SUCCESS) {
+		pthread_mutex_lock(&sim_mu);
+		struct sim_alloc *a = find_locked(*dptr);
+		if (a)
+			a->graph = 1;
+		pthread_mutex_unlock(&sim_mu);
+	}
+	return r;
+}
+
+CUresult sim_graph_mem_free(CUdeviceptr dptr)
+{
+	return free_kind(dptr, 1u << A_DEVICE | ONLY_GRAPH);
 }
 
 /* ---- virtual memory management ----

@@ -264,6 +264,52 @@ int main(void)
 	OK(cuPointerGetAttribute(&pp, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, d) == 0 && pp == pool, "pointer knows its pool");
 	OK(cuMemFreeAsync(d, st) == 0 && cuMemAllocAsync(&d, 4 << 20, st) == 0 && cuMemFreeAsync_ptsz(d, NULL) == 0,
 	   "async alloc/free (+_ptsz)");
+
+	/* Graph memory nodes: device memory from the allocation node's creation,
+	 * released by a free node of that address (only such an address, once). */
+	CUgraph g;
+	CUgraphNode an, fnode;
+	CUgraphNodeType ty;
+	CUgraphExec ge;
+	CUDA_MEM_ALLOC_NODE_PARAMS ap = { .poolProps = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+							 .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 } },
+					  .bytesize = 6 << 20 };
+	OK(cuGraphCreate(&g, 0) == 0 && cuGraphAddMemAllocNode(&an, g, NULL, 0, &ap) == 0 && ap.dptr &&
+		   cuGraphNodeGetType(an, &ty) == 0 && ty == CU_GRAPH_NODE_TYPE_MEM_ALLOC,
+	   "cuGraphAddMemAllocNode returns an address");
+	OK(cuMemGetInfo_v2(&fa, &tot) == 0 && fr0 - fa == (6 << 20), "graph memory counts as used");
+	CUDA_MEM_ALLOC_NODE_PARAMS gp = { 0 };
+	OK(cuGraphMemAllocNodeGetParams(an, &gp) == 0 && gp.dptr == ap.dptr && gp.bytesize == (6 << 20),
+	   "cuGraphMemAllocNodeGetParams");
+	OK(cuMemAlloc_v2(&d, 4096) == 0 && cuGraphAddMemFreeNode(&fnode, g, NULL, 0, d) == CUDA_ERROR_INVALID_VALUE &&
+		   cuMemFree_v2(d) == 0, "free node of memory no allocation node returned: rejected");
+	CUdeviceptr fd = 0;
+	OK(cuGraphAddMemFreeNode(&fnode, g, &an, 1, ap.dptr) == 0 && cuGraphMemFreeNodeGetParams(fnode, &fd) == 0 &&
+		   fd == ap.dptr && cuMemGetInfo_v2(&fa, &tot) == 0 && fa == fr0, "free node releases it");
+	OK(cuGraphAddMemFreeNode(&fnode, g, NULL, 0, ap.dptr) == CUDA_ERROR_INVALID_VALUE, "second free node rejected");
+	ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_HOST;
+	OK(cuGraphAddMemAllocNode(&an, g, NULL, 0, &ap) == CUDA_ERROR_INVALID_VALUE, "host-located allocation node rejected");
+	CUgraphNodeParams np;
+	memset(&np, 0, sizeof(np));
+	np.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+	np.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	np.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	np.alloc.bytesize = 2 << 20;
+	np.reserved0[1] = 1;
+	OK(cuGraphAddNode(&an, g, NULL, NULL, 0, &np) == CUDA_ERROR_INVALID_VALUE, "cuGraphAddNode: non-zero reserved bytes rejected");
+	np.reserved0[1] = 0;
+	OK(cuGraphAddNode(&an, g, NULL, NULL, 0, &np) == 0 && np.alloc.dptr && cuMemGetInfo_v2(&fa, &tot) == 0 &&
+		   fr0 - fa == (2 << 20), "cuGraphAddNode MEM_ALLOC");
+	CUdeviceptr gd = np.alloc.dptr;
+	memset(&np, 0, sizeof(np));
+	np.type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+	np.free.dptr = gd;
+	OK(cuGraphAddNode(&fnode, g, &an, NULL, 1, &np) == 0 && cuGraphNodeGetType(fnode, &ty) == 0 &&
+		   ty == CU_GRAPH_NODE_TYPE_MEM_FREE && cuMemGetInfo_v2(&fa, &tot) == 0 && fa == fr0,
+	   "cuGraphAddNode MEM_FREE");
+	OK(cuGraphInstantiateWithFlags(&ge, g, 0) == 0 && cuGraphLaunch(ge, st) == 0 && cuStreamSynchronize(st) == 0 &&
+		   cuGraphExecDestroy(ge) == 0 && cuGraphDestroy(g) == 0,
+	   "a graph with memory nodes instantiates and runs");
 	cuStreamDestroy_v2(st);
 	char hb[64];
 	OK(cuMemAlloc_v2(&d, 4096) == 0 && cuMemcpyHtoD_v2_ptds(d, src, 64) == 0 && cuMemcpyDtoH_v2_ptds(hb, d, 64) == 0 &&
