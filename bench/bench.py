@@ -519,6 +519,8 @@ def run_quota(C, R):
                     gpu.append(spin_rate(r["marks"], a, b, 2))
                 if r:
                     q["timing_used"] = r.get("timing", "events")
+                    late = r["marks"][0][0] - t0
+                    q["late_max"] = max(q.get("late_max", 0.0), late)
                     if r.get("kernels") and r["marks"][-1][1]:
                         # GPU activity records per matmul: the same in every
                         # run unless CUPTI dropped records.
@@ -531,6 +533,12 @@ def run_quota(C, R):
             q["event_outliers"] = q.get("event_outliers", 0) + sum(r.get("outliers", 0) for r in rs if r)
             return rates, gpu, held
 
+        # Discarded: the first profiled spin of a worker starts ~2.5 s late
+        # (CUPTI starting up), which ate into the first measured interval.
+        t0 = time.monotonic() + 0.5
+        pair_call(c, [{"op": "spin", "start_at": t0, "until": t0 + 1.0, "n": QUOTA_MM_N,
+                       "sync_every": QUOTA_SYNC, "timing": QUOTA_TIMING}] * 2,
+                  timeout=QUOTA_LEAD + QUOTA_MEASURE + 60)
         base, base_gpu, _ = spin([100, None])
         base, base_gpu = base[0], base_gpu[0]
         unc, _, _ = spin([100, 100])
@@ -631,6 +639,10 @@ def quota_section(R, L, T):
                      " / ".join("%+.2f" % e if e is not None else "n/a" for e in errs),
                      fmt(cs.get("held", [])), fmt(cs.get("work_shares", [])),
                      "%.3f" % tr if tr is not None else "-", per_rep])
+    if q.get("late_max", 0) > QUOTA_SKIP:
+        L.append("**A worker started %.2f s late** (after the %.1f s skipped at the start): "
+                 "its first measured interval is short of work." % (q["late_max"], QUOTA_SKIP))
+        L.append("")
     rp = q.get("records_per_mm")
     if rp:
         L.append("CUPTI activity records per matmul launched, over all runs: %.3f–%.3f (a drop "

@@ -429,8 +429,8 @@ def spin_cupti(c, a, b, out, every):
     from torch.profiler import ProfilerActivity, profile, record_function
     global _cupti_warm
     if not _cupti_warm:
-        # The first profiling session of a process lost ~10 % of its kernel
-        # records on an H200 (CUPTI starting up): one short session first.
+        # The first profiling session of a process starts slowly (CUPTI
+        # starting up, ~2.5 s on an H200): one short session first.
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
             for _ in range(20):
                 torch.mm(a, b, out=out)
