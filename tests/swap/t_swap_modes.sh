@@ -23,6 +23,7 @@ scenario() {
   env "${cenv[@]}" LD_PRELOAD="$PRELOAD" "$SAPP" --name B --ranges "$RANGES" --steps 60 --kernel-us 2000 >"$T/B.out" 2>"$T/B.err" & local b=$!
   wait "$a" "$b"
   cp "$T/A.out" "$T/$n.A"; cp "$T/B.out" "$T/$n.B"
+  cp "$T/A.err" "$T/$n.A.err"; cp "$T/B.err" "$T/$n.B.err"
   pflog >"$T/$n.pf"
   kill "$sp"; wait "$sp" 2>/dev/null
 }
@@ -59,6 +60,12 @@ check "NVSHARE_SWAP=0: the releaser still moves what the next needs to the host 
 check "NVSHARE_SWAP=0: no swap-in prefetch after the first hand-off ($nin)" [ "$nin" -eq 0 ]
 check "NVSHARE_SWAP=0: pages fault back in instead (A $(fb noswap A), B $(fb noswap B) bytes)" \
   [ "$(( $(fb noswap A) + $(fb noswap B) ))" -gt 0 ]
+if [ "$nout" -eq 0 ]; then
+  # Seen once in ~20 runs: no hand-off at all in this scenario. Show why.
+  diag "noswap scheduler log (no DEBUG lines):"
+  grep -v DEBUG "$T/noswap.sched.log" | tail -n 25 | sed 's/^/#   /'
+  for x in A B; do diag "noswap $x stderr:"; tail -n 8 "$T/noswap.$x.err" | sed 's/^/#   /'; done
+fi
 jf() { grep -oE 'elapsed_ms=[0-9.]+' "$T/$1.$2" | sed 's/.*=//'; }
 diag "elapsed (ms) A/B: fit $(jf fit A)/$(jf fit B), noswap $(jf noswap A)/$(jf noswap B)"
 true
