@@ -87,6 +87,7 @@ struct sim_shared {
 /* ---- per-process configuration (environment, read once) ---- */
 struct sim_config {
 	uint64_t kernel_ns;
+	uint64_t max_pending; /* launches a stream holds before a launch blocks */
 	double h2d_bps, d2h_bps, fault_bps; /* bytes per second */
 };
 extern struct sim_config sim_cfg;
@@ -145,6 +146,11 @@ struct sim_stream {
 	uint32_t magic;
 	struct sim_ctx *ctx;
 	uint64_t tail;      /* completion time of the last queued work */
+	/* Completion times of its last launches (a ring of sim_cfg.max_pending
+	 * slots once full, grown up to that before): the bound on pending work. */
+	uint64_t *done;
+	size_t done_cap;
+	uint64_t launches;  /* launches recorded in `done` so far */
 	unsigned flags;
 	int prio;
 	int kind;           /* 0 created, 1 legacy, 2 per-thread */
@@ -159,6 +165,13 @@ struct sim_stream *sim_stream_get(CUstream h, int per_thread);
 /* Start time for new work on s: after its tail and, for the legacy stream,
  * after every blocking stream of its context. */
 uint64_t sim_stream_ready(struct sim_stream *s);
+/* The push buffer's bound: sleeps until fewer than sim_cfg.max_pending
+ * launches queued on s are incomplete. Called before queuing a launch. */
+void sim_stream_admit(struct sim_stream *s);
+/* Queues work on s that ends at `end` (raises its tail); launch: it is a
+ * launch of its own, recorded for sim_stream_admit (its completion: the new
+ * tail, as a stream completes its work in order). */
+void sim_stream_enqueue(struct sim_stream *s, uint64_t end, int launch);
 void sim_ctx_tail_all(struct sim_ctx *ctx, uint64_t *max_tail);
 /* Any stream of ctx capturing? Invalidates those captures (a context-wide
  * sync during capture is illegal) and returns 1. */

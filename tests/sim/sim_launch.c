@@ -5,7 +5,9 @@
  * max(now, the stream's ready time, the GPU's busy-until shared by every
  * process on the state file), so kernels of co-running processes serialize
  * like time-sliced contexts; its length is the kernel's duration plus the
- * time to fault-migrate the managed pages it touches. See sim_api.h for the
+ * time to fault-migrate the managed pages it touches. A launch first waits
+ * while NVSHARE_SIM_MAX_PENDING launches on its stream are incomplete (the
+ * push buffer is full; sim_stream_admit). See sim_api.h for the
  * nvshare_sim_kernel parameter convention.
  */
 #include <stdio.h>
@@ -347,7 +349,10 @@ CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockS
 
 /* ---- running a kernel ---- */
 
-CUresult sim_run_kernel(struct sim_stream *s, const struct sim_kernel_desc *k)
+/* launch: 1 for a launch of its own, bounded by the stream's pending
+ * launches (sim_stream_admit) and counted in them; 0 for a node of a graph
+ * launch (graph_launch bounds and counts the graph as one launch). */
+static CUresult run_kernel(struct sim_stream *s, const struct sim_kernel_desc *k, int launch)
 {
 	if (s->capturing == CU_STREAM_CAPTURE_STATUS_ACTIVE)
 		return sim_graph_record(s, k);
@@ -361,6 +366,8 @@ CUresult sim_run_kernel(struct sim_stream *s, const struct sim_kernel_desc *k)
 			k->fn(k->user);
 		return CUDA_SUCCESS;
 	}
+	if (launch)
+		sim_stream_admit(s);
 	int dev = s->ctx->dev;
 	uint64_t ready = sim_stream_ready(s), fault_ns = 0;
 	if (k->touch_ptr && k->touch_bytes)
@@ -377,11 +384,13 @@ CUresult sim_run_kernel(struct sim_stream *s, const struct sim_kernel_desc *k)
 	me->c[dev].kernel_busy_ns += end - start;
 	sim_util_add_locked(dev, start, end);
 	sim_unlock();
-	pthread_mutex_lock(&sim_mu);
-	if (end > s->tail)
-		s->tail = end;
-	pthread_mutex_unlock(&sim_mu);
+	sim_stream_enqueue(s, end, launch);
 	return CUDA_SUCCESS;
+}
+
+CUresult sim_run_kernel(struct sim_stream *s, const struct sim_kernel_desc *k)
+{
+	return run_kernel(s, k, 1);
 }
 
 static void describe(struct sim_kernel_desc *k, struct sim_func *f, void **params)
@@ -937,11 +946,18 @@ static CUresult graph_launch(CUgraphExec he, CUstream h, int pt)
 	struct sim_stream *s = sim_stream_get(h, pt);
 	if (!x || !s)
 		return CUDA_ERROR_INVALID_HANDLE;
-	for (size_t i = 0; i < x->n; i++) {
-		CUresult r = sim_run_kernel(s, &x->k[i]);
-		if (r)
-			return r;
-	}
+	/* One submission, however many nodes: bounded and counted as one
+	 * launch that completes with its last node. */
+	int live = s->capturing == CU_STREAM_CAPTURE_STATUS_NONE;
+	if (live)
+		sim_stream_admit(s);
+	CUresult r = CUDA_SUCCESS;
+	for (size_t i = 0; i < x->n && r == CUDA_SUCCESS; i++)
+		r = run_kernel(s, &x->k[i], 0);
+	if (live)
+		sim_stream_enqueue(s, 0, 1);
+	if (r)
+		return r;
 	sim_log("call cuGraphLaunch nodes=%zu", x->n);
 	return CUDA_SUCCESS;
 }

@@ -1859,12 +1859,10 @@ static CUresult prefetch(CUdeviceptr p, size_t n, int dst_ord, CUstream h, int p
 	if (a)
 		a->last_prefetch = dst_ord;
 	pthread_mutex_unlock(&sim_mu);
+	sim_stream_admit(s);
 	uint64_t start = sim_stream_ready(s), moved = 0;
 	uint64_t end = sim_migrate(p, n, dst, start, 0, &moved);
-	pthread_mutex_lock(&sim_mu);
-	if (end > s->tail)
-		s->tail = end;
-	pthread_mutex_unlock(&sim_mu);
+	sim_stream_enqueue(s, end, 1);
 	sim_lock();
 	uint64_t seq = ++sim_sh->prefetch_seq;
 	struct nvshare_sim_prefetch *r = &sim_sh->prefetch[(seq - 1) % SIM_PREFETCH_LOG];

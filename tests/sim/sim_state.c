@@ -266,6 +266,8 @@ static void state_init_once(void)
 		mem = SIM_PAGE;
 	nvs_env_u64("NVSHARE_SIM_KERNEL_US", 0, 3600ULL * 1000000, &kus);
 	sim_cfg.kernel_ns = kus * 1000;
+	sim_cfg.max_pending = 1024;
+	nvs_env_u64("NVSHARE_SIM_MAX_PENDING", 1, 1000000, &sim_cfg.max_pending);
 	sim_cfg.h2d_bps = env_gbps("NVSHARE_SIM_H2D_GBPS", 50);
 	sim_cfg.d2h_bps = env_gbps("NVSHARE_SIM_D2H_GBPS", 4.5);
 	sim_cfg.fault_bps = env_gbps("NVSHARE_SIM_FAULT_GBPS", 10);

@@ -119,6 +119,60 @@ uint64_t sim_stream_ready(struct sim_stream *s)
 	return t;
 }
 
+/* ---- bounded queue ----
+ * A real GPU takes about a thousand launches per stream into its push
+ * buffer; the next launch blocks until one completes. `done` keeps the
+ * completion times of the last max_pending launches, in order (each is the
+ * stream's tail once it was queued, so they never decrease): fewer than
+ * max_pending are incomplete exactly when the oldest of them has completed,
+ * one comparison per launch. */
+
+static uint64_t oldest_launch_locked(struct sim_stream *s)
+{
+	uint64_t n = sim_cfg.max_pending;
+	return s->launches >= n ? s->done[s->launches % n] : 0;
+}
+
+static void record_launch_locked(struct sim_stream *s, uint64_t t)
+{
+	uint64_t n = sim_cfg.max_pending;
+	size_t i = (size_t)(s->launches % n);
+	if (i >= s->done_cap) { /* only while fewer than n were recorded */
+		size_t c = s->done_cap ? s->done_cap * 2 : 16;
+		if (c > n)
+			c = (size_t)n;
+		uint64_t *x = realloc(s->done, c * sizeof(*x));
+		if (!x)
+			return; /* not counted: unbounded rather than a failed launch */
+		s->done = x;
+		s->done_cap = c;
+	}
+	s->done[i] = t;
+	s->launches++;
+}
+
+void sim_stream_admit(struct sim_stream *s)
+{
+	for (;;) {
+		pthread_mutex_lock(&sim_mu);
+		uint64_t t = oldest_launch_locked(s);
+		pthread_mutex_unlock(&sim_mu);
+		if (t <= sim_now())
+			return;
+		sim_sleep_until(t); /* then look again: other threads may launch too */
+	}
+}
+
+void sim_stream_enqueue(struct sim_stream *s, uint64_t end, int launch)
+{
+	pthread_mutex_lock(&sim_mu);
+	if (end > s->tail)
+		s->tail = end;
+	if (launch)
+		record_launch_locked(s, s->tail);
+	pthread_mutex_unlock(&sim_mu);
+}
+
 void sim_ctx_tail_all(struct sim_ctx *ctx, uint64_t *max_tail)
 {
 	pthread_mutex_lock(&sim_mu);

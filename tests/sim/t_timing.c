@@ -1,8 +1,11 @@
 /*
  * Kernel durations in real time: stream, event and context synchronisation,
- * GPU serialisation across streams, capture and graph replay.
+ * GPU serialisation across streams, capture and graph replay, the bound on
+ * a stream's pending launches (NVSHARE_SIM_MAX_PENDING).
  */
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cuda.h>
 
@@ -30,9 +33,160 @@ static void host_fn(void *p)
 	host_calls += *(int *)p;
 }
 
+/* ---- the bound on pending launches ---- */
+
+#define BURST 40
+#define BURST_US 5000
+
+struct burst {
+	double loop_ms;  /* host time of the launch loop */
+	int pending;     /* of its kernels, incomplete when it returned */
+	double sync_ms;  /* until cuStreamSynchronize returned */
+	int in_order;    /* each kernel ended >= 5 ms after the previous */
+	float last_ms;   /* the last kernel's end, after an event before the first */
+};
+
+/* BURST x 5 ms kernels on an idle stream, an event recorded after each. */
+static struct burst burst(CUstream s)
+{
+	struct burst b = { 0 };
+	CUevent e0, ev[BURST];
+	cuEventCreate(&e0, 0);
+	for (int i = 0; i < BURST; i++)
+		cuEventCreate(&ev[i], 0);
+	cuEventRecord(e0, s);
+	uint64_t t0 = nvshareSimNowNs();
+	for (int i = 0; i < BURST; i++) {
+		run(s, BURST_US);
+		cuEventRecord(ev[i], s);
+	}
+	b.loop_ms = ms_since(t0);
+	for (int i = 0; i < BURST; i++)
+		b.pending += cuEventQuery(ev[i]) == CUDA_ERROR_NOT_READY;
+	cuStreamSynchronize(s);
+	b.sync_ms = ms_since(t0);
+	b.in_order = 1;
+	float prev = 0;
+	for (int i = 0; i < BURST; i++) {
+		float el = -1;
+		if (cuEventElapsedTime_v2(&el, e0, ev[i]) != 0 || el - prev < BURST_US / 1000.0f - 0.01f)
+			b.in_order = 0;
+		prev = el;
+		cuEventDestroy_v2(ev[i]);
+	}
+	b.last_ms = prev;
+	cuEventDestroy_v2(e0);
+	return b;
+}
+
+static void check_burst(const struct burst *b, const char *what)
+{
+	OK(b->in_order && b->last_ms >= BURST * BURST_US / 1000.0f - 0.01f &&
+		   b->sync_ms >= BURST * BURST_US / 1000.0,
+	   "%s: all %d kernels ran, in order (last ends %.1f ms after the first starts; sync %.1f ms)",
+	   what, BURST, b->last_ms, b->sync_ms);
+}
+
+/* What a process with NVSHARE_SIM_MAX_PENDING=8 measured (fork_pending). */
+struct pending8 {
+	int init_ok;
+	struct burst b;
+	double graph_loop_ms, graph_sync_ms;  /* 12 launches of a 2 x 2 ms graph */
+	double prefetch_loop_ms;              /* 12 prefetches of 4.2 ms */
+};
+
+static void pending8_child(int fd)
+{
+	setenv("NVSHARE_SIM_MAX_PENDING", "8", 1);
+	setenv("NVSHARE_SIM_H2D_GBPS", "0.5", 1); /* 2 MiB: 4.2 ms */
+	setenv("NVSHARE_SIM_D2H_GBPS", "0.5", 1);
+	unsetenv("NVSHARE_SIM_STATE_DIR"); /* a GPU of its own */
+	struct pending8 r = { 0 };
+	CUcontext ctx;
+	CUmodule mod;
+	CUstream s;
+	CUgraph g;
+	CUgraphExec ge;
+	CUdeviceptr m;
+	r.init_ok = cuInit(0) == 0 && cuCtxCreate_v4(&ctx, NULL, 0, 0) == 0 &&
+		    cuModuleLoadData(&mod, "image") == 0 &&
+		    cuModuleGetFunction(&simk, mod, NVSHARE_SIM_KERNEL_NAME) == 0 &&
+		    cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == 0;
+	if (r.init_ok) {
+		r.b = burst(s);
+
+		/* A graph launch is one launch, however many nodes. */
+		cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+		run(s, 2000);
+		run(s, 2000);
+		r.init_ok = cuStreamEndCapture(s, &g) == 0 && cuGraphInstantiateWithFlags(&ge, g, 0) == 0;
+		uint64_t t0 = nvshareSimNowNs();
+		for (int i = 0; i < 12 && r.init_ok; i++)
+			r.init_ok = cuGraphLaunch(ge, s) == 0;
+		r.graph_loop_ms = ms_since(t0);
+		cuStreamSynchronize(s);
+		r.graph_sync_ms = ms_since(t0);
+
+		/* Prefetches queue on the stream too. */
+		r.init_ok = r.init_ok && cuMemAllocManaged(&m, 2 << 20, CU_MEM_ATTACH_GLOBAL) == 0;
+		CUmemLocation gpu = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 },
+			      host = { .type = CU_MEM_LOCATION_TYPE_HOST };
+		t0 = nvshareSimNowNs();
+		for (int i = 0; i < 12 && r.init_ok; i++)
+			r.init_ok = cuMemPrefetchAsync_v2(m, 2 << 20, i % 2 ? host : gpu, 0, s) == 0;
+		r.prefetch_loop_ms = ms_since(t0);
+		cuStreamSynchronize(s);
+	}
+	ssize_t w = write(fd, &r, sizeof(r));
+	_exit(w == (ssize_t)sizeof(r) ? 0 : 1);
+}
+
+/* Runs pending8_child in a fresh process (the bound is read once, at
+ * initialisation) before this one initialises the driver. */
+static int fork_pending8(struct pending8 *r)
+{
+	int fds[2];
+	if (pipe(fds) != 0)
+		return -1;
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		pending8_child(fds[1]);
+	}
+	close(fds[1]);
+	ssize_t n = pid > 0 ? read(fds[0], r, sizeof(*r)) : -1;
+	close(fds[0]);
+	int st = 0;
+	if (pid > 0)
+		waitpid(pid, &st, 0);
+	return n == (ssize_t)sizeof(*r) && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+static void check_pending8(void)
+{
+	struct pending8 r;
+	int ok = fork_pending8(&r) == 0 && r.init_ok;
+	OK(ok, "NVSHARE_SIM_MAX_PENDING=8: a process ran the bounded launches");
+	if (!ok)
+		return;
+	double want = (BURST - 8) * BURST_US / 1000.0;
+	OK(r.b.loop_ms >= want, "max 8 pending: %d x 5 ms launches block, loop took %.1f ms (>= %.0f)",
+	   BURST, r.b.loop_ms, want);
+	OK(r.b.pending <= 8, "max 8 pending: %d kernels incomplete when the loop returned", r.b.pending);
+	check_burst(&r.b, "max 8 pending");
+	OK(r.graph_loop_ms >= 16 && r.graph_sync_ms >= 48,
+	   "max 8 pending: a graph launch is one launch; 12 of a 2 x 2 ms graph block from the 9th (loop %.1f ms >= 16, all %.1f ms >= 48)",
+	   r.graph_loop_ms, r.graph_sync_ms);
+	OK(r.prefetch_loop_ms >= 16,
+	   "max 8 pending: 12 prefetches of 2 MiB at 0.5 GB/s block (loop %.1f ms >= 16)", r.prefetch_loop_ms);
+}
+
 int main(void)
 {
 	tap_private_state();
+	unsetenv("NVSHARE_SIM_MAX_PENDING");
+	check_pending8();
 	setenv("NVSHARE_SIM_KERNEL_US", "3000", 1);
 	unsetenv("NVSHARE_SIM_GPUS");
 	unsetenv("CUDA_VISIBLE_DEVICES");
@@ -171,6 +325,22 @@ int main(void)
 	cuStreamSynchronize(s2);
 	ms = ms_since(t0);
 	OK(ms >= 6, "graph node + cuLaunchKernelEx: %.1f ms", ms);
+
+	/* The default bound, 1024 pending launches per stream. */
+	CUstream s3;
+	cuStreamCreate(&s3, CU_STREAM_NON_BLOCKING);
+	struct burst bu = burst(s3);
+	OK(bu.loop_ms < 50 && bu.pending >= 30,
+	   "default bound: %d x 5 ms launches return at once (%.2f ms, %d still pending)", BURST, bu.loop_ms,
+	   bu.pending);
+	check_burst(&bu, "default bound");
+	t0 = nvshareSimNowNs();
+	for (int i = 0; i < 1024 + 40; i++)
+		run(s3, 1000);
+	ms = ms_since(t0);
+	cuStreamSynchronize(s3);
+	OK(ms >= 40, "default bound: launch 1025 waits for the first; 1064 x 1 ms launches took %.1f ms (>= 40)", ms);
+	cuStreamDestroy_v2(s3);
 
 	nvshareSimGetStats(0, &b);
 	OK(b.kernel_busy_ns > 60e6 && b.busy_until_ns <= nvshareSimNowNs(), "busy time accounted (%.1f ms)",
