@@ -108,6 +108,9 @@ TARGETS = [
     ("holdup", "interactive beside batch, on: batch held up by an idle holder <= 50 ms (worst)", 0.050),
     ("quota_err", "compute caps (single 25/50/75, pairs 30+60, 25+75, 50+50): share within 2 points (worst)", 2.0),
     ("quota_total", "caps summing to 100: pair throughput >= 95% of the uncapped pair (worst)", 0.95),
+    ("quota_more", "caps: 30% beside an unlimited client, 70% + 60% with an idle 50% client attached, "
+     "live change 60% -> 30%: share within 2 points (worst)", 2.0),
+    ("quota_mem", "memory limit lowered below use, then removed, at run time: enforced and shown", None),
 ]
 LIMIT = {k: lim for k, _, lim in TARGETS}
 SCENARIOS = ["overhead", "fit", "idle", "interactive", "pressure", "sched_latency", "quota"]
@@ -427,6 +430,16 @@ def ctl_core_limit(cfg, pid, core):
             pid, arg, (r.stderr or r.stdout).strip()))
 
 
+def ctl_mem_limit(cfg, pid, size):
+    if FAKE:
+        return
+    r = subprocess.run([CTL_BIN, "--set-client", str(pid), "--memory-limit", size],
+                       env=tool_env(cfg.sock_dir), capture_output=True, text=True, timeout=10)
+    if r.returncode:
+        raise RuntimeError("nvsharectl --set-client %d --memory-limit %s: %s" % (
+            pid, size, (r.stderr or r.stdout).strip()))
+
+
 def spin_rate(marks, a, b, field=1):
     """Per second between the first mark >= a and the last <= b: steps
     (field 1), or GPU seconds of the worker's kernels (field 2: its share of
@@ -577,10 +590,120 @@ def run_quota(C, R):
             if len(caps) == 2 and q["uncapped_pair"]:
                 cs["total_ratio"] = median([sum(y or 0 for y in x["rates"]) for x in reps]) / q["uncapped_pair"]
             q["cases"].append(cs)
+        quota_more(c, pids, q, spin)
         for pid in pids:
             ctl_core_limit(c, pid, 100)
     except RuntimeError as ex:
         q["error"] = str(ex)
+
+
+def quota_more(c, pids, q, spin):
+    """The issue's other cases, once each: a limited client beside an
+    unlimited one, limits summing over 100 with an idle limited client
+    attached, a live change mid-run, a memory limit lowered below use and
+    removed."""
+    more = q["more"] = []
+
+    def pct(x):
+        return 100.0 * x if x is not None else None
+
+    def timed(r, a, b):
+        if not r:
+            return None
+        return busy_share(r["busy"], a, b) if "busy" in r else spin_rate(r["marks"], a, b, 2)
+
+    try:
+        _, g, h = spin([30, 100])
+        more.append({"name": "30% beside an unlimited client", "targets": [30, None],
+                     "shares": [pct(g[0]), pct(g[1])], "held": [pct(h[0]), pct(h[1])],
+                     "note": "unlimited one not starved: >= 63%", "floor": [None, 63.0]})
+    except RuntimeError as ex:
+        more.append({"name": "30% beside an unlimited client", "error": str(ex)})
+
+    # A third client with a 50 % limit that attaches, runs one kernel and
+    # idles: 70 + 60 oversubscribe, the idle one must not count.
+    idle = None
+    try:
+        if not FAKE:
+            e = dict(os.environ)
+            e.pop("LD_PRELOAD", None)
+            argv = ["timeout", "-k", "5", str(int(max(60, left()))), "env", "LD_PRELOAD=" + LIB,
+                    "NVSHARE_SOCK_DIR=" + c.sock_dir, "NVSHARE_GPU_CORE_LIMIT=50",
+                    PY, "-u", os.path.join(HERE, "worker.py")]
+            idle = Child("quota-idle", argv, e, os.path.join(LOGDIR, "worker-quota-idle.log"),
+                         pipe=True, cwd=ROOT)
+            with open(os.path.join(LOGDIR, "bench.pids"), "a") as f:
+                f.write("%d\n" % idle.pid)
+            idle.send({"op": "hello"})
+            if not idle.recv(WORKER_START_TIMEOUT).get("ok"):
+                raise RuntimeError("idle client did not start")
+        _, g, h = spin([70, 60])
+        more.append({"name": "70% + 60% with an idle 50% client attached", "targets": [53.85, 46.15],
+                     "shares": [pct(g[0]), pct(g[1])], "held": [pct(h[0]), pct(h[1])],
+                     "note": "scaled by 100/130; the idle one left out"})
+    except RuntimeError as ex:
+        more.append({"name": "70% + 60% with an idle 50% client attached", "error": str(ex)})
+    finally:
+        if idle:
+            idle.stop()
+
+    # Live: 60 % set, then 30 % mid-run; in force from the next window.
+    try:
+        ctl_core_limit(c, pids[0], 60)
+        ctl_core_limit(c, pids[1], 100)
+        t0 = time.monotonic() + QUOTA_LEAD
+        a1, b1 = t0 + QUOTA_SKIP, t0 + QUOTA_SKIP + QUOTA_MEASURE
+        after_skip = float(QUOTA_WINDOW_MS) / 1000.0 + QUOTA_SKIP
+        until = b1 + after_skip + QUOTA_MEASURE + 0.3
+        tc = []
+
+        def change():
+            while time.monotonic() < b1:
+                time.sleep(0.002)
+            ctl_core_limit(c, pids[0], 30)
+            tc.append(time.monotonic())
+        th = threading.Thread(target=change, daemon=True)
+        th.start()
+        cmd = {"op": "spin", "start_at": t0, "until": until, "n": QUOTA_MM_N,
+               "sync_every": QUOTA_SYNC, "timing": QUOTA_TIMING}
+        r = pair_call(c, [cmd, None], timeout=until - time.monotonic() + 60)[0]
+        th.join(15)
+        if not tc:
+            raise RuntimeError("the live change was not made")
+        a2 = tc[0] + after_skip
+        more.append({"name": "live change 60% -> 30% (nvsharectl mid-run)", "targets": [60, 30],
+                     "shares": [pct(timed(r, a1, b1)), pct(timed(r, a2, a2 + QUOTA_MEASURE))],
+                     "note": "one worker: %.0f s before the change, %.0f s from %.1f s after it" % (
+                         QUOTA_MEASURE, QUOTA_MEASURE, after_skip)})
+    except RuntimeError as ex:
+        more.append({"name": "live change 60% -> 30%", "error": str(ex)})
+
+    # Memory: 1 GiB held, limit lowered to 768 MiB, then removed.
+    m = q["mem"] = {}
+    try:
+        ctl_core_limit(c, pids[0], 100)
+
+        def step(action, mib=0):
+            return pair_call(c, [{"op": "mem", "action": action, "mib": mib}, None])[0]
+        r1 = step("alloc", 1024)
+        ctl_mem_limit(c, pids[0], "768Mi")
+        time.sleep(0.5)
+        r2 = step("alloc", 256)
+        ctl_mem_limit(c, pids[0], "none")
+        time.sleep(0.5)
+        r3 = step("alloc", 256)
+        step("free_all")
+        mib = 1 << 20
+        m.update({"first": r1, "lowered": r2, "removed": r3})
+        m["ok"] = bool(r1["allocated"] and not r2["allocated"] and r2["total"] == 768 * mib
+                       and r3["allocated"] and r3["total"] > 768 * mib) or FAKE
+        m["text"] = ("1024 MiB allocated (%s); limit lowered to 768 MiB: mem_get_info total %d MiB, "
+                     "256 MiB more -> %s; limit removed: 256 MiB -> %s, total %d MiB" % (
+                         "ok" if r1["allocated"] else "failed", r2["total"] // mib,
+                         "OutOfMemoryError" if not r2["allocated"] else "allocated (wrong)",
+                         "allocated" if r3["allocated"] else "failed (wrong)", r3["total"] // mib))
+    except RuntimeError as ex:
+        m.update({"ok": False, "text": "failed: %s" % ex})
 
 
 def quota_section(R, L, T):
@@ -657,6 +780,46 @@ def quota_section(R, L, T):
                            "work share", "pair total / uncapped pair", "GPU-time share per repetition"],
                           rows))
         L.append("")
+    more_rows, worst_more = [], None
+    for cs in q.get("more", []):
+        if cs.get("error"):
+            worst_more = float("inf")
+            more_rows.append([cs["name"], "-", "failed: %s" % cs["error"], "-", "-", "-"])
+            continue
+        errs = []
+        for j, t in enumerate(cs["targets"]):
+            sh = cs["shares"][j]
+            if t is None:
+                fl = (cs.get("floor") or [None, None])[j]
+                if fl is not None and (sh is None or sh < fl):
+                    worst_more = float("inf")
+                errs.append("-")
+                continue
+            if sh is None:
+                worst_more = float("inf")
+                errs.append("n/a")
+                continue
+            worst_more = abs(sh - t) if worst_more is None else max(worst_more, abs(sh - t))
+            errs.append("%+.2f" % (sh - t))
+        more_rows.append([cs["name"], " / ".join("%.2f%%" % t if t is not None else "unlimited"
+                                                 for t in cs["targets"]),
+                          fmt(cs["shares"]), " / ".join(errs), fmt(cs.get("held") or []) or "-",
+                          cs.get("note", "")])
+    if more_rows:
+        L.append("Other cases (one run each; the live case is one worker, its share before and after "
+                 "the change):")
+        L.append("")
+        L.append(md_table(["case", "target", "GPU-time share", "error (points)", "held", "note"],
+                          more_rows))
+        L.append("")
+    if worst_more is not None:
+        T["quota_more"] = ("%.2f points" % worst_more, worst_more <= LIMIT["quota_more"])
+    if q.get("mem"):
+        L.append("Memory limit at run time (`nvsharectl --set-client PID --memory-limit`): %s." %
+                 q["mem"].get("text"))
+        L.append("")
+        T["quota_mem"] = ("yes" if q["mem"].get("ok") else "no: " + str(q["mem"].get("text")),
+                          bool(q["mem"].get("ok")))
     if worst is not None:
         T["quota_err"] = ("%.2f points" % worst, worst <= LIMIT["quota_err"])
     if worst_total is not None:
@@ -1133,8 +1296,8 @@ def plan_dry(only, small, normal):
             "alone, uncapped pair, singles %s, pairs %s x %d reps; %.1f s lead + %.1f s each" % (
                 QUOTA_MM_N, QUOTA_SYNC, QUOTA_TIMING, QUOTA_SINGLES, QUOTA_PAIRS, QUOTA_REPS,
                 QUOTA_LEAD, QUOTA_MEASURE))
-        t += (2 + QUOTA_REPS * (len(QUOTA_SINGLES) + len(QUOTA_PAIRS))) * (
-            QUOTA_LEAD + QUOTA_SKIP + QUOTA_MEASURE + 0.5)
+        t += (5 + QUOTA_REPS * (len(QUOTA_SINGLES) + len(QUOTA_PAIRS))) * (
+            QUOTA_LEAD + QUOTA_SKIP + QUOTA_MEASURE + 0.5) + 30
     say("estimated GPU time ~%.0f s plus ~20 s of worker start-up and warm-up" % t)
 
 

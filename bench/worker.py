@@ -24,6 +24,7 @@ Commands (field "op"):
                                   back-to-back bf16 n^3 matmuls; (time, steps)
                                   after every batch, GPU busy intervals from
                                   CUPTI (compute-quota scenario)
+  mem action=alloc|free_all mib   keep / drop tensors; mem_get_info after (memory limits)
   h2d_bw mib                       plain managed-memory prefetch bandwidth (driver API
                                   through ctypes): host->device and device->host GB/s
   quit
@@ -462,6 +463,27 @@ def spin_cupti(c, a, b, out, every):
             "kernels": len(iv), "timing": "cupti"}
 
 
+_held = []
+
+
+def op_mem(c):
+    """Memory-limit steps (compute-quota scenario): action alloc (mib: keep a
+    tensor of that size; an out-of-memory error is a result, not a failure)
+    or free_all; replies with torch.cuda.mem_get_info() after the step."""
+    ok, err = True, None
+    if c["action"] == "alloc":
+        try:
+            _held.append(torch.empty(c["mib"] << 20, dtype=torch.uint8, device=dev))
+        except torch.OutOfMemoryError as e:
+            ok, err = False, str(e).splitlines()[0][:200]
+    elif c["action"] == "free_all":
+        _held.clear()
+        release()
+    free, total = torch.cuda.mem_get_info()
+    return {"allocated": ok, "error": err, "free": free, "total": total,
+            "held_mib": sum(t.numel() for t in _held) >> 20}
+
+
 def op_h2d_bw(c):
     """cuMemPrefetchAsync_v2 of one managed buffer: populate on the GPU, time
     GPU -> host, then host -> GPU (the swap-in reference)."""
@@ -529,6 +551,8 @@ def fake_op(c):
         sleep_until(c["start_at"] + c["n"] * c["period"])
         return {"bursts": [(c["start_at"] + i * c["period"], c["start_at"] + i * c["period"] + 0.003)
                            for i in range(c["n"])]}
+    if op == "mem":
+        return {"allocated": True, "error": None, "free": 1 << 30, "total": 1 << 30, "held_mib": 0}
     if op == "h2d_bw":
         return {"bytes": c["mib"] << 20, "h2d_gbps": 50.0, "d2h_gbps": 4.5}
     if op == "spin":
@@ -542,7 +566,7 @@ def fake_op(c):
 
 OPS = {"hello": op_hello, "warmup": op_warmup, "overhead": op_overhead, "job": op_job,
        "pingpong": op_pingpong, "batch": op_batch, "bursts": op_bursts, "spin": op_spin,
-       "h2d_bw": op_h2d_bw}
+       "h2d_bw": op_h2d_bw, "mem": op_mem}
 
 
 def main():
