@@ -204,7 +204,7 @@ static void recompute_gate(void)
 	}
 	any |= atomic_load(&probe_pending);
 	/* A limited GPU's gated calls count in-flight work (sched_quota.h). */
-	any |= nvs_qclient_any_limited();
+	any |= nvs_qclient_any_capped();
 	atomic_store_explicit(&nvs_gate_closed, any, memory_order_seq_cst);
 }
 
@@ -308,6 +308,7 @@ static void disconnect(const char *why)
 		g->announced = 0;
 		g->mode_known = 0;
 		g->mode_wait_over = 0;
+		nvs_qclient_set_gpu_quota(i, 0); /* told again on the next connection */
 		g->serialized = 0;
 		g->lock = L_NONE; /* a lock we held is forgotten */
 		g->req_pending = 0;
@@ -568,6 +569,7 @@ static void handle_msg(const struct nvs_msg *m)
 			NVS_DEBUG("GPU %d: %s", dev, ser ? "serialized" : "concurrent");
 		g->serialized = ser;
 		g->mode_known = 1;
+		nvs_qclient_set_gpu_quota(dev, m->u.gpu.value == NVS_GPU_MODE_SERIALIZED_QUOTA);
 		recompute_gate();
 		pthread_cond_broadcast(&cv);
 		pthread_mutex_unlock(&mu);
@@ -1006,10 +1008,10 @@ void nvs_gate_slow(void)
 	}
 	/* Bounded in-flight work of a limited GPU, before the lock check:
 	 * the launch follows that check at once. */
-	if (nvs_qclient_limited((int)dev)) {
+	if (nvs_qclient_limited((int)dev))
 		wait_for_mode((int)dev);
+	if (nvs_qclient_capped((int)dev))
 		nvs_qclient_gate((int)dev, atomic_load(&capture_depth) > 0);
-	}
 	if (!atomic_load_explicit(&gpu_closed[dev], memory_order_acquire))
 		return; /* another GPU is closed, not ours */
 	CUcontext cur = NULL;

@@ -30,7 +30,9 @@ struct qgpu {
 
 static struct qgpu qg[NVS_MAX_GPUS];
 static atomic_uint limit_of[NVS_MAX_GPUS]; /* 0: not set (none) */
-static atomic_int nlimited;
+static atomic_int quota_gpu[NVS_MAX_GPUS];  /* GPU_MODE 2: a quota runs there */
+static atomic_int ncapped;		    /* GPUs whose in-flight work is capped */
+static pthread_mutex_t cap_mu = PTHREAD_MUTEX_INITIALIZER;
 static unsigned every = 8, max_out = 2;
 static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
 
@@ -50,20 +52,50 @@ static int is_limited(unsigned l)
 	return l >= 1 && l < 100;
 }
 
+static int capped_now(int dev)
+{
+	return is_limited(atomic_load(&limit_of[dev])) || atomic_load(&quota_gpu[dev]);
+}
+
+/* Applies a change to dev's limit or quota flag; returns 1 if that changed
+ * whether dev's in-flight work is capped (the caller recomputes its gate). */
+static int cap_update(int dev, unsigned limit, int quota, int which)
+{
+	pthread_mutex_lock(&cap_mu);
+	int was = capped_now(dev);
+	if (which)
+		atomic_store(&quota_gpu[dev], quota);
+	else
+		atomic_store(&limit_of[dev], limit);
+	int now = capped_now(dev);
+	if (was != now)
+		atomic_fetch_add(&ncapped, now ? 1 : -1);
+	pthread_mutex_unlock(&cap_mu);
+	return was != now;
+}
+
 int nvs_qclient_set_limit(int dev, unsigned core_limit)
 {
 	if (dev < 0 || dev >= NVS_MAX_GPUS)
 		return 0;
 	pthread_once(&cfg_once, read_cfg);
-	unsigned old = atomic_exchange(&limit_of[dev], core_limit);
-	int was = is_limited(old), now = is_limited(core_limit);
-	if (old != core_limit && (was || now))
+	unsigned old = atomic_load(&limit_of[dev]);
+	if (old != core_limit && (is_limited(old) || is_limited(core_limit)))
 		NVS_INFO("GPU %d: compute limit %u%%%s", dev, core_limit,
-			 now ? " (in-flight work capped)" : " (no limit)");
-	if (was == now)
+			 is_limited(core_limit) ? " (in-flight work capped)" : " (no limit)");
+	return cap_update(dev, core_limit, 0, 0);
+}
+
+int nvs_qclient_set_gpu_quota(int dev, int on)
+{
+	if (dev < 0 || dev >= NVS_MAX_GPUS)
 		return 0;
-	atomic_fetch_add(&nlimited, now ? 1 : -1);
-	return 1;
+	pthread_once(&cfg_once, read_cfg);
+	on = !!on;
+	if (atomic_load(&quota_gpu[dev]) != on)
+		NVS_DEBUG("GPU %d: %s", dev, on ? "a compute quota runs on this GPU: in-flight work capped"
+						: "no compute quota on this GPU any more");
+	return cap_update(dev, 0, on, 1);
 }
 
 int nvs_qclient_limited(int dev)
@@ -72,9 +104,16 @@ int nvs_qclient_limited(int dev)
 	       is_limited(atomic_load_explicit(&limit_of[dev], memory_order_relaxed));
 }
 
-int nvs_qclient_any_limited(void)
+int nvs_qclient_capped(int dev)
 {
-	return atomic_load_explicit(&nlimited, memory_order_relaxed) > 0;
+	return dev >= 0 && dev < NVS_MAX_GPUS &&
+	       (is_limited(atomic_load_explicit(&limit_of[dev], memory_order_relaxed)) ||
+		atomic_load_explicit(&quota_gpu[dev], memory_order_relaxed));
+}
+
+int nvs_qclient_any_capped(void)
+{
+	return atomic_load_explicit(&ncapped, memory_order_relaxed) > 0;
 }
 
 /* Forgets events of another context (destroyed, or a second one). */
@@ -141,6 +180,12 @@ void nvs_qclient_gate(int dev, int capturing)
 
 void nvs_qclient_atfork_child(void)
 {
+	/* The child has no connection yet: the GPU's quota mode is unknown
+	 * (its own limit, from the environment, stays). */
+	pthread_mutex_init(&cap_mu, NULL);
+	for (int i = 0; i < NVS_MAX_GPUS; i++)
+		if (atomic_load(&quota_gpu[i]))
+			cap_update(i, 0, 0, 1);
 	for (int i = 0; i < NVS_MAX_GPUS; i++) {
 		pthread_mutex_init(&qg[i].mu, NULL);
 		/* The parent's events are not ours to destroy. */

@@ -67,6 +67,13 @@ enum nvs_ctl_field {
 	NVS_CTL_IDLE_RELEASE_MS = 4,
 };
 
+/* GPU_MODE values. 2 is serialized too (clients that predate it treat any
+ * nonzero value so): a compute quota runs on the GPU, so every client caps
+ * its in-flight work (a holder's drain is a limited client's wait). */
+#define NVS_GPU_MODE_CONCURRENT 0u
+#define NVS_GPU_MODE_SERIALIZED 1u
+#define NVS_GPU_MODE_SERIALIZED_QUOTA 2u
+
 /* Flags in LOCK_OK / DROP_LOCK. */
 #define NVS_LOCK_SWAP_IN 0x1u  /* holder should prefetch its ranges to GPU */
 #define NVS_LOCK_SWAP_OUT 0x2u /* releaser should move its ranges to host */
@@ -101,7 +108,7 @@ struct nvs_attach_gpu {
 /* REQ_LOCK, WAITERS and GPU_MODE share this layout. */
 struct nvs_gpu_msg {
 	uint32_t local_gpu;
-	uint32_t value; /* WAITERS: count; GPU_MODE: 1 serialized, 0 not */
+	uint32_t value; /* WAITERS: count; GPU_MODE: NVS_GPU_MODE_* */
 };
 
 struct nvs_lock_ok {

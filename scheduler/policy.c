@@ -321,12 +321,22 @@ void nvs_policy_drop(struct gpu *g, uint64_t now, const char *why)
 
 /* ---- mode ---- */
 
+/* 0 concurrent, 1 serialized, 2 serialized with a compute quota running
+ * (every client then caps its in-flight work: docs/quotas.md). */
+static int mode_value(const struct gpu *g)
+{
+	if (!g->serialized)
+		return (int)NVS_GPU_MODE_CONCURRENT;
+	return nvs_quota_on(g) ? (int)NVS_GPU_MODE_SERIALIZED_QUOTA : (int)NVS_GPU_MODE_SERIALIZED;
+}
+
 static void announce_mode(struct gpu *g)
 {
+	int v = mode_value(g);
 	for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
-		if (cg->mode_sent != g->serialized) {
-			cg->mode_sent = g->serialized;
-			send_gpu(cg, NVS_MSG_GPU_MODE, (uint32_t)g->serialized);
+		if (cg->mode_sent != v) {
+			cg->mode_sent = v;
+			send_gpu(cg, NVS_MSG_GPU_MODE, (uint32_t)v);
 		}
 }
 

@@ -478,6 +478,11 @@ static const struct nvs_policy_hook quota_hook = {
 	.on_tick = q_on_tick,
 };
 
+int nvs_quota_on(const struct gpu *g)
+{
+	return g->hook == &quota_hook;
+}
+
 int nvs_quota_refresh(struct gpu *g, uint64_t now)
 {
 	nvs_quota_init();

@@ -56,6 +56,9 @@ enum nvs_limit_src {
 int nvs_client_set_limits_from(struct client *cl, enum nvs_limit_src src, uint32_t core,
 			       uint64_t mem);
 
+/* A compute quota runs on g (some attached client is limited). */
+int nvs_quota_on(const struct gpu *g);
+
 /* A client's quota as shown by nvsharectl / metrics. */
 struct nvs_quota_view {
 	uint32_t limit;		/* core limit in force this window (100 none) */

@@ -11,7 +11,7 @@
 QAPP=$B/tests/quota/quota_app
 CTL=$B/nvsharectl
 TOL=${QUOTA_TOL:-2}
-CASES=${NVS_QUOTA_CASES:-single25 single50 single75 pair3060 pair2575 pair5050 unaligned unlimited idleout modewait over100 live memory}
+CASES=${NVS_QUOTA_CASES:-single25 single50 single75 pair3060 pair2575 pair5050 unaligned unlimited greedy idleout modewait over100 live memory}
 
 # ---- helpers run inside a case (a subshell with its own directory) ----
 
@@ -145,6 +145,19 @@ case_unlimited() {
   if awk -v b="$b" 'BEGIN { exit !(b >= 63) }'; then res PASS "unlimited client B not starved: $b% (>= 63%)"
   else res FAIL "unlimited client B not starved: $b% (want >= 63%)"; fi
 }
+case_greedy() {
+  # The unlimited client B never synchronizes: without a cap it would queue
+  # as much as the GPU accepts (1024 launches = 1 s of 1 ms kernels) and
+  # every DROP_LOCK would wait for that drain (A got 10 %). GPU_MODE 2
+  # (a quota runs on this GPU) makes B cap its in-flight work as well.
+  case_env greedy
+  run_apps 15 "A:30" "B:-"
+  window A B
+  near "30% beside an unlimited client that never synchronizes: A" "$(share A "$FROM" "$TO")" 30
+  local b; b=$(share B "$FROM" "$TO")
+  if awk -v b="$b" 'BEGIN { exit !(b >= 63) }'; then res PASS "greedy unlimited client B not starved: $b% (>= 63%)"
+  else res FAIL "greedy unlimited client B not starved: $b% (want >= 63%)"; fi
+}
 case_idleout() {
   # An unlimited client B works for 4 s beside A (75 %), then goes idle but
   # stays connected. Beside a busy unlimited client A is scaled to 50 %;
@@ -266,6 +279,7 @@ run_case() {
     pair*) case_pair "${1:4:2}" "${1:6:2}";;
     unaligned) case_unaligned;;
     unlimited) case_unlimited;;
+    greedy) case_greedy;;
     idleout) case_idleout;;
     modewait) case_modewait;;
     over100) case_over100;;
