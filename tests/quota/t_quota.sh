@@ -133,30 +133,28 @@ case_unaligned() {
     TOL=3 near "75% over 4 s from ${off} ms after a mid-window start" "$(share A "$f" "$t")" 75
   done
 }
-case_unlimited() {
-  # A limited client beside an unlimited one that synchronizes every 10
-  # kernels (as a training loop reading its loss): A gets its 30 %, B the
-  # rest, less the hand-offs.
-  case_env unlimited
-  run_apps 15 "A:30" "B:-:--sync-every 10"
+# beside_unlimited CASE LABEL [B's quota_app args]: A (30 %) beside an
+# unlimited B; A gets its 30 %, B the rest less the hand-offs (>= 63 %).
+beside_unlimited() {
+  local name=$1 label=$2; shift 2
+  case_env "$name"
+  run_apps 15 "A:30" "B:-${1:+:$1}"
   window A B
-  near "30% beside an unlimited client: A" "$(share A "$FROM" "$TO")" 30
+  near "30% beside an unlimited client$label: A" "$(share A "$FROM" "$TO")" 30
   local b; b=$(share B "$FROM" "$TO")
-  if awk -v b="$b" 'BEGIN { exit !(b >= 63) }'; then res PASS "unlimited client B not starved: $b% (>= 63%)"
-  else res FAIL "unlimited client B not starved: $b% (want >= 63%)"; fi
+  if awk -v b="$b" 'BEGIN { exit !(b >= 63) }'; then res PASS "unlimited client B$label not starved: $b% (>= 63%)"
+  else res FAIL "unlimited client B$label not starved: $b% (want >= 63%)"; fi
+}
+case_unlimited() {
+  # B synchronizes every 10 kernels, as a training loop reading its loss.
+  beside_unlimited unlimited "" "--sync-every 10"
 }
 case_greedy() {
-  # The unlimited client B never synchronizes: without a cap it would queue
-  # as much as the GPU accepts (1024 launches = 1 s of 1 ms kernels) and
-  # every DROP_LOCK would wait for that drain (A got 10 %). GPU_MODE 2
-  # (a quota runs on this GPU) makes B cap its in-flight work as well.
-  case_env greedy
-  run_apps 15 "A:30" "B:-"
-  window A B
-  near "30% beside an unlimited client that never synchronizes: A" "$(share A "$FROM" "$TO")" 30
-  local b; b=$(share B "$FROM" "$TO")
-  if awk -v b="$b" 'BEGIN { exit !(b >= 63) }'; then res PASS "greedy unlimited client B not starved: $b% (>= 63%)"
-  else res FAIL "greedy unlimited client B not starved: $b% (want >= 63%)"; fi
+  # B never synchronizes: without a cap it would queue as much as the GPU
+  # accepts (1024 launches = 1 s of 1 ms kernels) and every DROP_LOCK would
+  # wait for that drain (A got 10.6 %). GPU_MODE 2 (a quota runs on this
+  # GPU) makes B cap its in-flight work as well.
+  beside_unlimited greedy " that never synchronizes"
 }
 case_idleout() {
   # An unlimited client B works for 4 s beside A (75 %), then goes idle but
