@@ -11,7 +11,7 @@
 QAPP=$B/tests/quota/quota_app
 CTL=$B/nvsharectl
 TOL=${QUOTA_TOL:-2}
-CASES=${NVS_QUOTA_CASES:-single25 single50 single75 pair3060 pair2575 pair5050 unaligned unlimited greedy idleout modewait over100 live memory}
+CASES=${NVS_QUOTA_CASES:-single25 single50 single75 pair3060 pair2575 pair5050 unaligned unlimited greedy backlog idleout modewait over100 live memory}
 
 # ---- helpers run inside a case (a subshell with its own directory) ----
 
@@ -156,6 +156,20 @@ case_greedy() {
   # GPU) makes B cap its in-flight work as well.
   beside_unlimited greedy " that never synchronizes"
 }
+case_backlog() {
+  # B (unlimited, never synchronizes) runs alone first, so the GPU is not
+  # serialized and B queues a full push buffer (1024 x 1 ms). A (30 %) then
+  # starts: its first drain waits behind B's backlog (~1 s), a tail longer
+  # than A's whole quota. That estimate must not keep A out for good.
+  case_env backlog
+  qapp B - --seconds 19
+  sleep 1
+  qapp A 30 --seconds 17
+  wait_for 40 grep -q '^DONE' "$C/A.out" || res FAIL "A finished"
+  wait_for 10 grep -q '^DONE' "$C/B.out" || res FAIL "B finished"
+  window A B
+  near "30% after a 1 s backlog of an unlimited client: A" "$(share A "$FROM" "$TO")" 30
+}
 case_idleout() {
   # An unlimited client B works for 4 s beside A (75 %), then goes idle but
   # stays connected. Beside a busy unlimited client A is scaled to 50 %;
@@ -278,6 +292,7 @@ run_case() {
     unaligned) case_unaligned;;
     unlimited) case_unlimited;;
     greedy) case_greedy;;
+    backlog) case_backlog;;
     idleout) case_idleout;;
     modewait) case_modewait;;
     over100) case_over100;;
