@@ -60,8 +60,8 @@ check "NVSHARE_SWAP=0: the releaser still moves what the next needs to the host 
 check "NVSHARE_SWAP=0: no swap-in prefetch after the first hand-off ($nin)" [ "$nin" -eq 0 ]
 check "NVSHARE_SWAP=0: pages fault back in instead (A $(fb noswap A), B $(fb noswap B) bytes)" \
   [ "$(( $(fb noswap A) + $(fb noswap B) ))" -gt 0 ]
-if [ "$nout" -eq 0 ]; then
-  # Seen once in ~20 runs: no hand-off at all in this scenario. Show why.
+if [ "$nout" -eq 0 ] || [ "$(( $(fb noswap A) + $(fb noswap B) ))" -eq 0 ]; then
+  # Seen twice in ~25 runs: no hand-off, or no fault-back. Show why.
   diag "noswap scheduler log (no DEBUG lines):"
   grep -v DEBUG "$T/noswap.sched.log" | tail -n 25 | sed 's/^/#   /'
   for x in A B; do diag "noswap $x stderr:"; tail -n 8 "$T/noswap.$x.err" | sed 's/^/#   /'; done
