@@ -155,6 +155,21 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Absolute CLOCK_MONOTONIC time ms from now, for pthread_cond_timedwait on
+ * cv (which uses that clock). */
+static struct timespec deadline_after_ms(uint32_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
 static void init_cv(void)
 {
 	pthread_condattr_t a;
@@ -942,14 +957,7 @@ void nvs_sched_attach_gpu(int dev)
 		 * for the scheduler's GPU_MODE, so the first launches on a
 		 * serialized GPU are already gated. */
 		if (attach_wait_ms > 0 && evfd >= 0) {
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_sec += attach_wait_ms / 1000;
-			ts.tv_nsec += (long)(attach_wait_ms % 1000) * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			struct timespec ts = deadline_after_ms(attach_wait_ms);
 			while ((!first_try_done || (connected && !g->mode_known)) &&
 			       pthread_cond_timedwait(&cv, &mu, &ts) != ETIMEDOUT)
 				;
@@ -975,9 +983,7 @@ static void wait_for_mode(int dev)
 	pthread_mutex_lock(&mu);
 	struct gpu *g = &gpus[dev];
 	if (connected && g->attached && !g->mode_known && !g->mode_wait_over) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += LIMITED_MODE_WAIT_MS / 1000;
+		struct timespec ts = deadline_after_ms(LIMITED_MODE_WAIT_MS);
 		int r = 0;
 		while (connected && !g->mode_known && r != ETIMEDOUT)
 			r = pthread_cond_timedwait(&cv, &mu, &ts);

@@ -54,7 +54,8 @@ static int is_limited(unsigned l)
 
 static int capped_now(int dev)
 {
-	return is_limited(atomic_load(&limit_of[dev])) || atomic_load(&quota_gpu[dev]);
+	return is_limited(atomic_load_explicit(&limit_of[dev], memory_order_relaxed)) ||
+	       atomic_load_explicit(&quota_gpu[dev], memory_order_relaxed);
 }
 
 /* Applies a change to dev's limit or quota flag; returns 1 if that changed
@@ -106,9 +107,7 @@ int nvs_qclient_limited(int dev)
 
 int nvs_qclient_capped(int dev)
 {
-	return dev >= 0 && dev < NVS_MAX_GPUS &&
-	       (is_limited(atomic_load_explicit(&limit_of[dev], memory_order_relaxed)) ||
-		atomic_load_explicit(&quota_gpu[dev], memory_order_relaxed));
+	return dev >= 0 && dev < NVS_MAX_GPUS && capped_now(dev);
 }
 
 int nvs_qclient_any_capped(void)
