@@ -55,6 +55,18 @@ near() {
     res FAIL "$1: $2% (target $3% +-$TOL)"
   fi
 }
+# idle_client_start / idle_client_stop: C, limited to 50 %, attached to the
+# GPU (one allocation, which switches quotas on) and then idle, driven
+# through fd 7.
+idle_client_start() {
+  mkfifo "$C/c.in"
+  env LD_PRELOAD="$PRELOAD" NVSHARE_GPU_CORE_LIMIT=50 "$QAPP" --name C --mem <"$C/c.in" >"$C/C.out" 2>"$C/C.err" &
+  CPIDS+=($!)
+  exec 7>"$C/c.in"
+  echo alloc >&7
+  wait_log 5 "$C/C.out" '^ALLOC'
+}
+idle_client_stop() { echo quit >&7; exec 7>&-; }
 # run_apps SECONDS SPEC...: SPEC = NAME:LIMIT[:extra args]; waits for them.
 run_apps() {
   local secs=$1 s n l x; shift
@@ -115,16 +127,10 @@ case_unaligned() {
   # stretch, and its first 4 s would show ~87 %. With pacing the bound over
   # any interval T is 75% * T + one slice (100 ms) + the drop tail.
   case_env unaligned
-  mkfifo "$C/c.in"
-  env LD_PRELOAD="$PRELOAD" NVSHARE_GPU_CORE_LIMIT=50 "$QAPP" --name C --mem <"$C/c.in" >"$C/C.out" 2>"$C/C.err" &
-  CPIDS+=($!)
-  exec 7>"$C/c.in"
-  echo alloc >&7
-  wait_log 5 "$C/C.out" '^ALLOC'
+  idle_client_start
   sleep 0.9
   run_apps 8 "A:75"
-  echo quit >&7
-  exec 7>&-
+  idle_client_stop
   local s f t off
   s=$(t_start A)
   for off in 0 1000; do
@@ -210,15 +216,9 @@ case_over100() {
   # 70 + 60 oversubscribe; C (50 %) is attached but idle and must not
   # count: A and B are scaled by 100/130.
   case_env over100
-  mkfifo "$C/c.in"
-  env LD_PRELOAD="$PRELOAD" NVSHARE_GPU_CORE_LIMIT=50 "$QAPP" --name C --mem <"$C/c.in" >"$C/C.out" 2>"$C/C.err" &
-  CPIDS+=($!)
-  exec 7>"$C/c.in"
-  echo alloc >&7
-  wait_log 5 "$C/C.out" '^ALLOC'
+  idle_client_start
   run_apps 15 "A:70" "B:60"
-  echo quit >&7
-  exec 7>&-
+  idle_client_stop
   window A B
   near "70+60 (+ idle 50): A" "$(share A "$FROM" "$TO")" 53.85
   near "70+60 (+ idle 50): B" "$(share B "$FROM" "$TO")" 46.15
