@@ -418,26 +418,48 @@ def run_interactive(C, R, order):
     R["interactive"] = res
 
 
-def ctl_core_limit(cfg, pid, core):
+def ctl_set_client(cfg, pid, option, value):
+    """nvsharectl --set-client PID OPTION VALUE on cfg's scheduler."""
     if FAKE:
         return  # fake workers never connect to the scheduler
-    e = tool_env(cfg.sock_dir)
-    arg = str(core) if core < 100 else "default"
-    r = subprocess.run([CTL_BIN, "--set-client", str(pid), "--core-limit", arg], env=e,
-                       capture_output=True, text=True, timeout=10)
+    r = subprocess.run([CTL_BIN, "--set-client", str(pid), option, value],
+                       env=tool_env(cfg.sock_dir), capture_output=True, text=True, timeout=10)
     if r.returncode:
-        raise RuntimeError("nvsharectl --set-client %d --core-limit %s: %s" % (
-            pid, arg, (r.stderr or r.stdout).strip()))
+        raise RuntimeError("nvsharectl --set-client %d %s %s: %s" % (
+            pid, option, value, (r.stderr or r.stdout).strip()))
+
+
+def ctl_core_limit(cfg, pid, core):
+    ctl_set_client(cfg, pid, "--core-limit", str(core) if core < 100 else "default")
 
 
 def ctl_mem_limit(cfg, pid, size):
-    if FAKE:
-        return
-    r = subprocess.run([CTL_BIN, "--set-client", str(pid), "--memory-limit", size],
-                       env=tool_env(cfg.sock_dir), capture_output=True, text=True, timeout=10)
-    if r.returncode:
-        raise RuntimeError("nvsharectl --set-client %d --memory-limit %s: %s" % (
-            pid, size, (r.stderr or r.stdout).strip()))
+    ctl_set_client(cfg, pid, "--memory-limit", size)
+
+
+def wait_until(t):
+    """Sleeps until time.monotonic() reaches t (2 ms steps)."""
+    while time.monotonic() < t:
+        time.sleep(min(0.002, max(0.0, t - time.monotonic())))
+
+
+def as_pct(x):
+    """A fraction as percent; None stays None."""
+    return 100.0 * x if x is not None else None
+
+
+def spin_cmd(start_at, until):
+    """The quota scenario's spin command for one worker."""
+    return {"op": "spin", "start_at": start_at, "until": until, "n": QUOTA_MM_N,
+            "sync_every": QUOTA_SYNC, "timing": QUOTA_TIMING}
+
+
+def gpu_share(r, a, b):
+    """A spin reply's share of GPU time over [a, b]: from the CUPTI busy
+    intervals, or the event-timed marks (None without a reply)."""
+    if not r:
+        return None
+    return busy_share(r["busy"], a, b) if "busy" in r else spin_rate(r["marks"], a, b, 2)
 
 
 def spin_rate(marks, a, b, field=1):
@@ -494,14 +516,12 @@ def run_quota(C, R):
                 ctl_core_limit(c, pid, cap if cap is not None else 100)
             t0 = time.monotonic() + QUOTA_LEAD
             a, b = t0 + QUOTA_SKIP, t0 + QUOTA_SKIP + QUOTA_MEASURE
-            cmd = {"op": "spin", "start_at": t0, "until": b + 0.2, "n": QUOTA_MM_N,
-                   "sync_every": QUOTA_SYNC, "timing": QUOTA_TIMING}
+            cmd = spin_cmd(t0, b + 0.2)
             samples = []
 
             def sample_at(ts):  # the scheduler's hold counters at a and b
                 for t in ts:
-                    while time.monotonic() < t:
-                        time.sleep(min(0.002, max(0.0, t - time.monotonic())))
+                    wait_until(t)
                     try:
                         samples.append(sched_held_ns(c))
                     except (OSError, subprocess.SubprocessError):
@@ -522,14 +542,8 @@ def run_quota(C, R):
                 return spin(caps)
             th.join(15)
             rates = [spin_rate(r["marks"], a, b) if r else None for r in rs]
-            gpu = []
+            gpu = [gpu_share(r, a, b) for r in rs]
             for r in rs:
-                if not r:
-                    gpu.append(None)
-                elif "busy" in r:
-                    gpu.append(busy_share(r["busy"], a, b))
-                else:
-                    gpu.append(spin_rate(r["marks"], a, b, 2))
                 if r:
                     q["timing_used"] = r.get("timing", "events")
                     late = r["marks"][0][0] - t0
@@ -549,18 +563,13 @@ def run_quota(C, R):
         # Discarded: the first profiled spin of a worker starts ~2.5 s late
         # (CUPTI starting up), which ate into the first measured interval.
         t0 = time.monotonic() + 0.5
-        pair_call(c, [{"op": "spin", "start_at": t0, "until": t0 + 1.0, "n": QUOTA_MM_N,
-                       "sync_every": QUOTA_SYNC, "timing": QUOTA_TIMING}] * 2,
-                  timeout=QUOTA_LEAD + QUOTA_MEASURE + 60)
+        pair_call(c, [spin_cmd(t0, t0 + 1.0)] * 2, timeout=QUOTA_LEAD + QUOTA_MEASURE + 60)
         base, base_gpu, _ = spin([100, None])
         base, base_gpu = base[0], base_gpu[0]
         unc, _, _ = spin([100, 100])
         q["base"], q["base_gpu_share"], q["uncapped_pair"] = base, base_gpu, sum(x or 0 for x in unc)
         if not base:
             raise RuntimeError("no progress measured alone")
-
-        def pct(x):
-            return 100.0 * x if x is not None else None
 
         def med(xs):
             xs = [x for x in xs if x is not None]
@@ -573,8 +582,8 @@ def run_quota(C, R):
                     q["error"] = "deadline: stopped after %d repetition(s)" % rep
                     break
                 r, g, h = spin(caps + [None] * (2 - len(caps)))
-                res[i].append({"rates": r[:len(caps)], "shares": [pct(x) for x in g[:len(caps)]],
-                               "held": [pct(x) for x in h[:len(caps)]]})
+                res[i].append({"rates": r[:len(caps)], "shares": [as_pct(x) for x in g[:len(caps)]],
+                               "held": [as_pct(x) for x in h[:len(caps)]]})
             if q.get("error"):
                 break
         for i, caps in enumerate(cases):
@@ -604,18 +613,10 @@ def quota_more(c, pids, q, spin):
     removed."""
     more = q["more"] = []
 
-    def pct(x):
-        return 100.0 * x if x is not None else None
-
-    def timed(r, a, b):
-        if not r:
-            return None
-        return busy_share(r["busy"], a, b) if "busy" in r else spin_rate(r["marks"], a, b, 2)
-
     try:
         _, g, h = spin([30, 100])
         more.append({"name": "30% beside an unlimited client", "targets": [30, None],
-                     "shares": [pct(g[0]), pct(g[1])], "held": [pct(h[0]), pct(h[1])],
+                     "shares": [as_pct(g[0]), as_pct(g[1])], "held": [as_pct(h[0]), as_pct(h[1])],
                      "note": "unlimited one not starved: >= 63%", "floor": [None, 63.0]})
     except RuntimeError as ex:
         more.append({"name": "30% beside an unlimited client", "error": str(ex)})
@@ -639,7 +640,7 @@ def quota_more(c, pids, q, spin):
                 raise RuntimeError("idle client did not start")
         _, g, h = spin([70, 60])
         more.append({"name": "70% + 60% with an idle 50% client attached", "targets": [53.85, 46.15],
-                     "shares": [pct(g[0]), pct(g[1])], "held": [pct(h[0]), pct(h[1])],
+                     "shares": [as_pct(g[0]), as_pct(g[1])], "held": [as_pct(h[0]), as_pct(h[1])],
                      "note": "scaled by 100/130; the idle one left out"})
     except RuntimeError as ex:
         more.append({"name": "70% + 60% with an idle 50% client attached", "error": str(ex)})
@@ -658,21 +659,18 @@ def quota_more(c, pids, q, spin):
         tc = []
 
         def change():
-            while time.monotonic() < b1:
-                time.sleep(0.002)
+            wait_until(b1)
             ctl_core_limit(c, pids[0], 30)
             tc.append(time.monotonic())
         th = threading.Thread(target=change, daemon=True)
         th.start()
-        cmd = {"op": "spin", "start_at": t0, "until": until, "n": QUOTA_MM_N,
-               "sync_every": QUOTA_SYNC, "timing": QUOTA_TIMING}
-        r = pair_call(c, [cmd, None], timeout=until - time.monotonic() + 60)[0]
+        r = pair_call(c, [spin_cmd(t0, until), None], timeout=until - time.monotonic() + 60)[0]
         th.join(15)
         if not tc:
             raise RuntimeError("the live change was not made")
         a2 = tc[0] + after_skip
         more.append({"name": "live change 60% -> 30% (nvsharectl mid-run)", "targets": [60, 30],
-                     "shares": [pct(timed(r, a1, b1)), pct(timed(r, a2, a2 + QUOTA_MEASURE))],
+                     "shares": [as_pct(gpu_share(r, a1, b1)), as_pct(gpu_share(r, a2, a2 + QUOTA_MEASURE))],
                      "note": "one worker: %.0f s before the change, %.0f s from %.1f s after it" % (
                          QUOTA_MEASURE, QUOTA_MEASURE, after_skip)})
     except RuntimeError as ex:
