@@ -193,7 +193,11 @@ static double grant_credit(const struct client_gpu *cg)
 	for (const struct client_gpu *w = cg->gpu->qhead; w && !others; w = w->qnext)
 		others = w != cg;
 	double want = (double)cg->q.tail_est_ns + (double)slice_ns() / (others ? 8 : 2);
-	return want < (double)slice_ns() ? want : (double)slice_ns();
+	/* Below the bucket depth: credit never exceeds one slice (and in
+	 * floating point may stay a hair under it), so a threshold of a whole
+	 * slice (a tail estimate near a slice) kept the client out for good. */
+	double most = 0.9 * (double)slice_ns();
+	return want < most ? want : most;
 }
 
 /* Not worth granting: what is left does not cover the expected tail. */
