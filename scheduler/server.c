@@ -87,7 +87,15 @@ static int take_lock_file(const char *dir, int loud)
 
 /* Creates, binds and listens on the socket path (removing a stale socket
  * that nobody listens on). Returns the listening fd or -1 (logged when
- * loud). */
+ * loud).
+ *
+ * The socket is bound under a temporary name in the same directory and
+ * renamed into place once it listens: a client that finds the path can
+ * always connect. Bound in place, the path would exist before listen(),
+ * and a client started beside the scheduler would get ECONNREFUSED and
+ * run unscheduled. Only the holder of the lock file gets here, so one
+ * fixed temporary name is enough; it is shorter than NVS_SOCK_NAME, so
+ * it fits wherever the real path fits. */
 static int bind_socket(ino_t *ino, int loud)
 {
 	struct stat st;
@@ -105,23 +113,26 @@ static int bind_socket(ino_t *ino, int loud)
 		NVS_INFO("removing stale socket %s", S.sock_path);
 		unlink(S.sock_path);
 	}
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", S.sock_path);
+	int n = snprintf(sa.sun_path, sizeof sa.sun_path, "%s/.sock-new", S.cfg.sock_dir);
+	if (n < 0 || (size_t)n >= sizeof sa.sun_path) /* cannot be: see above */
+		return -1;
+	unlink(sa.sun_path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
 		if (loud)
-			NVS_ERROR("cannot bind %s: %s", S.sock_path, strerror(errno));
+			NVS_ERROR("cannot bind %s: %s", sa.sun_path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
 	}
 	/* 0666: any uid may connect (clients in containers); what a peer may
 	 * do is decided per request from SO_PEERCRED, not by file modes. */
-	if (chmod(S.sock_path, 0666) < 0 || listen(fd, SOMAXCONN) < 0 ||
-	    lstat(S.sock_path, &st) < 0) {
+	if (chmod(sa.sun_path, 0666) < 0 || listen(fd, SOMAXCONN) < 0 ||
+	    rename(sa.sun_path, S.sock_path) < 0 || lstat(S.sock_path, &st) < 0) {
 		if (loud)
 			NVS_ERROR("cannot set up %s: %s", S.sock_path, strerror(errno));
-		unlink(S.sock_path);
+		unlink(sa.sun_path);
 		close(fd);
 		return -1;
 	}

@@ -27,6 +27,20 @@ else
 fi
 export PRELOAD LIBNVSHARE
 
+# shim_preload SO [EXTRA_ASAN_OPTIONS]: sets SHIM_PRELOAD and
+# SHIM_ASAN_OPTIONS to run one of our binaries with the LD_PRELOAD test
+# shim SO. Under the sanitizer build the shim goes before the ASan runtime
+# (it interposes on what the runtime would otherwise see first), which the
+# runtime allows only with verify_asan_link_order=0.
+shim_preload() {
+  if [ -f "$B/.san" ]; then
+    SHIM_PRELOAD="$1:$(${CC:-gcc} -print-file-name=libasan.so)"
+    SHIM_ASAN_OPTIONS="verify_asan_link_order=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}${2:+:$2}"
+  else
+    SHIM_PRELOAD=$1 SHIM_ASAN_OPTIONS=${ASAN_OPTIONS:-}
+  fi
+}
+
 _tap_n=0
 ok()     { _tap_n=$((_tap_n + 1)); echo "ok $_tap_n - $*"; }
 not_ok() { _tap_n=$((_tap_n + 1)); echo "not ok $_tap_n - $*"; }

@@ -1,13 +1,19 @@
 # tests/reliability: faults, bad input and load (docs/reliability.md).
 # load_gen: many protocol clients in one process (load and fd tests);
-# malloc_fail.so: LD_PRELOAD allocation-failure injector. The tests are
+# malloc_fail.so: LD_PRELOAD allocation-failure injector; slow_listen.so:
+# listen() delayed (t_sock_ready.sh). The tests are
 # tests/reliability/t_*.sh.
-TEST_TARGETS += $(B)/tests/reliability/load_gen $(B)/tests/reliability/malloc_fail.so
+TEST_TARGETS += $(B)/tests/reliability/load_gen $(B)/tests/reliability/malloc_fail.so \
+  $(B)/tests/reliability/slow_listen.so
 
 $(B)/tests/reliability/load_gen: $(B)/tests/reliability/load_gen.o $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^
 
 # Not instrumented: it sits below the ASan runtime (see its header).
 $(B)/tests/reliability/malloc_fail.so: tests/reliability/malloc_fail.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -g -fPIC -shared -D_GNU_SOURCE -o $@ $< -ldl
+
+$(B)/tests/reliability/slow_listen.so: tests/reliability/slow_listen.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -g -fPIC -shared -D_GNU_SOURCE -o $@ $< -ldl

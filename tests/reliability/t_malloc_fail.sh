@@ -10,14 +10,9 @@ SLOG=$T/scheduler.log
 LG=$B/tests/reliability/load_gen
 INJ=$B/tests/reliability/malloc_fail.so
 
-if [ -f "$B/.san" ]; then
-  # The injector goes first and forwards to the ASan runtime's allocator.
-  pre="$INJ:$(${CC:-gcc} -print-file-name=libasan.so)"
-  aopt="verify_asan_link_order=0:detect_leaks=0:allocator_may_return_null=1"
-else
-  pre=$INJ aopt=${ASAN_OPTIONS:-}
-fi
-bg env LD_PRELOAD="$pre" ASAN_OPTIONS="$aopt" NVS_MALLOC_FAIL_PERMILLE=300 \
+# The injector goes first and forwards to the ASan runtime's allocator.
+shim_preload "$INJ" "detect_leaks=0:allocator_may_return_null=1"
+bg env LD_PRELOAD="$SHIM_PRELOAD" ASAN_OPTIONS="$SHIM_ASAN_OPTIONS" NVS_MALLOC_FAIL_PERMILLE=300 \
   NVS_MALLOC_FAIL_SEED="${NVS_MALLOC_FAIL_SEED:-7}" \
   "$B/nvshare-scheduler" --no-nvml --mode on --tq 20ms >>"$SLOG" 2>&1
 SCHED_PID=${_pids[-1]}

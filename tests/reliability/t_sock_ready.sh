@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The scheduler's socket path appears only once it accepts connections:
+# a client started beside the scheduler either finds no socket (and
+# retries or runs unscheduled, as documented) or connects, never gets
+# ECONNREFUSED from a path that exists. slow_listen.so delays listen() by
+# 1 s so the window between bind() and listen() is wide enough to hit.
+. "$(dirname "$0")/../lib.sh"
+. "$NVS_ROOT/tests/sched/sched_lib.sh"
+SLOG=$T/scheduler.log
+SHIM=$B/tests/reliability/slow_listen.so
+SOCK=$NVSHARE_SOCK_DIR/scheduler.sock
+
+shim_preload "$SHIM"
+bg env LD_PRELOAD="$SHIM_PRELOAD" ASAN_OPTIONS="$SHIM_ASAN_OPTIONS" NVS_SLOW_LISTEN_MS=1000 \
+  "$B/nvshare-scheduler" --no-nvml --mode on >>"$SLOG" 2>&1
+SCHED_PID=${_pids[-1]}
+# Poll every few ms; connect the moment the path shows up.
+found=0
+for _ in $(seq 1000); do
+  if [ -S "$SOCK" ]; then found=1; break; fi
+  sleep 0.005
+done
+check "socket path appeared" test "$found" = 1
+out=$("$CTL" --json 2>&1); rc=$?
+check "the first connection after the path appeared succeeded" test "$rc" = 0
+[ "$rc" = 0 ] || diag "nvsharectl: $out"
+check "status answered" sh -c "echo '$out' | grep -q '\"socket\"'"
+check "no temporary socket left in the directory" \
+  sh -c "[ \$(ls -A '$NVSHARE_SOCK_DIR' | grep -vc -e '^scheduler.sock\$' -e '^scheduler.lock\$') = 0 ]"
+check "the socket is 0666" test "$(stat -c %a "$SOCK")" = 666
+kill "$SCHED_PID"
+check "stopping removes the socket" wait_for 5 sh -c "! test -e '$SOCK'"
