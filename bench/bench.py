@@ -41,6 +41,9 @@ def env(name, default, conv=str):
 # them against scheduler/settings.c, client/config.c, docs/ as they change.
 BUILD = os.path.abspath(os.path.join(ROOT, env("NVS_BUILD", "build")))
 LIB = os.path.join(BUILD, "libnvshare.so")
+# What the nvshare workers get as LD_PRELOAD: the library, or (sanitizer
+# build, tests/bench/t_selftest.sh) the ASan runtime and then the library.
+PRELOAD = os.environ.get("BENCH_PRELOAD") or LIB
 SCHED_BIN = os.path.join(BUILD, "nvshare-scheduler")
 SCHED_LIBDIR = os.path.join(BUILD, "lib")  # LD_LIBRARY_PATH of the scheduler only
 SCHED_LATENCY_BIN = os.path.join(BUILD, "bench", "sched_latency")
@@ -86,7 +89,11 @@ CMD_TIMEOUT = 120
 # measured. Share = a worker's matmul rate / its rate alone uncapped.
 CTL_BIN = os.path.join(BUILD, "nvsharectl")
 QUOTA_WINDOW_MS = env("BENCH_QUOTA_WINDOW_MS", "2000")
-QUOTA_LEAD, QUOTA_SKIP, QUOTA_MEASURE = 2.1, 0.3, 6.0   # s
+# A change is made QUOTA_LEAD before the measured interval (a window and
+# 0.1 s), which starts QUOTA_SKIP after that and lasts BENCH_QUOTA_MEASURE.
+QUOTA_LEAD = float(QUOTA_WINDOW_MS) / 1000.0 + 0.1   # s
+QUOTA_SKIP = 0.3
+QUOTA_MEASURE = env("BENCH_QUOTA_MEASURE", 6.0, float)
 QUOTA_SINGLES = [25, 50, 75]
 QUOTA_PAIRS = [(30, 60), (25, 75), (50, 50)]
 # GPU time from CUPTI (the kernels' own start/end, worker.py spin_cupti):
@@ -232,7 +239,7 @@ def start_workers(cfg, dry):
     e.pop("LD_PRELOAD", None)
     pre = []
     if cfg.preload:
-        pre = ["LD_PRELOAD=" + LIB, "NVSHARE_SOCK_DIR=" + (cfg.sock_dir or "?")]
+        pre = ["LD_PRELOAD=" + PRELOAD, "NVSHARE_SOCK_DIR=" + (cfg.sock_dir or "?")]
     pre += ["%s=%s" % kv for kv in sorted(cfg.client_env.items())]
     for slot in range(2):
         name = "%s-%d" % (cfg.name, slot)
@@ -628,7 +635,7 @@ def quota_more(c, pids, q, spin):
         if not FAKE:
             e = dict(os.environ)
             e.pop("LD_PRELOAD", None)
-            argv = ["timeout", "-k", "5", str(int(max(60, left()))), "env", "LD_PRELOAD=" + LIB,
+            argv = ["timeout", "-k", "5", str(int(max(60, left()))), "env", "LD_PRELOAD=" + PRELOAD,
                     "NVSHARE_SOCK_DIR=" + c.sock_dir, "NVSHARE_GPU_CORE_LIMIT=50",
                     PY, "-u", os.path.join(HERE, "worker.py")]
             idle = Child("quota-idle", argv, e, os.path.join(LOGDIR, "worker-quota-idle.log"),
