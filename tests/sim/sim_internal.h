@@ -109,10 +109,6 @@ unsigned sim_util_percent_locked(int dev, uint64_t now);
 uint64_t sim_xfer_ns(uint64_t bytes, double bps);
 void sim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int sim_log_enabled(void);
-/* Reserves/returns device allocation bytes; evicts managed pages if needed.
- * Returns 0 or -1 (out of memory). */
-int sim_mem_reserve(int dev, uint64_t bytes);
-void sim_mem_unreserve(int dev, uint64_t bytes);
 
 /* Per-process lock for contexts, streams, allocation registry. */
 extern pthread_mutex_t sim_mu;
@@ -186,7 +182,12 @@ void sim_graph_free(struct sim_graph *g);
 void sim_keep(void *p);
 void sim_streams_forget_ctx(struct sim_ctx *ctx);
 
-/* ---- memory (sim_memory.c) ---- */
+/* ---- memory (sim_residency.c, sim_alloc.c; what only the memory sources
+ * share: sim_memory.h) ---- */
+/* Reserves/returns device allocation bytes; evicts managed pages if needed.
+ * Returns 0 or -1 (out of memory). */
+int sim_mem_reserve(int dev, uint64_t bytes);
+void sim_mem_unreserve(int dev, uint64_t bytes);
 /* Migrates the managed pages of [ptr, ptr+bytes) to dst (GPU or -1 host)
  * starting at `start`. Returns the end time. kind: 0 prefetch, 1 fault. */
 uint64_t sim_migrate(uint64_t ptr, uint64_t bytes, int dst, uint64_t start, int kind,

@@ -529,7 +529,7 @@ CUresult cuStreamAddCallback_ptsz(CUstream h, CUstreamCallback cb, void *user, u
 }
 
 /* ---- graphs: a list of kernel/host nodes replayed in order (memory
- * nodes allocate and free when they are added, see sim_memory.c) ---- */
+ * nodes allocate and free when they are added, see sim_alloc.c) ---- */
 
 struct sim_gnode {
 	uint32_t magic;
@@ -714,7 +714,7 @@ CUresult cuGraphAddEmptyNode(CUgraphNode *ph, CUgraph hg, const CUgraphNode *dep
 }
 
 /* Memory nodes. The allocation node returns its address in *dptr; a free
- * node takes only such an address, once (sim_memory.c). */
+ * node takes only such an address, once (sim_alloc.c). */
 static CUresult add_mem_alloc_node(CUgraphNode *ph, CUgraph hg, const CUmemPoolProps *pp,
 				   size_t bytes, CUdeviceptr *dptr)
 {
