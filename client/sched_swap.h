@@ -3,7 +3,7 @@
  * prefetch of fresh allocations while memory fits (client/sched_swap.c;
  * docs/swap.md has the design and the measurements).
  *
- * Called by the scheduler client thread (client/sched_client.c), never with
+ * Called by the scheduler client thread (client/sched_lock.c), never with
  * the client's mutex held, with the application's context of `dev` already
  * current on the calling thread:
  *

@@ -1,5 +1,5 @@
 /*
- * client_probe: the scheduler client (client/sched_client.c) linked into a
+ * client_probe: the scheduler client (client/sched_*.c) linked into a
  * program with a fake driver table, so the lock protocol can be tested
  * against the real nvshare-scheduler without libnvshare's interposition or a
  * GPU. A "kernel" is nvs_gate() followed by a sleep of --kernel-us in the

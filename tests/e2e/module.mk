@@ -7,10 +7,10 @@ TEST_TARGETS += $(B)/tests/e2e/sim_app
 $(B)/tests/e2e/sim_app: $(B)/tests/e2e/sim_app.o
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ -ldl
 
-# client_probe: client/sched_client.c with a fake driver table, to test the
-# lock protocol against the real scheduler without interposition or a GPU.
+# client_probe: the scheduler client (client/sched_*.c) with a fake driver
+# table, to test the lock protocol against the real scheduler without
+# interposition or a GPU.
 TEST_TARGETS += $(B)/tests/e2e/client_probe
 
-$(B)/tests/e2e/client_probe: $(B)/tests/e2e/client_probe.o $(B)/client/sched_client.o \
-		$(B)/client/sched_swap.o $(B)/client/sched_quota.o $(COMMON_OBJS)
+$(B)/tests/e2e/client_probe: $(B)/tests/e2e/client_probe.o $(CLIENT_SCHED_OBJS) $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lpthread

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The lock client (client/sched_client.c) against the real scheduler, with a
+# The lock client (client/sched_*.c) against the real scheduler, with a
 # fake driver table (client_probe): no interposition, no simulated GPU.
 # Turn-taking under a small quantum, idle release latency, several threads
 # at the gate, scheduler absent then present, scheduler restart.

@@ -1,0 +1,379 @@
+/*
+ * The scheduler client thread and its connection (see
+ * client/sched_client_internal.h for how the scheduler client is split, and
+ * docs/client-lock.md): the loop the thread runs, the socket it owns
+ * (connect, reconnect with jitter, non-blocking flush, read and decode), and
+ * the outgoing messages, composed from what application threads asked for.
+ * Everything here runs on the client thread, except start-up configuration
+ * and the fork handler.
+ */
+#include "sched_client_internal.h"
+
+#include "sched_quota.h"
+#include "sched_swap.h"
+
+#include "log.h"
+#include "parse.h"
+#include "protocol.h"
+#include "sockpath.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* Reconnect period while the scheduler is absent (+-25 % jitter). */
+#define NVS_RECONNECT_MS 1000u
+#define NVS_OUTBUF_SIZE (64u * 1024u)
+
+/* Configuration read at start (nvs_sc_conn_configure). */
+static unsigned hello_core_limit = 100;
+static uint64_t hello_mem_limit = NVS_NO_LIMIT;
+static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+/* Client-thread-only state. */
+static int sock = -1;
+static uint8_t inbuf[NVS_HEADER_SIZE + NVS_MAX_PAYLOAD];
+static size_t inlen;
+static uint8_t outbuf[NVS_OUTBUF_SIZE];
+static size_t outlen;
+static int out_overflow;
+static uint32_t seq;
+static uint64_t next_connect_ns;
+static int warned_absent;
+static unsigned jitter_seed;
+
+void nvs_sc_conn_configure(void)
+{
+	if (nvs_sock_path(sock_path, sizeof sock_path))
+		snprintf(sock_path, sizeof sock_path, "(path too long)");
+	unsigned core = 100;
+	if (nvs_env_percent("NVSHARE_GPU_CORE_LIMIT", 1, 100, &core) == 1)
+		hello_core_limit = core;
+	uint64_t mem;
+	if (nvs_env_size("NVSHARE_GPU_MEMORY_LIMIT", 1ull << 20, &mem) == 1)
+		hello_mem_limit = mem;
+	jitter_seed = (unsigned)getpid() ^ (unsigned)nvs_sc_now_ns();
+}
+
+unsigned nvs_sc_hello_core_limit(void)
+{
+	return hello_core_limit;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Outgoing messages (client thread only)                                  */
+
+static void queue_msg(struct nvs_msg *m)
+{
+	if (sock < 0)
+		return;
+	m->seq = ++seq;
+	size_t n = nvs_msg_encode(m, outbuf + outlen, sizeof outbuf - outlen);
+	if (n == 0) {
+		/* The scheduler stopped reading for a long time (or a bug):
+		 * the loop drops the connection and starts over. */
+		out_overflow = 1;
+		return;
+	}
+	outlen += n;
+	NVS_DEBUG("-> %s", nvs_msg_type_name(m->type));
+}
+
+void nvs_sc_queue_gpu_msg(uint16_t type, int dev, uint32_t value)
+{
+	struct nvs_msg m;
+	memset(&m, 0, sizeof m);
+	m.type = type;
+	m.u.gpu.local_gpu = (uint32_t)dev;
+	m.u.gpu.value = value;
+	queue_msg(&m);
+}
+
+void nvs_sc_queue_released(int dev, uint32_t flags, uint64_t drain_ns)
+{
+	struct nvs_msg m;
+	memset(&m, 0, sizeof m);
+	m.type = NVS_MSG_LOCK_RELEASED;
+	m.u.released.local_gpu = (uint32_t)dev;
+	m.u.released.flags = flags;
+	m.u.released.drain_ns = drain_ns;
+	queue_msg(&m);
+}
+
+/* Sends the swap counters of dev if they changed (client thread). */
+void nvs_sc_queue_swap_stats(int dev)
+{
+	struct nvs_swap_totals t;
+	if (!nvs_swap_totals(dev, &t))
+		return;
+	struct nvs_msg m;
+	memset(&m, 0, sizeof m);
+	m.type = NVS_MSG_SWAP_STATS;
+	m.u.swap.local_gpu = (uint32_t)dev;
+	m.u.swap.bytes_in = t.bytes_in;
+	m.u.swap.bytes_out = t.bytes_out;
+	m.u.swap.ns_in = t.ns_in;
+	m.u.swap.ns_out = t.ns_out;
+	queue_msg(&m);
+}
+
+/* Sends what application threads asked for: ATTACH_GPU for new devices,
+ * REQ_LOCK, coalesced MEM_UPDATE. Called with mu held, while connected. */
+static void compose_locked(void)
+{
+	for (int i = 0; i < nvs_sc.ndev; i++) {
+		struct gpu *g = &nvs_sc.gpus[i];
+		if (!g->attached)
+			continue;
+		if (!g->announced) {
+			struct nvs_msg m;
+			g->mem_sent = nvs_sc_take_mem(i, NULL);
+			nvs_msg_attach(&m, (uint32_t)i, g->uuid, g->total_mem, g->mem_sent);
+			queue_msg(&m);
+			g->announced = 1;
+		}
+		if (g->req_pending) {
+			g->req_pending = 0;
+			nvs_sc_queue_gpu_msg(NVS_MSG_REQ_LOCK, i, 0);
+		}
+		int changed;
+		uint64_t v = nvs_sc_take_mem(i, &changed);
+		if (changed && v != g->mem_sent) {
+			struct nvs_msg m;
+			memset(&m, 0, sizeof m);
+			m.type = NVS_MSG_MEM_UPDATE;
+			m.u.mem.local_gpu = (uint32_t)i;
+			m.u.mem.allocated = v;
+			queue_msg(&m);
+			g->mem_sent = v;
+		}
+	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* Connection                                                             */
+
+static uint64_t reconnect_delay_ns(void)
+{
+	/* 750..1250 ms: clients started together do not retry in lockstep. */
+	unsigned j = (unsigned)rand_r(&jitter_seed) % (NVS_RECONNECT_MS / 2);
+	return (uint64_t)(NVS_RECONNECT_MS * 3 / 4 + j) * 1000000ull;
+}
+
+static void disconnect(const char *why)
+{
+	if (sock >= 0)
+		close(sock);
+	sock = -1;
+	inlen = outlen = 0;
+	out_overflow = 0;
+	nvs_sc_idle_watch_stop();
+	pthread_mutex_lock(&nvs_sc.mu);
+	nvs_sc.connected = 0;
+	for (int i = 0; i < nvs_sc.ndev; i++) {
+		struct gpu *g = &nvs_sc.gpus[i];
+		g->announced = 0;
+		g->mode_known = 0;
+		g->mode_wait_over = 0;
+		nvs_qclient_set_gpu_quota(i, 0); /* told again on the next connection */
+		g->serialized = 0;
+		g->lock = L_NONE; /* a lock we held is forgotten */
+		g->req_pending = 0;
+		g->waiters = 0;
+	}
+	nvs_sc_recompute_gate();
+	pthread_cond_broadcast(&nvs_sc.cv);
+	pthread_mutex_unlock(&nvs_sc.mu);
+	NVS_WARN("scheduler connection lost (%s); running ungated, will reconnect", why);
+	warned_absent = 1;
+	next_connect_ns = nvs_sc_now_ns() + reconnect_delay_ns();
+}
+
+static void try_connect(void)
+{
+	int fd = nvs_sock_connect();
+	if (fd < 0) {
+		if (!warned_absent) {
+			NVS_WARN("scheduler not reachable at %s; running ungated, will retry",
+				 sock_path);
+			warned_absent = 1;
+		} else {
+			NVS_DEBUG("scheduler not reachable at %s (%s)", sock_path, strerror(-fd));
+		}
+		next_connect_ns = nvs_sc_now_ns() + reconnect_delay_ns();
+		pthread_mutex_lock(&nvs_sc.mu);
+		nvs_sc.first_try_done = 1;
+		pthread_cond_broadcast(&nvs_sc.cv);
+		pthread_mutex_unlock(&nvs_sc.mu);
+		return;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	sock = fd;
+	inlen = outlen = 0;
+	out_overflow = 0;
+	if (warned_absent)
+		NVS_INFO("scheduler reachable at %s; registering", sock_path);
+	else
+		NVS_DEBUG("connected to scheduler at %s", sock_path);
+	warned_absent = 0;
+
+	struct nvs_msg m;
+	nvs_msg_hello(&m, program_invocation_short_name, hello_core_limit, hello_mem_limit);
+	queue_msg(&m);
+
+	pthread_mutex_lock(&nvs_sc.mu);
+	nvs_sc.connected = 1;
+	nvs_sc.first_try_done = 1;
+	compose_locked(); /* ATTACH_GPU for every device in use */
+	pthread_cond_broadcast(&nvs_sc.cv);
+	pthread_mutex_unlock(&nvs_sc.mu);
+}
+
+static void flush_out(void)
+{
+	while (sock >= 0 && outlen > 0) {
+		ssize_t n = send(sock, outbuf, outlen, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			disconnect(strerror(errno));
+			return;
+		}
+		memmove(outbuf, outbuf + n, outlen - (size_t)n);
+		outlen -= (size_t)n;
+	}
+}
+
+/* Reads what the scheduler sent and handles every complete message. */
+static void on_readable(void)
+{
+	for (;;) {
+		if (inlen == sizeof inbuf) {
+			disconnect("oversized message");
+			return;
+		}
+		ssize_t n = recv(sock, inbuf + inlen, sizeof inbuf - inlen, MSG_DONTWAIT);
+		if (n == 0) {
+			disconnect("closed by the scheduler");
+			return;
+		}
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			disconnect(strerror(errno));
+			return;
+		}
+		inlen += (size_t)n;
+		size_t off = 0;
+		while (off < inlen) {
+			struct nvs_msg m;
+			size_t used = 0;
+			enum nvs_decode_result r = nvs_msg_decode(inbuf + off, inlen - off, &m, &used);
+			if (r == NVS_DECODE_NEED_MORE)
+				break;
+			if (r != NVS_DECODE_OK) {
+				disconnect("protocol error");
+				return;
+			}
+			nvs_sc_handle_msg(&m);
+			off += used;
+		}
+		memmove(inbuf, inbuf + off, inlen - off);
+		inlen -= off;
+	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* The client thread                                                       */
+
+static int min_timeout(int a, int b)
+{
+	if (a < 0)
+		return b;
+	if (b < 0)
+		return a;
+	return a < b ? a : b;
+}
+
+void *nvs_sc_thread_main(void *arg)
+{
+	int evfd = (int)(intptr_t)arg;
+	for (;;) {
+		if (nvs_sc_stopping())
+			return NULL;
+		if (sock < 0 && nvs_sc_now_ns() >= next_connect_ns)
+			try_connect();
+		if (sock >= 0) {
+			pthread_mutex_lock(&nvs_sc.mu);
+			compose_locked();
+			pthread_mutex_unlock(&nvs_sc.mu);
+		}
+		int timeout = -1;
+		if (sock >= 0)
+			timeout = nvs_sc_idle_tick();
+		if (out_overflow)
+			disconnect("send buffer full");
+		flush_out();
+		if (sock < 0) {
+			uint64_t now = nvs_sc_now_ns();
+			int t = next_connect_ns > now
+					? (int)((next_connect_ns - now + 999999) / 1000000)
+					: 0;
+			timeout = min_timeout(timeout, t);
+		}
+
+		struct pollfd p[2];
+		int np = 0;
+		p[np].fd = evfd;
+		p[np].events = POLLIN;
+		p[np].revents = 0;
+		np++;
+		if (sock >= 0) {
+			p[np].fd = sock;
+			p[np].events = POLLIN | (outlen ? POLLOUT : 0);
+			p[np].revents = 0;
+			np++;
+		}
+		int r = poll(p, (nfds_t)np, timeout);
+		if (r < 0)
+			continue; /* EINTR cannot happen (signals blocked) */
+		if (p[0].revents & POLLIN) {
+			uint64_t v;
+			ssize_t n = read(evfd, &v, sizeof v);
+			(void)n;
+		}
+		if (np > 1 && sock >= 0) {
+			if (p[1].revents & (POLLIN | POLLHUP | POLLERR))
+				on_readable();
+			if (sock >= 0 && (p[1].revents & POLLOUT))
+				flush_out();
+		}
+	}
+	return NULL;
+}
+
+void nvs_sc_conn_atfork_child(void)
+{
+	/* The parent still owns the connection: close our copy, send nothing. */
+	if (sock >= 0)
+		close(sock);
+	sock = -1;
+	inlen = outlen = 0;
+	out_overflow = 0;
+	seq = 0;
+	warned_absent = 0;
+	next_connect_ns = 0;
+}

@@ -1,0 +1,370 @@
+/*
+ * The scheduler client's lock work, on the client thread (see
+ * client/sched_client_internal.h for how the scheduler client is split, and
+ * docs/client-lock.md): the scheduler's messages (GPU_MODE, LOCK_OK,
+ * DROP_LOCK, WAITERS, SET_LIMITS), the drain and release of a lock, with the
+ * swap-in on a grant and the swap-out on a drop, and the idle release.
+ * It never holds nvs_sc.mu while it calls into the driver.
+ */
+#include "sched_client_internal.h"
+
+#include "sched_quota.h"
+#include "sched_swap.h"
+
+#include "log.h"
+#include "parse.h"
+#include "protocol.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* An idle check whose drain took longer than this found the GPU still busy
+ * (work queued before the last gated call): the job is not idle. */
+#define NVS_BUSY_DRAIN_MIN_NS 2000000ull
+
+/* NVSHARE_IDLE_RELEASE_MS given: WELCOME does not change idle_ms. */
+static int idle_env_set;
+static uint32_t idle_ms = NVS_IDLE_RELEASE_DEFAULT_MS; /* thread only */
+static uint32_t client_id;
+static int watching;	  /* idle watch active */
+static uint64_t act_seen_ns; /* last time activity was observed */
+
+static const char *lock_name(enum lock_state s)
+{
+	switch (s) {
+	case L_NONE: return "none";
+	case L_REQUESTED: return "requested";
+	case L_HELD: return "held";
+	case L_DROPPING: return "dropping";
+	case L_IDLE_CHECK: return "idle-check";
+	}
+	return "?";
+}
+
+void nvs_sc_lock_configure(void)
+{
+	const char *v = getenv("NVSHARE_IDLE_RELEASE_MS");
+	if (v && *v) {
+		uint64_t ms;
+		if (nvs_parse_duration_ms(v, &ms) == 0 && ms <= 3600000) {
+			idle_ms = (uint32_t)ms;
+			idle_env_set = 1;
+		} else {
+			NVS_WARN("NVSHARE_IDLE_RELEASE_MS=%s is not a duration; using the scheduler's", v);
+		}
+	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* Draining and releasing                                                  */
+
+/* Makes a context of dev current on the client thread: the application's
+ * (unless it is `failed`, which just did not work), else the retained
+ * primary one. Returns 0 if none could be made current. */
+static int use_ctx(int dev, CUcontext failed)
+{
+	if (!nvs_real.cuCtxSetCurrent)
+		return 0;
+	pthread_mutex_lock(&nvs_sc.mu);
+	CUcontext ctx = nvs_sc.gpus[dev].ctx;
+	CUdevice cudev = nvs_sc.gpus[dev].cudev;
+	pthread_mutex_unlock(&nvs_sc.mu);
+	struct gpu *g = &nvs_sc.gpus[dev];
+	if (ctx && ctx != failed && nvs_real.cuCtxSetCurrent(ctx) == CUDA_SUCCESS)
+		return 1;
+	if (ctx) {
+		/* The context we saw is gone (destroyed): fall back to the
+		 * primary one from now on. */
+		pthread_mutex_lock(&nvs_sc.mu);
+		if (g->ctx == ctx)
+			g->ctx = NULL;
+		pthread_mutex_unlock(&nvs_sc.mu);
+	}
+	if (!g->primary && nvs_real.cuDevicePrimaryCtxRetain &&
+	    nvs_real.cuDevicePrimaryCtxRetain(&g->primary, cudev) != CUDA_SUCCESS)
+		g->primary = NULL;
+	return g->primary && nvs_real.cuCtxSetCurrent(g->primary) == CUDA_SUCCESS;
+}
+
+/* Waits for the work already submitted on dev's context. Never while a stream
+ * capture is active (captured work does not execute, and a synchronize would
+ * invalidate the capture). */
+static void sync_gpu(int dev)
+{
+	if (nvs_sc_capturing()) {
+		NVS_DEBUG("GPU %d: stream capture active, not synchronizing", dev);
+		return;
+	}
+	if (nvs_sc_stopping() || !nvs_real.cuCtxSetCurrent || !nvs_real.cuCtxSynchronize)
+		return;
+	pthread_mutex_lock(&nvs_sc.mu);
+	CUcontext ctx = nvs_sc.gpus[dev].ctx;
+	pthread_mutex_unlock(&nvs_sc.mu);
+	if (ctx && nvs_real.cuCtxSetCurrent(ctx) == CUDA_SUCCESS &&
+	    nvs_real.cuCtxSynchronize() == CUDA_SUCCESS)
+		return;
+	if (use_ctx(dev, ctx))
+		(void)nvs_real.cuCtxSynchronize();
+}
+
+/* Swapping needs the application's context current and no capture. */
+static int swap_possible(int dev)
+{
+	if (nvs_sc_capturing() || nvs_sc_stopping()) {
+		NVS_DEBUG("GPU %d: stream capture active or exiting: no swap", dev);
+		return 0;
+	}
+	return use_ctx(dev, NULL);
+}
+
+static uint64_t busy_threshold_ns(void)
+{
+	uint64_t tick = (uint64_t)(idle_ms / 4 ? idle_ms / 4 : 1) * 1000000ull;
+	return tick > NVS_BUSY_DRAIN_MIN_NS ? tick : NVS_BUSY_DRAIN_MIN_NS;
+}
+
+/*
+ * Gives dev's lock back: closes the gate, drains, answers LOCK_RELEASED.
+ * `idle`: an idle release (flags 1) that is abandoned, gate re-opened and
+ * lock kept, if the job turns out not to be idle (a gated call since the last
+ * tick, an application thread waiting at the gate, or work still running).
+ */
+static void release_lock(int dev, uint32_t drop_flags, int idle)
+{
+	struct gpu *g = &nvs_sc.gpus[dev];
+	pthread_mutex_lock(&nvs_sc.mu);
+	if (g->lock != L_HELD) {
+		pthread_mutex_unlock(&nvs_sc.mu);
+		return;
+	}
+	g->lock = idle ? L_IDLE_CHECK : L_DROPPING;
+	nvs_sc_recompute_gate();
+	pthread_mutex_unlock(&nvs_sc.mu);
+
+	uint64_t t0 = nvs_sc_now_ns();
+	sync_gpu(dev);
+	if (!idle && (drop_flags & NVS_LOCK_SWAP_OUT) && swap_possible(dev)) {
+		/* The amount the scheduler computed (MiB in the flags' upper
+		 * bits; 0 = all): just what the next holder needs. */
+		uint64_t mib = drop_flags >> NVS_DROP_SWAP_MIB_SHIFT;
+		nvs_swap_out(dev, mib ? mib << 20 : UINT64_MAX);
+	}
+	uint64_t drain = nvs_sc_now_ns() - t0;
+
+	pthread_mutex_lock(&nvs_sc.mu);
+	if (idle) {
+		int act = atomic_exchange(&nvs_gate_activity, 0);
+		if (act || g->blocked > 0 || drain > busy_threshold_ns() || !g->serialized) {
+			NVS_DEBUG("GPU %d: not idle after all (activity %d, waiting %d, drain %.2f ms)",
+				  dev, act, g->blocked, (double)drain / 1e6);
+			if (g->lock == L_IDLE_CHECK)
+				g->lock = L_HELD;
+			act_seen_ns = nvs_sc_now_ns();
+			nvs_sc_recompute_gate();
+			pthread_cond_broadcast(&nvs_sc.cv);
+			pthread_mutex_unlock(&nvs_sc.mu);
+			return;
+		}
+	}
+	if (g->lock == L_DROPPING || g->lock == L_IDLE_CHECK) {
+		nvs_swap_released(dev);
+		nvs_sc_queue_swap_stats(dev);
+		nvs_sc_queue_released(dev, idle ? 1u : 0u, drain);
+		g->lock = L_NONE;
+		/* Threads that queued at the closed gate ask again at once, after
+		 * the release, so the scheduler sees them behind the waiters. */
+		if (g->blocked > 0 && g->serialized) {
+			g->lock = L_REQUESTED;
+			nvs_sc_queue_gpu_msg(NVS_MSG_REQ_LOCK, dev, 0);
+		}
+		NVS_DEBUG("GPU %d: released (%s, drain %.3f ms)", dev, idle ? "idle" : "asked",
+			  (double)drain / 1e6);
+	}
+	nvs_sc_recompute_gate();
+	pthread_cond_broadcast(&nvs_sc.cv);
+	pthread_mutex_unlock(&nvs_sc.mu);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Incoming messages                                                       */
+
+static struct gpu *msg_gpu(uint32_t local_gpu, const char *what)
+{
+	if (local_gpu >= NVS_MAX_GPUS || !nvs_sc.gpus[local_gpu].attached) {
+		NVS_DEBUG("%s for unknown GPU %u ignored", what, local_gpu);
+		return NULL;
+	}
+	return &nvs_sc.gpus[local_gpu];
+}
+
+void nvs_sc_handle_msg(const struct nvs_msg *m)
+{
+	struct gpu *g;
+	NVS_DEBUG("<- %s", nvs_msg_type_name(m->type));
+	switch (m->type) {
+	case NVS_MSG_WELCOME:
+		client_id = m->u.welcome.client_id;
+		if (!idle_env_set)
+			idle_ms = m->u.welcome.idle_release_ms ? m->u.welcome.idle_release_ms
+							       : NVS_IDLE_RELEASE_DEFAULT_MS;
+		NVS_DEBUG("registered as client %u (idle release %u ms)", client_id, idle_ms);
+		break;
+	case NVS_MSG_GPU_MODE: {
+		int dev = (int)m->u.gpu.local_gpu;
+		if (!(g = msg_gpu(m->u.gpu.local_gpu, "GPU_MODE")))
+			break;
+		int ser = m->u.gpu.value != 0;
+		pthread_mutex_lock(&nvs_sc.mu);
+		if (!ser && g->lock != L_DROPPING && g->lock != L_IDLE_CHECK) {
+			/* Concurrent: there is no lock any more. */
+			g->lock = L_NONE;
+			g->req_pending = 0;
+		}
+		if (ser != g->serialized)
+			NVS_DEBUG("GPU %d: %s", dev, ser ? "serialized" : "concurrent");
+		g->serialized = ser;
+		g->mode_known = 1;
+		nvs_qclient_set_gpu_quota(dev, m->u.gpu.value == NVS_GPU_MODE_SERIALIZED_QUOTA);
+		nvs_sc_recompute_gate();
+		pthread_cond_broadcast(&nvs_sc.cv);
+		pthread_mutex_unlock(&nvs_sc.mu);
+		break;
+	}
+	case NVS_MSG_LOCK_OK: {
+		int dev = (int)m->u.lock_ok.local_gpu;
+		if (!(g = msg_gpu(m->u.lock_ok.local_gpu, "LOCK_OK")))
+			break;
+		pthread_mutex_lock(&nvs_sc.mu);
+		int regrant = g->lock == L_HELD;
+		CUdevice cudev = g->cudev;
+		pthread_mutex_unlock(&nvs_sc.mu);
+		/* Before the gate opens: the first kernel finds its data on
+		 * the GPU instead of faulting it in page by page. */
+		if ((m->u.lock_ok.flags & NVS_LOCK_SWAP_IN) && !regrant && nvs_swap_enabled() &&
+		    swap_possible(dev)) {
+			nvs_swap_in(dev, cudev);
+			nvs_sc_queue_swap_stats(dev);
+		}
+		pthread_mutex_lock(&nvs_sc.mu);
+		if (g->lock != L_HELD) /* not a repeated LOCK_OK */
+			g->waiters = 0; /* as the scheduler: 0 until WAITERS says more */
+		g->lock = L_HELD;
+		g->req_pending = 0;
+		g->quantum_ms = m->u.lock_ok.quantum_ms;
+		/* A fresh grant: the job has idle_ms to use it. */
+		atomic_store(&nvs_gate_activity, 0);
+		act_seen_ns = nvs_sc_now_ns();
+		nvs_sc_recompute_gate();
+		pthread_cond_broadcast(&nvs_sc.cv);
+		pthread_mutex_unlock(&nvs_sc.mu);
+		NVS_DEBUG("GPU %d: lock granted (quantum %u ms)", dev, m->u.lock_ok.quantum_ms);
+		break;
+	}
+	case NVS_MSG_DROP_LOCK: {
+		if (!(g = msg_gpu(m->u.drop.local_gpu, "DROP_LOCK")))
+			break;
+		pthread_mutex_lock(&nvs_sc.mu);
+		enum lock_state s = g->lock;
+		pthread_mutex_unlock(&nvs_sc.mu);
+		if (s != L_HELD) {
+			/* Our LOCK_RELEASED (idle) crossed this DROP_LOCK. */
+			NVS_DEBUG("GPU %u: DROP_LOCK while %s ignored", m->u.drop.local_gpu,
+				  lock_name(s));
+			break;
+		}
+		if (m->u.drop.grace_ms == 0) {
+			/* Revoked: the scheduler already gave the lock away and
+			 * would ignore a LOCK_RELEASED. Stop submitting now. */
+			pthread_mutex_lock(&nvs_sc.mu);
+			g->lock = L_NONE;
+			if (g->blocked > 0 && g->serialized) {
+				g->lock = L_REQUESTED;
+				nvs_sc_queue_gpu_msg(NVS_MSG_REQ_LOCK, (int)m->u.drop.local_gpu, 0);
+			}
+			nvs_sc_recompute_gate();
+			pthread_cond_broadcast(&nvs_sc.cv);
+			pthread_mutex_unlock(&nvs_sc.mu);
+			NVS_WARN("GPU %u: lock revoked by the scheduler (did not drain in time)",
+				 m->u.drop.local_gpu);
+			break;
+		}
+		release_lock((int)m->u.drop.local_gpu, m->u.drop.flags, 0);
+		break;
+	}
+	case NVS_MSG_WAITERS:
+		if (!(g = msg_gpu(m->u.gpu.local_gpu, "WAITERS")))
+			break;
+		pthread_mutex_lock(&nvs_sc.mu);
+		g->waiters = m->u.gpu.value;
+		pthread_mutex_unlock(&nvs_sc.mu);
+		break;
+	case NVS_MSG_SET_LIMITS:
+		if (!(g = msg_gpu(m->u.limits.local_gpu, "SET_LIMITS")))
+			break;
+		nvs_acct_set_runtime_limit((int)m->u.limits.local_gpu, m->u.limits.mem_limit);
+		pthread_mutex_lock(&nvs_sc.mu);
+		g->core_limit = m->u.limits.core_limit;
+		if (nvs_qclient_set_limit((int)m->u.limits.local_gpu, g->core_limit))
+			nvs_sc_recompute_gate();
+		pthread_mutex_unlock(&nvs_sc.mu);
+		break;
+	default:
+		NVS_DEBUG("unexpected %s from scheduler ignored", nvs_msg_type_name(m->type));
+		break;
+	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* Idle release                                                            */
+
+/* Returns the poll timeout contribution (ms, -1 = none) of the idle watch and
+ * releases idle locks whose time has come. */
+int nvs_sc_idle_tick(void)
+{
+	if (idle_ms == 0)
+		return -1;
+	int cand[NVS_MAX_GPUS], nc = 0;
+	pthread_mutex_lock(&nvs_sc.mu);
+	for (int i = 0; i < nvs_sc.ndev; i++) {
+		const struct gpu *g = &nvs_sc.gpus[i];
+		/* A limited client releases when idle even if nobody waits:
+		 * its quota is billed by hold time. */
+		if (g->attached && g->serialized && g->lock == L_HELD &&
+		    (g->waiters > 0 || nvs_qclient_limited(i)))
+			cand[nc++] = i;
+	}
+	pthread_mutex_unlock(&nvs_sc.mu);
+	if (nc == 0) {
+		watching = 0;
+		return -1;
+	}
+	uint64_t now = nvs_sc_now_ns();
+	if (!watching) {
+		/* act_seen_ns holds the last observation: if nothing happened
+		 * since, the job may already have been idle long enough. */
+		watching = 1;
+	}
+	if (atomic_exchange(&nvs_gate_activity, 0))
+		act_seen_ns = now;
+	uint64_t idle_ns = (uint64_t)idle_ms * 1000000ull;
+	if (now - act_seen_ns >= idle_ns) {
+		for (int k = 0; k < nc; k++)
+			release_lock(cand[k], 0, 1);
+		return 0; /* re-evaluate at once */
+	}
+	int tick = (int)(idle_ms / 4 ? idle_ms / 4 : 1);
+	uint64_t left_ms = (idle_ns - (now - act_seen_ns) + 999999) / 1000000;
+	return left_ms < (uint64_t)tick ? (int)left_ms : tick;
+}
+
+void nvs_sc_idle_watch_stop(void)
+{
+	watching = 0;
+}
+
+void nvs_sc_lock_atfork_child(void)
+{
+	watching = 0;
+	client_id = 0;
+}
