@@ -49,6 +49,7 @@ struct gpu {
 	int req_pending;    /* REQ_LOCK to send */
 	int blocked;	    /* application threads waiting in nvs_gate_slow */
 	uint32_t waiters;   /* other clients waiting for this GPU */
+	uint32_t idle_swap_mib; /* SWAP_HINT: MiB to move out on an idle release */
 	uint32_t core_limit; /* from SET_LIMITS (for the quota work) */
 	uint32_t quantum_ms; /* from the last LOCK_OK */
 	uint64_t total_mem;

@@ -228,6 +228,7 @@ static void try_connect(void)
 
 	struct nvs_msg m;
 	nvs_msg_hello(&m, program_invocation_short_name, hello_core_limit, hello_mem_limit);
+	m.u.hello.flags = NVS_HELLO_SWAP_HINT;
 	queue_msg(&m);
 
 	pthread_mutex_lock(&nvs_sc.mu);

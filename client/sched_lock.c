@@ -153,6 +153,7 @@ static void release_lock(int dev, uint32_t drop_flags, int idle)
 	uint64_t drain = nvs_sc_now_ns() - t0;
 
 	pthread_mutex_lock(&nvs_sc.mu);
+	uint32_t moved_mib = 0;
 	if (idle) {
 		int act = atomic_exchange(&nvs_gate_activity, 0);
 		if (act || g->blocked > 0 || drain > busy_threshold_ns() || !g->serialized) {
@@ -166,11 +167,29 @@ static void release_lock(int dev, uint32_t drop_flags, int idle)
 			pthread_mutex_unlock(&nvs_sc.mu);
 			return;
 		}
+		/* Idle for sure: free the room the next holder needs (SWAP_HINT),
+		 * as a DROP_LOCK with SWAP_OUT would have asked. Only now, so a
+		 * job that was not idle after all moves nothing; the gate stays
+		 * closed meanwhile, and the time counts as drain. */
+		uint32_t mib = g->idle_swap_mib;
+		if (mib && g->lock == L_IDLE_CHECK) {
+			pthread_mutex_unlock(&nvs_sc.mu);
+			if (swap_possible(dev)) {
+				uint64_t moved = nvs_swap_out(dev, (uint64_t)mib << 20);
+				moved_mib = (uint32_t)((moved + (1u << 20) - 1) >> 20);
+				if (moved_mib > NVS_DROP_SWAP_MIB_MAX)
+					moved_mib = NVS_DROP_SWAP_MIB_MAX;
+			}
+			drain = nvs_sc_now_ns() - t0;
+			pthread_mutex_lock(&nvs_sc.mu);
+		}
 	}
 	if (g->lock == L_DROPPING || g->lock == L_IDLE_CHECK) {
 		nvs_swap_released(dev);
 		nvs_sc_queue_swap_stats(dev);
-		nvs_sc_queue_released(dev, idle ? 1u : 0u, drain);
+		nvs_sc_queue_released(dev,
+				      idle ? NVS_RELEASED_IDLE | (moved_mib << NVS_DROP_SWAP_MIB_SHIFT) : 0u,
+				      drain);
 		g->lock = L_NONE;
 		/* Threads that queued at the closed gate ask again at once, after
 		 * the release, so the scheduler sees them behind the waiters. */
@@ -247,8 +266,10 @@ void nvs_sc_handle_msg(const struct nvs_msg *m)
 			nvs_sc_queue_swap_stats(dev);
 		}
 		pthread_mutex_lock(&nvs_sc.mu);
-		if (g->lock != L_HELD) /* not a repeated LOCK_OK */
+		if (g->lock != L_HELD) { /* not a repeated LOCK_OK */
 			g->waiters = 0; /* as the scheduler: 0 until WAITERS says more */
+			g->idle_swap_mib = 0; /* and until SWAP_HINT says more */
+		}
 		g->lock = L_HELD;
 		g->req_pending = 0;
 		g->quantum_ms = m->u.lock_ok.quantum_ms;
@@ -293,10 +314,11 @@ void nvs_sc_handle_msg(const struct nvs_msg *m)
 		break;
 	}
 	case NVS_MSG_WAITERS:
-		if (!(g = msg_gpu(m->u.gpu.local_gpu, "WAITERS")))
+	case NVS_MSG_SWAP_HINT:
+		if (!(g = msg_gpu(m->u.gpu.local_gpu, nvs_msg_type_name(m->type))))
 			break;
 		pthread_mutex_lock(&nvs_sc.mu);
-		g->waiters = m->u.gpu.value;
+		*(m->type == NVS_MSG_WAITERS ? &g->waiters : &g->idle_swap_mib) = m->u.gpu.value;
 		pthread_mutex_unlock(&nvs_sc.mu);
 		break;
 	case NVS_MSG_SET_LIMITS:

@@ -171,14 +171,14 @@ void nvs_swap_in(int dev, CUdevice cudev)
 		NVS_WARN("GPU %d: swap-in: stream synchronize failed (%d)", dev, (int)r);
 }
 
-void nvs_swap_out(int dev, uint64_t bytes)
+uint64_t nvs_swap_out(int dev, uint64_t bytes)
 {
 	if (!dev_ok(dev) || bytes == 0 || !nvs_real.cuMemPrefetchAsync_v2 ||
 	    !nvs_real.cuStreamSynchronize)
-		return;
+		return 0;
 	CUstream st = private_stream(dev);
 	if (!st)
-		return;
+		return 0;
 	struct walk w = {.stream = st, .budget = bytes};
 	w.loc.type = CU_MEM_LOCATION_TYPE_HOST;
 	w.loc.id = 0;
@@ -202,6 +202,7 @@ void nvs_swap_out(int dev, uint64_t bytes)
 		  nvs_format_size(w.issued, b, sizeof b), w.calls, (double)dt / 1e6);
 	if (r != CUDA_SUCCESS)
 		NVS_WARN("GPU %d: swap-out: stream synchronize failed (%d)", dev, (int)r);
+	return w.issued;
 }
 
 void nvs_swap_released(int dev)

@@ -14,10 +14,12 @@
  *                              so the first kernel finds its data resident.
  *                              Nothing happens with NVSHARE_SWAP=0.
  *   nvs_swap_out(dev, bytes)   while draining for a DROP_LOCK carrying
- *                              NVS_LOCK_SWAP_OUT, after the context
+ *                              NVS_LOCK_SWAP_OUT, or on an idle release
+ *                              after a SWAP_HINT, once the context
  *                              synchronized: moves `bytes` (UINT64_MAX: all)
  *                              of the ranges on dev to host memory, largest
- *                              ranges first, and waits for it.
+ *                              ranges first, waits for it, and returns the
+ *                              bytes it moved.
  *   nvs_swap_released(dev)     after every release: the hold is over.
  *
  * Called by application threads (hooks_alloc.c) for memory the library
@@ -42,7 +44,7 @@ struct nvs_swap_totals {
 };
 
 void nvs_swap_in(int dev, CUdevice cudev);
-void nvs_swap_out(int dev, uint64_t bytes);
+uint64_t nvs_swap_out(int dev, uint64_t bytes);
 void nvs_swap_released(int dev);
 void nvs_swap_fresh(int dev, CUdeviceptr ptr, uint64_t bytes);
 

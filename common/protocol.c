@@ -101,6 +101,7 @@ static void encode_payload(const struct nvs_msg *m, struct wr *w)
 	case NVS_MSG_REQ_LOCK:
 	case NVS_MSG_WAITERS:
 	case NVS_MSG_GPU_MODE:
+	case NVS_MSG_SWAP_HINT:
 		U32(m->u.gpu.local_gpu);
 		U32(m->u.gpu.value);
 		break;
@@ -209,6 +210,7 @@ static void decode_payload(struct nvs_msg *m, struct rd *r)
 	case NVS_MSG_REQ_LOCK:
 	case NVS_MSG_WAITERS:
 	case NVS_MSG_GPU_MODE:
+	case NVS_MSG_SWAP_HINT:
 		m->u.gpu.local_gpu = (uint32_t)get(r, 4);
 		m->u.gpu.value = (uint32_t)get(r, 4);
 		break;
@@ -342,6 +344,7 @@ const char *nvs_msg_type_name(unsigned type)
 	case NVS_MSG_SET_LIMITS: return "SET_LIMITS";
 	case NVS_MSG_WAITERS: return "WAITERS";
 	case NVS_MSG_WELCOME: return "WELCOME";
+	case NVS_MSG_SWAP_HINT: return "SWAP_HINT";
 	case NVS_MSG_CTL_SET: return "CTL_SET";
 	case NVS_MSG_CTL_SET_CLIENT: return "CTL_SET_CLIENT";
 	case NVS_MSG_CTL_STATUS: return "CTL_STATUS";

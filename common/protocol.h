@@ -45,6 +45,7 @@ enum nvs_msg_type {
 	NVS_MSG_SET_LIMITS = 35,   /* memory / compute limits changed */
 	NVS_MSG_WAITERS = 36,	   /* number of clients waiting for this GPU */
 	NVS_MSG_WELCOME = 37,	   /* reply to HELLO */
+	NVS_MSG_SWAP_HINT = 38,	   /* MiB to move to the host on an idle release */
 	/* control (nvsharectl) <-> scheduler */
 	NVS_MSG_CTL_SET = 64,	   /* change a GPU setting */
 	NVS_MSG_CTL_SET_CLIENT = 65, /* change a client's limits */
@@ -82,12 +83,23 @@ enum nvs_ctl_field {
 #define NVS_DROP_SWAP_MIB_SHIFT 8u
 #define NVS_DROP_SWAP_MIB_MAX 0xffffffu
 
+/* HELLO flags: what the client understands. */
+#define NVS_HELLO_SWAP_HINT 0x1u /* SWAP_HINT (below); others are not sent it */
+
+/* LOCK_RELEASED flags. Bit 0: an idle release (not asked). Bits 8..31 (same
+ * shift as DROP_LOCK): the MiB an idle release moved to the host, as the
+ * last SWAP_HINT asked (0 = none). SWAP_HINT tells the holder, while others
+ * wait and memory is short, how much the next holder needs moved out: an
+ * idle release then frees that room itself, as a DROP_LOCK with SWAP_OUT
+ * would have, instead of leaving the eviction to the driver. */
+#define NVS_RELEASED_IDLE 0x1u
+
 /* "No limit" value for limits. */
 #define NVS_NO_LIMIT UINT64_MAX
 
 struct nvs_hello {
 	uint32_t client_pid;   /* informational: pid in the client's namespace */
-	uint32_t flags;	       /* reserved, 0 */
+	uint32_t flags;	       /* NVS_HELLO_* */
 	uint32_t core_limit;   /* NVSHARE_GPU_CORE_LIMIT, 1..100, 100 = none */
 	uint64_t mem_limit;    /* NVSHARE_GPU_MEMORY_LIMIT bytes, NVS_NO_LIMIT */
 	char name[256];	       /* program name, for status views */
@@ -105,10 +117,10 @@ struct nvs_attach_gpu {
 	char uuid[NVS_UUID_LEN]; /* "GPU-xxxxxxxx-..." */
 };
 
-/* REQ_LOCK, WAITERS and GPU_MODE share this layout. */
+/* REQ_LOCK, WAITERS, GPU_MODE and SWAP_HINT share this layout. */
 struct nvs_gpu_msg {
 	uint32_t local_gpu;
-	uint32_t value; /* WAITERS: count; GPU_MODE: NVS_GPU_MODE_* */
+	uint32_t value; /* WAITERS: count; GPU_MODE: NVS_GPU_MODE_*; SWAP_HINT: MiB */
 };
 
 struct nvs_lock_ok {
@@ -125,7 +137,7 @@ struct nvs_drop_lock {
 
 struct nvs_lock_released {
 	uint32_t local_gpu;
-	uint32_t flags;	      /* 1 = idle release (not asked) */
+	uint32_t flags;	      /* NVS_RELEASED_IDLE, MiB moved (see above) */
 	uint64_t drain_ns;    /* time from DROP_LOCK (or idle) to drained */
 };
 

@@ -102,12 +102,12 @@ static uint64_t resident_sum(const struct gpu *g)
 	return sum;
 }
 
-/* cg was granted with SWAP_IN: its memory is on the GPU now. If the
- * estimates exceed the capacity, the driver made room by evicting others
- * (unknown which: take it from the other clients in list order). */
-static void swapped_in(struct gpu *g, struct client_gpu *cg)
+/* More of cg's memory is on the GPU now (granted with SWAP_IN, or new
+ * memory it touched while running). If the estimates exceed the capacity,
+ * the driver made room by evicting others (unknown which: take it from the
+ * other clients in list order). */
+static void evict_others(struct gpu *g, struct client_gpu *cg)
 {
-	cg->resident = cg->allocated;
 	uint64_t cap = nvs_gpu_capacity(g), sum = resident_sum(g);
 	for (struct client_gpu *o = g->ahead; o && sum > cap; o = o->anext) {
 		if (o == cg)
@@ -186,13 +186,28 @@ static void q_remove(struct gpu *g, struct client_gpu *cg)
 
 /* Tells the holder how many wait, whenever that changes, so it can give
  * the lock back as soon as it goes idle (and not at all when nobody
- * waits). */
+ * waits); and, if it understands SWAP_HINT, how much the next holder needs
+ * moved out, so that an idle release frees that room itself (a DROP_LOCK
+ * carries the amount, an idle release has nobody to ask). Called after
+ * every change of the queue, the holder, allocations or capacity. */
 static void sync_waiters(struct gpu *g)
 {
 	struct client_gpu *h = g->holder;
-	if (h && h->waiters_sent != g->qlen) {
+	if (!h)
+		return;
+	if (h->waiters_sent != g->qlen) {
 		h->waiters_sent = g->qlen;
 		send_gpu(h, NVS_MSG_WAITERS, g->qlen);
+	}
+	if (!(h->client->hello_flags & NVS_HELLO_SWAP_HINT))
+		return;
+	uint64_t mib = (swap_out_need(g, h, g->qhead) + (1u << 20) - 1) >> 20;
+	if (mib > NVS_DROP_SWAP_MIB_MAX)
+		mib = NVS_DROP_SWAP_MIB_MAX;
+	if (h->hint_sent_mib != (uint32_t)mib) {
+		h->hint_sent_mib = (uint32_t)mib;
+		send_gpu(h, NVS_MSG_SWAP_HINT, (uint32_t)mib);
+		NVS_DEBUG("SWAP_HINT " CG_FMT " mib=%u waiters=%u", CG_ARGS(h), (unsigned)mib, g->qlen);
 	}
 }
 
@@ -215,6 +230,7 @@ static void grant(struct gpu *g, struct client_gpu *cg, uint64_t now, int handof
 	cg->state = CG_HOLDING;
 	cg->held_since_ns = now;
 	cg->waiters_sent = 0; /* the holder assumes 0 until told */
+	cg->hint_sent_mib = 0;
 	g->holder = cg;
 	g->grant_ns = now;
 	g->drop_sent = g->drop_resent = 0;
@@ -230,8 +246,10 @@ static void grant(struct gpu *g, struct client_gpu *cg, uint64_t now, int handof
 	m.u.lock_ok.local_gpu = cg->local_gpu;
 	m.u.lock_ok.flags = oversubscribed(g) ? NVS_LOCK_SWAP_IN : 0;
 	m.u.lock_ok.quantum_ms = (uint32_t)(nvs_policy_tq_ns(g) / 1000000ull);
-	if (m.u.lock_ok.flags & NVS_LOCK_SWAP_IN)
-		swapped_in(g, cg);
+	if (m.u.lock_ok.flags & NVS_LOCK_SWAP_IN) {
+		cg->resident = cg->allocated;
+		evict_others(g, cg);
+	}
 	nvs_client_send(cg->client, &m);
 	NVS_INFO("LOCK_OK " CG_FMT " waited_ms=%.3f queue=%u", CG_ARGS(cg), ms(waited), g->qlen);
 	if (g->hook && g->hook->on_grant)
@@ -429,13 +447,18 @@ void nvs_policy_mem_update(struct client_gpu *cg, uint64_t allocated)
 {
 	struct gpu *g = cg->gpu;
 	g->allocated_sum = g->allocated_sum - cg->allocated + allocated;
-	/* New memory becomes resident when it runs (holding, or everyone runs). */
-	if (allocated > cg->allocated && (cg->state == CG_HOLDING || !g->serialized))
+	/* New memory becomes resident when it runs (holding, or everyone runs),
+	 * at the others' expense once the capacity is reached. */
+	int grew = allocated > cg->allocated && (cg->state == CG_HOLDING || !g->serialized);
+	if (grew)
 		cg->resident += allocated - cg->allocated;
 	cg->allocated = allocated;
 	if (cg->resident > allocated)
 		cg->resident = allocated;
+	if (grew)
+		evict_others(g, cg);
 	reevaluate(g, nvs_now_ns());
+	sync_waiters(g);
 }
 
 void nvs_policy_req_lock(struct client_gpu *cg)
@@ -498,14 +521,17 @@ void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_n
 	cg->st.releases++;
 	g->st.releases++;
 	/* A release asked with SWAP_OUT moved that much to the host. */
-	if (!(flags & 1) && g->swap_out_asked)
+	if (!(flags & NVS_RELEASED_IDLE) && g->swap_out_asked)
 		cg->resident = cg->resident > g->swap_out_asked ? cg->resident - g->swap_out_asked : 0;
-	if (flags & 1) {
+	if (flags & NVS_RELEASED_IDLE) {
 		cg->st.idle_releases++;
 		g->st.idle_releases++;
+		/* What it moved out as SWAP_HINT asked (MiB in the upper bits). */
+		uint64_t moved = (uint64_t)(flags >> NVS_DROP_SWAP_MIB_SHIFT) << 20;
+		cg->resident = cg->resident > moved ? cg->resident - moved : 0;
 	}
 	NVS_INFO("LOCK_RELEASED " CG_FMT " held_ms=%.3f idle=%u dropped=%d drain_ms=%.3f waiters=%u",
-		 CG_ARGS(cg), ms(held), flags & 1, g->drop_sent, ms(drain_ns), g->qlen);
+		 CG_ARGS(cg), ms(held), flags & NVS_RELEASED_IDLE, g->drop_sent, ms(drain_ns), g->qlen);
 	if (g->hook && g->hook->on_drained)
 		g->hook->on_drained(g, cg, flags, drain_ns, now);
 	end_hold(g, now);
@@ -515,6 +541,7 @@ void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_n
 void nvs_policy_settings_changed(struct gpu *g)
 {
 	reevaluate(g, nvs_now_ns());
+	sync_waiters(g); /* the capacity may have changed */
 	/* A new TQ applies to the current quantum: the tick re-checks it. */
 }
 

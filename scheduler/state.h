@@ -68,6 +68,7 @@ struct client_gpu {
 	enum cg_state state;
 	int mode_sent;		/* last GPU_MODE value sent, -1 none */
 	uint32_t waiters_sent;	/* last WAITERS count sent while holding */
+	uint32_t hint_sent_mib;	/* last SWAP_HINT sent while holding */
 	uint64_t wait_since_ns; /* when it queued */
 	uint64_t held_since_ns; /* when it got the lock */
 	uint32_t core_limit;	/* effective limits for this GPU */
@@ -105,6 +106,7 @@ struct client {
 	uint32_t reported_pid; /* HELLO: the client's own namespace view */
 	char name[256];
 	uint32_t hello_core_limit; /* from HELLO (NVSHARE_GPU_CORE_LIMIT) */
+	uint32_t hello_flags;	   /* NVS_HELLO_*: what the client understands */
 	uint64_t hello_mem_limit;
 	/* Run-time overrides set with CTL_SET_CLIENT gpu=-1; also applied to
 	 * GPUs the client attaches later. 0 / has_mem=0: none. */

@@ -6,8 +6,11 @@
  * whole range, and finally checks every byte pattern.
  *
  *   swap_app --name A --ranges 16Mi,64Mi,256Mi --steps 40 --kernel-us 2000
- *            [--linger-ms MS]
+ *            [--linger-ms MS] [--pause-after STEPS --pause-ms MS]
  *   swap_app --prefetch-log      print the simulated GPU's prefetch log
+ *
+ * --pause-after/--pause-ms: after that many steps, print "PAUSE name=A" and
+ * sleep (memory held, no GPU work: an idle client), then go on.
  *
  * Output: one DONE line, with this process's simulated-GPU counters:
  *   DONE name=A result=ok|BAD fault_bytes=N h2d_bytes=N d2h_bytes=N elapsed_ms=T
@@ -70,11 +73,20 @@ static int print_log(void)
 	return 0;
 }
 
+static void sleep_ms(long ms)
+{
+	if (ms <= 0)
+		return;
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t sizes[MAXR];
 	int nr = 0;
-	long steps = 20, linger_ms = 0;
+	long steps = 20, linger_ms = 0, pause_after = -1, pause_ms = 0;
 	unsigned long long kus = 1000;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
@@ -88,6 +100,10 @@ int main(int argc, char **argv)
 			kus = strtoull(v, NULL, 10);
 		else if (!strcmp(a, "--linger-ms") && ++i)
 			linger_ms = atol(v);
+		else if (!strcmp(a, "--pause-after") && ++i)
+			pause_after = atol(v);
+		else if (!strcmp(a, "--pause-ms") && ++i)
+			pause_ms = atol(v);
 		else if (!strcmp(a, "--ranges") && ++i) {
 			char *d = strdup(v), *save = NULL;
 			for (char *t = strtok_r(d, ",", &save); t && nr < MAXR;
@@ -119,6 +135,10 @@ int main(int argc, char **argv)
 		CK(cuMemsetD32(p[r], pat[r], sizes[r] / 4));
 	}
 	for (long s = 0; s < steps; s++) {
+		if (s == pause_after) {
+			printf("PAUSE name=%s t=%.3f\n", name, now_ms());
+			sleep_ms(pause_ms);
+		}
 		for (int r = 0; r < nr; r++) {
 			unsigned long long us = kus, n = sizes[r];
 			CUdeviceptr q = p[r];
@@ -149,11 +169,7 @@ int main(int argc, char **argv)
 	       name, res, (unsigned long long)st.fault_bytes,
 	       (unsigned long long)st.prefetch_h2d_bytes, (unsigned long long)st.prefetch_d2h_bytes,
 	       (unsigned long long)st.evicted_bytes, now_ms() - t0, now_ms());
-	if (linger_ms > 0) {
-		struct timespec ts = {linger_ms / 1000, (linger_ms % 1000) * 1000000L};
-		while (nanosleep(&ts, &ts) && errno == EINTR)
-			;
-	}
+	sleep_ms(linger_ms);
 	for (int r = 0; r < nr; r++)
 		CK(cuMemFree(p[r]));
 	return strcmp(res, "ok") ? 1 : 0;
