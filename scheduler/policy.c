@@ -102,8 +102,8 @@ static uint64_t resident_sum(const struct gpu *g)
 	return sum;
 }
 
-/* More of cg's memory is on the GPU now (granted with SWAP_IN, or new
- * memory it touched while running). If the estimates exceed the capacity,
+/* More of cg's memory is on the GPU now (granted, or new memory it
+ * touched while running). If the estimates exceed the capacity,
  * the driver made room by evicting others (unknown which: take it from the
  * other clients in list order). */
 static void evict_others(struct gpu *g, struct client_gpu *cg)
@@ -246,10 +246,10 @@ static void grant(struct gpu *g, struct client_gpu *cg, uint64_t now, int handof
 	m.u.lock_ok.local_gpu = cg->local_gpu;
 	m.u.lock_ok.flags = oversubscribed(g) ? NVS_LOCK_SWAP_IN : 0;
 	m.u.lock_ok.quantum_ms = (uint32_t)(nvs_policy_tq_ns(g) / 1000000ull);
-	if (m.u.lock_ok.flags & NVS_LOCK_SWAP_IN) {
-		cg->resident = cg->allocated;
-		evict_others(g, cg);
-	}
+	/* The holder's memory is on the GPU once it runs (prefetched with
+	 * SWAP_IN, or touched: memory it allocated while waiting too). */
+	cg->resident = cg->allocated;
+	evict_others(g, cg);
 	nvs_client_send(cg->client, &m);
 	NVS_INFO("LOCK_OK " CG_FMT " waited_ms=%.3f queue=%u", CG_ARGS(cg), ms(waited), g->qlen);
 	if (g->hook && g->hook->on_grant)
