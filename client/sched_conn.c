@@ -89,21 +89,14 @@ static void queue_msg(struct nvs_msg *m)
 void nvs_sc_queue_gpu_msg(uint16_t type, int dev, uint32_t value)
 {
 	struct nvs_msg m;
-	memset(&m, 0, sizeof m);
-	m.type = type;
-	m.u.gpu.local_gpu = (uint32_t)dev;
-	m.u.gpu.value = value;
+	nvs_msg_gpu(&m, type, (uint32_t)dev, value);
 	queue_msg(&m);
 }
 
 void nvs_sc_queue_released(int dev, uint32_t flags, uint64_t drain_ns)
 {
 	struct nvs_msg m;
-	memset(&m, 0, sizeof m);
-	m.type = NVS_MSG_LOCK_RELEASED;
-	m.u.released.local_gpu = (uint32_t)dev;
-	m.u.released.flags = flags;
-	m.u.released.drain_ns = drain_ns;
+	nvs_msg_released(&m, (uint32_t)dev, flags, drain_ns);
 	queue_msg(&m);
 }
 

@@ -329,6 +329,23 @@ void nvs_msg_attach(struct nvs_msg *m, uint32_t local_gpu, const char *uuid, uin
 	snprintf(m->u.attach.uuid, sizeof m->u.attach.uuid, "%s", uuid);
 }
 
+void nvs_msg_gpu(struct nvs_msg *m, uint16_t type, uint32_t local_gpu, uint32_t value)
+{
+	memset(m, 0, sizeof *m);
+	m->type = type;
+	m->u.gpu.local_gpu = local_gpu;
+	m->u.gpu.value = value;
+}
+
+void nvs_msg_released(struct nvs_msg *m, uint32_t local_gpu, uint32_t flags, uint64_t drain_ns)
+{
+	memset(m, 0, sizeof *m);
+	m->type = NVS_MSG_LOCK_RELEASED;
+	m->u.released.local_gpu = local_gpu;
+	m->u.released.flags = flags;
+	m->u.released.drain_ns = drain_ns;
+}
+
 const char *nvs_msg_type_name(unsigned type)
 {
 	switch (type) {

@@ -227,6 +227,10 @@ enum nvs_decode_result nvs_msg_decode(const uint8_t *buf, size_t len,
 void nvs_msg_hello(struct nvs_msg *m, const char *name, uint32_t core_limit, uint64_t mem_limit);
 void nvs_msg_attach(struct nvs_msg *m, uint32_t local_gpu, const char *uuid, uint64_t total_mem,
 		    uint64_t allocated);
+/* The messages of struct nvs_gpu_msg's layout (REQ_LOCK, WAITERS, GPU_MODE,
+ * SWAP_HINT), and LOCK_RELEASED. */
+void nvs_msg_gpu(struct nvs_msg *m, uint16_t type, uint32_t local_gpu, uint32_t value);
+void nvs_msg_released(struct nvs_msg *m, uint32_t local_gpu, uint32_t flags, uint64_t drain_ns);
 
 const char *nvs_msg_type_name(unsigned type);
 const char *nvs_mode_name(unsigned mode);

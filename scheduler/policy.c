@@ -26,10 +26,7 @@ static double ms(uint64_t ns)
 static void send_gpu(struct client_gpu *cg, uint16_t type, uint32_t value)
 {
 	struct nvs_msg m;
-	memset(&m, 0, sizeof m);
-	m.type = type;
-	m.u.gpu.local_gpu = cg->local_gpu;
-	m.u.gpu.value = value;
+	nvs_msg_gpu(&m, type, cg->local_gpu, value);
 	nvs_client_send(cg->client, &m);
 }
 

@@ -84,20 +84,14 @@ static void send_msg(struct nvs_msg *m)
 static void send_gpu(uint16_t type, int g, uint32_t v)
 {
 	struct nvs_msg m;
-	memset(&m, 0, sizeof m);
-	m.type = type;
-	m.u.gpu.local_gpu = (uint32_t)g;
-	m.u.gpu.value = v;
+	nvs_msg_gpu(&m, type, (uint32_t)g, v);
 	send_msg(&m);
 }
 
 static void send_release(int g, uint32_t flags)
 {
 	struct nvs_msg m;
-	memset(&m, 0, sizeof m);
-	m.type = NVS_MSG_LOCK_RELEASED;
-	m.u.released.local_gpu = (uint32_t)g;
-	m.u.released.flags = flags;
+	nvs_msg_released(&m, (uint32_t)g, flags, 0);
 	/* Printed first: the scheduler may grant the next holder before
 	 * this process runs again. */
 	EV("SENT LOCK_RELEASED gpu=%d flags=%u", g, flags);

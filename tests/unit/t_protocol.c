@@ -247,6 +247,25 @@ static void test_registration_builders(void **state)
 	assert_string_equal(o.u.attach.uuid, "GPU-abc");
 }
 
+static void test_lock_builders(void **state)
+{
+	(void)state;
+	uint8_t buf[512];
+	struct nvs_msg m, o;
+	nvs_msg_gpu(&m, NVS_MSG_SWAP_HINT, 3, 160);
+	roundtrip(&m, &o, buf, sizeof buf);
+	assert_int_equal(o.type, NVS_MSG_SWAP_HINT);
+	assert_int_equal(o.u.gpu.local_gpu, 3);
+	assert_int_equal(o.u.gpu.value, 160);
+	nvs_msg_released(&m, 1, NVS_RELEASED_IDLE | (160u << NVS_DROP_SWAP_MIB_SHIFT), 12345);
+	roundtrip(&m, &o, buf, sizeof buf);
+	assert_int_equal(o.type, NVS_MSG_LOCK_RELEASED);
+	assert_int_equal(o.u.released.local_gpu, 1);
+	assert_int_equal(o.u.released.flags >> NVS_DROP_SWAP_MIB_SHIFT, 160);
+	assert_int_equal(o.u.released.flags & NVS_RELEASED_IDLE, 1);
+	assert_true(o.u.released.drain_ns == 12345);
+}
+
 static void test_mode_names(void **state)
 {
 	(void)state;
@@ -270,6 +289,7 @@ int main(void)
 		cmocka_unit_test(test_string_bounds),
 		cmocka_unit_test(test_random_bytes_never_crash),
 		cmocka_unit_test(test_registration_builders),
+		cmocka_unit_test(test_lock_builders),
 		cmocka_unit_test(test_mode_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
