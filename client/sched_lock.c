@@ -175,10 +175,7 @@ static void release_lock(int dev, uint32_t drop_flags, int idle)
 		if (mib && g->lock == L_IDLE_CHECK) {
 			pthread_mutex_unlock(&nvs_sc.mu);
 			if (swap_possible(dev)) {
-				uint64_t moved = nvs_swap_out(dev, (uint64_t)mib << 20);
-				moved_mib = (uint32_t)((moved + (1u << 20) - 1) >> 20);
-				if (moved_mib > NVS_DROP_SWAP_MIB_MAX)
-					moved_mib = NVS_DROP_SWAP_MIB_MAX;
+				moved_mib = nvs_swap_mib(nvs_swap_out(dev, (uint64_t)mib << 20));
 			}
 			drain = nvs_sc_now_ns() - t0;
 			pthread_mutex_lock(&nvs_sc.mu);

@@ -83,6 +83,14 @@ enum nvs_ctl_field {
 #define NVS_DROP_SWAP_MIB_SHIFT 8u
 #define NVS_DROP_SWAP_MIB_MAX 0xffffffu
 
+/* Bytes as such a MiB field (DROP_LOCK, SWAP_HINT, LOCK_RELEASED): rounded
+ * up, at most NVS_DROP_SWAP_MIB_MAX. */
+static inline uint32_t nvs_swap_mib(uint64_t bytes)
+{
+	uint64_t mib = (bytes >> 20) + ((bytes & ((1u << 20) - 1)) != 0);
+	return mib > NVS_DROP_SWAP_MIB_MAX ? NVS_DROP_SWAP_MIB_MAX : (uint32_t)mib;
+}
+
 /* HELLO flags: what the client understands. */
 #define NVS_HELLO_SWAP_HINT 0x1u /* SWAP_HINT (below); others are not sent it */
 

@@ -187,7 +187,7 @@ static void q_remove(struct gpu *g, struct client_gpu *cg)
  * moved out, so that an idle release frees that room itself (a DROP_LOCK
  * carries the amount, an idle release has nobody to ask). Called after
  * every change of the queue, the holder, allocations or capacity. */
-static void sync_waiters(struct gpu *g)
+static void inform_holder(struct gpu *g)
 {
 	struct client_gpu *h = g->holder;
 	if (!h)
@@ -198,13 +198,11 @@ static void sync_waiters(struct gpu *g)
 	}
 	if (!(h->client->hello_flags & NVS_HELLO_SWAP_HINT))
 		return;
-	uint64_t mib = (swap_out_need(g, h, g->qhead) + (1u << 20) - 1) >> 20;
-	if (mib > NVS_DROP_SWAP_MIB_MAX)
-		mib = NVS_DROP_SWAP_MIB_MAX;
-	if (h->hint_sent_mib != (uint32_t)mib) {
-		h->hint_sent_mib = (uint32_t)mib;
-		send_gpu(h, NVS_MSG_SWAP_HINT, (uint32_t)mib);
-		NVS_DEBUG("SWAP_HINT " CG_FMT " mib=%u waiters=%u", CG_ARGS(h), (unsigned)mib, g->qlen);
+	uint32_t mib = nvs_swap_mib(swap_out_need(g, h, g->qhead));
+	if (h->hint_sent_mib != mib) {
+		h->hint_sent_mib = mib;
+		send_gpu(h, NVS_MSG_SWAP_HINT, mib);
+		NVS_DEBUG("SWAP_HINT " CG_FMT " mib=%u waiters=%u", CG_ARGS(h), mib, g->qlen);
 	}
 }
 
@@ -251,7 +249,7 @@ static void grant(struct gpu *g, struct client_gpu *cg, uint64_t now, int handof
 	NVS_INFO("LOCK_OK " CG_FMT " waited_ms=%.3f queue=%u", CG_ARGS(cg), ms(waited), g->qlen);
 	if (g->hook && g->hook->on_grant)
 		g->hook->on_grant(g, cg, now);
-	sync_waiters(g);
+	inform_holder(g);
 }
 
 /* Grants the lock to the first waiter that may have it. */
@@ -308,11 +306,12 @@ static void send_drop(struct gpu *g, uint32_t grace_ms)
 	if (grace_ms && !g->drop_resent)
 		g->swap_out_asked = swap_out_need(g, g->holder, g->qhead);
 	if (grace_ms && g->swap_out_asked) {
-		/* Just what the next holder needs, in MiB (rounded up). */
-		uint64_t mib = (g->swap_out_asked + (1u << 20) - 1) >> 20;
-		if (mib > NVS_DROP_SWAP_MIB_MAX)
-			mib = 0; /* all */
-		m.u.drop.flags = NVS_LOCK_SWAP_OUT | (uint32_t)(mib << NVS_DROP_SWAP_MIB_SHIFT);
+		/* Just what the next holder needs, in MiB (rounded up); more
+		 * than the field holds: all. */
+		uint32_t mib = g->swap_out_asked > (uint64_t)NVS_DROP_SWAP_MIB_MAX << 20
+				       ? 0
+				       : nvs_swap_mib(g->swap_out_asked);
+		m.u.drop.flags = NVS_LOCK_SWAP_OUT | (mib << NVS_DROP_SWAP_MIB_SHIFT);
 	}
 	m.u.drop.grace_ms = grace_ms;
 	nvs_client_send(g->holder->client, &m);
@@ -437,7 +436,7 @@ void nvs_policy_detach(struct client_gpu *cg)
 	reevaluate(g, now);
 	if (g->serialized && !g->holder)
 		grant_next(g, now, was_holder);
-	sync_waiters(g);
+	inform_holder(g);
 }
 
 void nvs_policy_mem_update(struct client_gpu *cg, uint64_t allocated)
@@ -455,7 +454,7 @@ void nvs_policy_mem_update(struct client_gpu *cg, uint64_t allocated)
 	if (grew)
 		evict_others(g, cg);
 	reevaluate(g, nvs_now_ns());
-	sync_waiters(g);
+	inform_holder(g);
 }
 
 void nvs_policy_req_lock(struct client_gpu *cg)
@@ -492,7 +491,7 @@ void nvs_policy_req_lock(struct client_gpu *cg)
 	if (!g->holder)
 		grant_next(g, now, 0);
 	else
-		sync_waiters(g);
+		inform_holder(g);
 }
 
 void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_ns)
@@ -517,16 +516,15 @@ void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_n
 	}
 	cg->st.releases++;
 	g->st.releases++;
-	/* A release asked with SWAP_OUT moved that much to the host. */
-	if (!(flags & NVS_RELEASED_IDLE) && g->swap_out_asked)
-		cg->resident = cg->resident > g->swap_out_asked ? cg->resident - g->swap_out_asked : 0;
+	/* What it moved to the host: as DROP_LOCK's SWAP_OUT asked, or, for
+	 * an idle release, as SWAP_HINT asked (MiB in the upper bits). */
+	uint64_t moved = g->swap_out_asked;
 	if (flags & NVS_RELEASED_IDLE) {
 		cg->st.idle_releases++;
 		g->st.idle_releases++;
-		/* What it moved out as SWAP_HINT asked (MiB in the upper bits). */
-		uint64_t moved = (uint64_t)(flags >> NVS_DROP_SWAP_MIB_SHIFT) << 20;
-		cg->resident = cg->resident > moved ? cg->resident - moved : 0;
+		moved = (uint64_t)(flags >> NVS_DROP_SWAP_MIB_SHIFT) << 20;
 	}
+	cg->resident = cg->resident > moved ? cg->resident - moved : 0;
 	NVS_INFO("LOCK_RELEASED " CG_FMT " held_ms=%.3f idle=%u dropped=%d drain_ms=%.3f waiters=%u",
 		 CG_ARGS(cg), ms(held), flags & NVS_RELEASED_IDLE, g->drop_sent, ms(drain_ns), g->qlen);
 	if (g->hook && g->hook->on_drained)
@@ -538,7 +536,7 @@ void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_n
 void nvs_policy_settings_changed(struct gpu *g)
 {
 	reevaluate(g, nvs_now_ns());
-	sync_waiters(g); /* the capacity may have changed */
+	inform_holder(g); /* the capacity may have changed */
 	/* A new TQ applies to the current quantum: the tick re-checks it. */
 }
 

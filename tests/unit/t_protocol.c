@@ -264,6 +264,12 @@ static void test_lock_builders(void **state)
 	assert_int_equal(o.u.released.flags >> NVS_DROP_SWAP_MIB_SHIFT, 160);
 	assert_int_equal(o.u.released.flags & NVS_RELEASED_IDLE, 1);
 	assert_true(o.u.released.drain_ns == 12345);
+	/* The MiB fields: rounded up, clamped to what the field holds. */
+	assert_int_equal(nvs_swap_mib(0), 0);
+	assert_int_equal(nvs_swap_mib(1), 1);
+	assert_int_equal(nvs_swap_mib(1u << 20), 1);
+	assert_int_equal(nvs_swap_mib((1u << 20) + 1), 2);
+	assert_int_equal(nvs_swap_mib(UINT64_MAX), NVS_DROP_SWAP_MIB_MAX);
 }
 
 static void test_mode_names(void **state)
