@@ -34,7 +34,7 @@ export PRELOAD LIBNVSHARE
 # runtime allows only with verify_asan_link_order=0.
 shim_preload() {
   if [ -f "$B/.san" ]; then
-    SHIM_PRELOAD="$1:$(${CC:-gcc} -print-file-name=libasan.so)"
+    SHIM_PRELOAD="$1:$ASAN_RT"
     SHIM_ASAN_OPTIONS="verify_asan_link_order=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}${2:+:$2}"
   else
     SHIM_PRELOAD=$1 SHIM_ASAN_OPTIONS=${ASAN_OPTIONS:-}

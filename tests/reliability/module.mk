@@ -9,11 +9,8 @@ TEST_TARGETS += $(B)/tests/reliability/load_gen $(B)/tests/reliability/malloc_fa
 $(B)/tests/reliability/load_gen: $(B)/tests/reliability/load_gen.o $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^
 
-# Not instrumented: it sits below the ASan runtime (see its header).
-$(B)/tests/reliability/malloc_fail.so: tests/reliability/malloc_fail.c
-	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -g -fPIC -shared -D_GNU_SOURCE -o $@ $< -ldl
-
-$(B)/tests/reliability/slow_listen.so: tests/reliability/slow_listen.c
+# The LD_PRELOAD shims are not instrumented: they sit below the ASan
+# runtime (see malloc_fail.c's header).
+$(B)/tests/reliability/%.so: tests/reliability/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -g -fPIC -shared -D_GNU_SOURCE -o $@ $< -ldl

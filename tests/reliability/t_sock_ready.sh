@@ -14,13 +14,9 @@ shim_preload "$SHIM"
 bg env LD_PRELOAD="$SHIM_PRELOAD" ASAN_OPTIONS="$SHIM_ASAN_OPTIONS" NVS_SLOW_LISTEN_MS=1000 \
   "$B/nvshare-scheduler" --no-nvml --mode on >>"$SLOG" 2>&1
 SCHED_PID=${_pids[-1]}
-# Poll every few ms; connect the moment the path shows up.
-found=0
-for _ in $(seq 1000); do
-  if [ -S "$SOCK" ]; then found=1; break; fi
-  sleep 0.005
-done
-check "socket path appeared" test "$found" = 1
+# Connect as soon as the path shows up (wait_for polls every 20 ms, well
+# inside the 1 s the old order left the path unlistened).
+check "socket path appeared" wait_for 5 test -S "$SOCK"
 out=$("$CTL" --json 2>&1); rc=$?
 check "the first connection after the path appeared succeeded" test "$rc" = 0
 [ "$rc" = 0 ] || diag "nvsharectl: $out"
