@@ -35,7 +35,8 @@ static uint64_t now_ns(void)
 
 static void fail(const char *what, int err)
 {
-	fprintf(stderr, "sched_latency: %s%s%s\n", what, err ? ": " : "", err ? strerror(-err) : "");
+	fprintf(stderr, "sched_latency: %s%s%s\n", what, err ? ": " : "",
+		err ? strerror(-err) : "");
 	exit(1);
 }
 
@@ -81,9 +82,9 @@ static struct result summarize(uint64_t *v, unsigned n)
 {
 	qsort(v, n, sizeof v[0], cmp);
 	struct result r = {
-		(double)v[n / 2] / 1e3,
-		(double)v[(size_t)((n - 1) * 0.99)] / 1e3,
-		(double)v[n - 1] / 1e3,
+	    (double)v[n / 2] / 1e3,
+	    (double)v[(size_t)((n - 1) * 0.99)] / 1e3,
+	    (double)v[n - 1] / 1e3,
 	};
 	return r;
 }
@@ -93,7 +94,9 @@ static void open_clients(struct nvs_sconn *c, unsigned n, const char *uuid)
 	for (unsigned i = 0; i < n; i++) {
 		int r = nvs_sconn_open(&c[i]);
 		if (r) {
-			fprintf(stderr, "sched_latency: cannot connect to the scheduler (NVSHARE_SOCK_DIR): %s\n",
+			fprintf(stderr,
+				"sched_latency: cannot connect to the scheduler "
+				"(NVSHARE_SOCK_DIR): %s\n",
 				strerror(-r));
 			exit(1);
 		}
@@ -111,7 +114,8 @@ static void open_clients(struct nvs_sconn *c, unsigned n, const char *uuid)
 		wait_type(&c[i], NVS_MSG_GPU_MODE, &m);
 		if (i + 1 == n && m.u.gpu.value != 1)
 			fail("the benchmark GPU is not serialized (scheduler mode off?): run "
-			     "nvsharectl -S auto or on", 0);
+			     "nvsharectl -S auto or on",
+			     0);
 	}
 }
 
@@ -190,26 +194,33 @@ int main(int argc, char **argv)
 	uint64_t rounds = 2000;
 	double check_ms = 0;
 	static const struct option opts[] = {
-		{"clients", required_argument, 0, 'c'},
-		{"rounds", required_argument, 0, 'r'},
-		{"uuid", required_argument, 0, 'u'},
-		{"check-handoff-p99-ms", required_argument, 0, 'k'},
-		{"help", no_argument, 0, 'h'},
-		{0, 0, 0, 0},
+	    {"clients", required_argument, 0, 'c'},
+	    {"rounds", required_argument, 0, 'r'},
+	    {"uuid", required_argument, 0, 'u'},
+	    {"check-handoff-p99-ms", required_argument, 0, 'k'},
+	    {"help", no_argument, 0, 'h'},
+	    {0, 0, 0, 0},
 	};
 	int o;
 	while ((o = getopt_long(argc, argv, "c:r:u:h", opts, NULL)) != -1) {
 		switch (o) {
-		case 'c': list = optarg; break;
+		case 'c':
+			list = optarg;
+			break;
 		case 'r':
 			if (nvs_parse_u64(optarg, 10, 10000000, &rounds))
 				fail("--rounds: expected 10..10000000", 0);
 			break;
-		case 'u': uuid = optarg; break;
-		case 'k': check_ms = atof(optarg); break;
+		case 'u':
+			uuid = optarg;
+			break;
+		case 'k':
+			check_ms = atof(optarg);
+			break;
 		default:
-			fprintf(stderr, "usage: sched_latency [--clients 2,64] [--rounds N] [--uuid U] "
-					"[--check-handoff-p99-ms MS]\n");
+			fprintf(stderr,
+				"usage: sched_latency [--clients 2,64] [--rounds N] [--uuid U] "
+				"[--check-handoff-p99-ms MS]\n");
 			return o == 'h' ? 0 : 2;
 		}
 	}

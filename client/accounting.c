@@ -131,8 +131,8 @@ int nvs_acct_reserve(int dev, uint64_t bytes)
 			explain_refusal(dev, bytes, cur, lim);
 			return -1;
 		}
-	} while (!atomic_compare_exchange_weak_explicit(&used[dev], &cur, cur + bytes,
-							memory_order_acq_rel, memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(
+	    &used[dev], &cur, cur + bytes, memory_order_acq_rel, memory_order_relaxed));
 	char a[32], u[32];
 	NVS_DEBUG("GPU %d: reserved %s, now %s", dev, nvs_format_size(bytes, a, sizeof a),
 		  nvs_format_size(cur + bytes, u, sizeof u));

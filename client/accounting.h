@@ -16,7 +16,7 @@
 #define NVS_MAX_GPUS 64
 
 enum nvs_alloc_kind {
-	NVS_ALLOC_MANAGED = 0,	/* ours (converted) or the application's */
+	NVS_ALLOC_MANAGED = 0,	     /* ours (converted) or the application's */
 	NVS_ALLOC_PINNED_DEVICE = 1, /* VMM handles, pools, arrays: not swappable */
 };
 

@@ -31,7 +31,8 @@ void nvs_config_reload(void)
 			 "(no managed memory, no limits, no scheduler)");
 	char buf[32];
 	NVS_DEBUG("config: single_oversub=%d memory_limit=%s", c.single_oversub,
-		  c.mem_limit == UINT64_MAX ? "none" : nvs_format_size(c.mem_limit, buf, sizeof buf));
+		  c.mem_limit == UINT64_MAX ? "none"
+					    : nvs_format_size(c.mem_limit, buf, sizeof buf));
 }
 
 static void load_once(void)

@@ -19,33 +19,76 @@ typedef CUresult(CUDAAPI *nvs_PFN_cuStreamBeginCapture_v10000_ptsz)(CUstream hSt
 typedef CUresult(CUDAAPI *nvs_PFN_cuDeviceTotalMem_v2000)(unsigned int *bytes, CUdevice_v1 dev);
 typedef CUresult(CUDAAPI *nvs_PFN_cuMemGetInfo_v2000)(unsigned int *free, unsigned int *total);
 typedef CUresult(CUDAAPI *nvs_PFN_cuMemAlloc_v2000)(CUdeviceptr_v1 *dptr, unsigned int bytesize);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemAllocPitch_v2000)(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes, unsigned int Height, unsigned int ElementSizeBytes);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemAllocPitch_v2000)(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
+							 unsigned int WidthInBytes,
+							 unsigned int Height,
+							 unsigned int ElementSizeBytes);
 typedef CUresult(CUDAAPI *nvs_PFN_cuMemFree_v2000)(CUdeviceptr_v1 dptr);
-typedef CUresult(CUDAAPI *nvs_PFN_cuArrayCreate_v2000)(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *pAllocateArray);
-typedef CUresult(CUDAAPI *nvs_PFN_cuArray3DCreate_v2000)(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *pAllocateArray);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyHtoD_v2000)(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyDtoH_v2000)(void *dstHost, CUdeviceptr_v1 srcDevice, unsigned int ByteCount);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyDtoD_v2000)(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 srcDevice, unsigned int ByteCount);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyDtoA_v2000)(CUarray dstArray, unsigned int dstOffset, CUdeviceptr_v1 srcDevice, unsigned int ByteCount);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyAtoD_v2000)(CUdeviceptr_v1 dstDevice, CUarray srcArray, unsigned int srcOffset, unsigned int ByteCount);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyHtoA_v2000)(CUarray dstArray, unsigned int dstOffset, const void *srcHost, unsigned int ByteCount);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyAtoH_v2000)(void *dstHost, CUarray srcArray, unsigned int srcOffset, unsigned int ByteCount);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyAtoA_v2000)(CUarray dstArray, unsigned int dstOffset, CUarray srcArray, unsigned int srcOffset, unsigned int ByteCount);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyHtoAAsync_v2000)(CUarray dstArray, unsigned int dstOffset, const void *srcHost, unsigned int ByteCount, CUstream hStream);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyAtoHAsync_v2000)(void *dstHost, CUarray srcArray, unsigned int srcOffset, unsigned int ByteCount, CUstream hStream);
+typedef CUresult(CUDAAPI *nvs_PFN_cuArrayCreate_v2000)(
+    CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *pAllocateArray);
+typedef CUresult(CUDAAPI *nvs_PFN_cuArray3DCreate_v2000)(
+    CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *pAllocateArray);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyHtoD_v2000)(CUdeviceptr_v1 dstDevice, const void *srcHost,
+						      unsigned int ByteCount);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyDtoH_v2000)(void *dstHost, CUdeviceptr_v1 srcDevice,
+						      unsigned int ByteCount);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyDtoD_v2000)(CUdeviceptr_v1 dstDevice,
+						      CUdeviceptr_v1 srcDevice,
+						      unsigned int ByteCount);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyDtoA_v2000)(CUarray dstArray, unsigned int dstOffset,
+						      CUdeviceptr_v1 srcDevice,
+						      unsigned int ByteCount);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyAtoD_v2000)(CUdeviceptr_v1 dstDevice, CUarray srcArray,
+						      unsigned int srcOffset,
+						      unsigned int ByteCount);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyHtoA_v2000)(CUarray dstArray, unsigned int dstOffset,
+						      const void *srcHost, unsigned int ByteCount);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyAtoH_v2000)(void *dstHost, CUarray srcArray,
+						      unsigned int srcOffset,
+						      unsigned int ByteCount);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyAtoA_v2000)(CUarray dstArray, unsigned int dstOffset,
+						      CUarray srcArray, unsigned int srcOffset,
+						      unsigned int ByteCount);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyHtoAAsync_v2000)(CUarray dstArray, unsigned int dstOffset,
+							   const void *srcHost,
+							   unsigned int ByteCount,
+							   CUstream hStream);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyAtoHAsync_v2000)(void *dstHost, CUarray srcArray,
+							   unsigned int srcOffset,
+							   unsigned int ByteCount,
+							   CUstream hStream);
 typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpy2D_v2000)(const CUDA_MEMCPY2D_v1 *pCopy);
 typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpy2DUnaligned_v2000)(const CUDA_MEMCPY2D_v1 *pCopy);
 typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpy3D_v2000)(const CUDA_MEMCPY3D_v1 *pCopy);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyHtoDAsync_v2000)(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount, CUstream hStream);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyDtoHAsync_v2000)(void *dstHost, CUdeviceptr_v1 srcDevice, unsigned int ByteCount, CUstream hStream);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpy2DAsync_v2000)(const CUDA_MEMCPY2D_v1 *pCopy, CUstream hStream);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpy3DAsync_v2000)(const CUDA_MEMCPY3D_v1 *pCopy, CUstream hStream);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemsetD8_v2000)(CUdeviceptr_v1 dstDevice, unsigned char uc, unsigned int N);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemsetD16_v2000)(CUdeviceptr_v1 dstDevice, unsigned short us, unsigned int N);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemsetD32_v2000)(CUdeviceptr_v1 dstDevice, unsigned int ui, unsigned int N);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemsetD2D8_v2000)(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned char uc, unsigned int Width, unsigned int Height);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemsetD2D16_v2000)(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned short us, unsigned int Width, unsigned int Height);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemsetD2D32_v2000)(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned int ui, unsigned int Width, unsigned int Height);
-typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyDtoDAsync_v3000)(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 srcDevice, unsigned int ByteCount, CUstream hStream);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyHtoDAsync_v2000)(CUdeviceptr_v1 dstDevice,
+							   const void *srcHost,
+							   unsigned int ByteCount,
+							   CUstream hStream);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyDtoHAsync_v2000)(void *dstHost, CUdeviceptr_v1 srcDevice,
+							   unsigned int ByteCount,
+							   CUstream hStream);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpy2DAsync_v2000)(const CUDA_MEMCPY2D_v1 *pCopy,
+							 CUstream hStream);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpy3DAsync_v2000)(const CUDA_MEMCPY3D_v1 *pCopy,
+							 CUstream hStream);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemsetD8_v2000)(CUdeviceptr_v1 dstDevice, unsigned char uc,
+						    unsigned int N);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemsetD16_v2000)(CUdeviceptr_v1 dstDevice, unsigned short us,
+						     unsigned int N);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemsetD32_v2000)(CUdeviceptr_v1 dstDevice, unsigned int ui,
+						     unsigned int N);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemsetD2D8_v2000)(CUdeviceptr_v1 dstDevice,
+						      unsigned int dstPitch, unsigned char uc,
+						      unsigned int Width, unsigned int Height);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemsetD2D16_v2000)(CUdeviceptr_v1 dstDevice,
+						       unsigned int dstPitch, unsigned short us,
+						       unsigned int Width, unsigned int Height);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemsetD2D32_v2000)(CUdeviceptr_v1 dstDevice,
+						       unsigned int dstPitch, unsigned int ui,
+						       unsigned int Width, unsigned int Height);
+typedef CUresult(CUDAAPI *nvs_PFN_cuMemcpyDtoDAsync_v3000)(CUdeviceptr_v1 dstDevice,
+							   CUdeviceptr_v1 srcDevice,
+							   unsigned int ByteCount,
+							   CUstream hStream);
 
 #endif

@@ -99,7 +99,9 @@ CUresult nvs_unresolved(const char *name)
 {
 	static atomic_int warned;
 	if (!atomic_exchange(&warned, 1))
-		NVS_WARN("%s: not exported by the loaded driver; returning CUDA_ERROR_NOT_SUPPORTED", name);
+		NVS_WARN(
+		    "%s: not exported by the loaded driver; returning CUDA_ERROR_NOT_SUPPORTED",
+		    name);
 	else
 		NVS_DEBUG("%s: unresolved, CUDA_ERROR_NOT_SUPPORTED", name);
 	return CUDA_ERROR_NOT_SUPPORTED;

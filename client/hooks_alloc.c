@@ -74,8 +74,8 @@ static CUresult alloc_managed(CUdeviceptr *dptr, size_t bytes, unsigned flags, c
 	if (strcmp(why, "cuMemAllocManaged") != 0)
 		nvs_swap_fresh(dev, *dptr, bytes);
 	char b[32];
-	NVS_DEBUG("%s: %s on GPU %d -> managed 0x%llx", why, nvs_format_size(bytes, b, sizeof b), dev,
-		  (unsigned long long)*dptr);
+	NVS_DEBUG("%s: %s on GPU %d -> managed 0x%llx", why, nvs_format_size(bytes, b, sizeof b),
+		  dev, (unsigned long long)*dptr);
 	return CUDA_SUCCESS;
 }
 
@@ -94,9 +94,9 @@ CUresult CUDAAPI nvs_wrap_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, 
 	nvs_init();
 	if (nvs_cfg.disable)
 		return nvs_real.cuMemAllocPitch_v2
-			       ? nvs_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height,
-							     ElementSizeBytes)
-			       : nvs_unresolved("cuMemAllocPitch_v2");
+			   ? nvs_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height,
+							 ElementSizeBytes)
+			   : nvs_unresolved("cuMemAllocPitch_v2");
 	if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
 	    (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
 		return CUDA_ERROR_INVALID_VALUE;
@@ -115,8 +115,9 @@ CUresult CUDAAPI nvs_wrap_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, 
 {
 	nvs_init();
 	if (nvs_cfg.disable)
-		return nvs_real.cuMemAllocManaged ? nvs_real.cuMemAllocManaged(dptr, bytesize, flags)
-						  : nvs_unresolved("cuMemAllocManaged");
+		return nvs_real.cuMemAllocManaged
+			   ? nvs_real.cuMemAllocManaged(dptr, bytesize, flags)
+			   : nvs_unresolved("cuMemAllocManaged");
 	return alloc_managed(dptr, bytesize, flags, "cuMemAllocManaged");
 }
 
@@ -224,15 +225,15 @@ static CUresult alloc_pool(alloc_pool_fn real, const char *name, CUdeviceptr *dp
 CUresult CUDAAPI nvs_wrap_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
 						  CUmemoryPool pool, CUstream hStream)
 {
-	return alloc_pool(nvs_real.cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", dptr, bytesize,
-			  pool, hStream);
+	return alloc_pool(nvs_real.cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", dptr,
+			  bytesize, pool, hStream);
 }
 
 CUresult CUDAAPI nvs_wrap_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
 						       CUmemoryPool pool, CUstream hStream)
 {
-	return alloc_pool(nvs_real.cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync_ptsz", dptr,
-			  bytesize, pool, hStream);
+	return alloc_pool(nvs_real.cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync_ptsz",
+			  dptr, bytesize, pool, hStream);
 }
 
 typedef CUresult (*free_async_fn)(CUdeviceptr, CUstream);
@@ -347,9 +348,10 @@ CUresult CUDAAPI nvs_wrap_cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgra
 	int dev = graph_alloc_reserve("cuGraphAddMemAllocNode", &nodeParams->poolProps, bytes);
 	if (dev == GRAPH_REFUSED)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	return graph_alloc_done("cuGraphAddMemAllocNode",
-				real(phGraphNode, hGraph, dependencies, numDependencies, nodeParams),
-				dev, &nodeParams->dptr, bytes);
+	return graph_alloc_done(
+	    "cuGraphAddMemAllocNode",
+	    real(phGraphNode, hGraph, dependencies, numDependencies, nodeParams), dev,
+	    &nodeParams->dptr, bytes);
 }
 
 CUresult CUDAAPI nvs_wrap_cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
@@ -386,16 +388,16 @@ static CUresult node_done(const char *name, CUresult r, const CUgraphNodeParams 
 	return r;
 }
 
-#define ADD_NODE(member, name, np, call)                                           \
-	do {                                                                       \
-		nvs_init();                                                        \
-		if (!nvs_real.member)                                              \
-			return nvs_unresolved(name);                               \
-		size_t bytes_ = 0;                                                 \
-		int dev_ = node_reserve(name, np, &bytes_);                        \
-		if (dev_ == GRAPH_REFUSED)                                         \
-			return CUDA_ERROR_OUT_OF_MEMORY;                           \
-		return node_done(name, nvs_real.member call, np, dev_, bytes_);    \
+#define ADD_NODE(member, name, np, call)                                                           \
+	do {                                                                                       \
+		nvs_init();                                                                        \
+		if (!nvs_real.member)                                                              \
+			return nvs_unresolved(name);                                               \
+		size_t bytes_ = 0;                                                                 \
+		int dev_ = node_reserve(name, np, &bytes_);                                        \
+		if (dev_ == GRAPH_REFUSED)                                                         \
+			return CUDA_ERROR_OUT_OF_MEMORY;                                           \
+		return node_done(name, nvs_real.member call, np, dev_, bytes_);                    \
 	} while (0)
 
 /* cuGraphAddNode (CUDA 12.2 ABI, without edge data; cuda.h renames the name

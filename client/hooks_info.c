@@ -100,7 +100,8 @@ CUresult CUDAAPI nvs_wrap_cuMemGetInfo_v2(size_t *free, size_t *total)
 		*total = (size_t)vt;
 		*free = (size_t)(u < vt ? vt - u : 0);
 		NVS_DEBUG("cuMemGetInfo on GPU %d: virtual total %s, free %s", dev,
-			  nvs_format_size(*total, a, sizeof a), nvs_format_size(*free, b, sizeof b));
+			  nvs_format_size(*total, a, sizeof a),
+			  nvs_format_size(*free, b, sizeof b));
 	} else {
 		*free = f;
 		*total = t;

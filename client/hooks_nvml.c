@@ -42,8 +42,9 @@ void nvs_nvml_resolve(void)
 /* CUDA ordinal of an NVML device, -1 if unknown. */
 static int cuda_device_of(nvmlDevice_t device)
 {
-	if (!atomic_load_explicit(&nvs_inited, memory_order_acquire) || !nvs_real.nvmlDeviceGetUUID ||
-	    !nvs_real.cuDeviceGetCount || !nvs_real.cuDeviceGet || !nvs_real.cuDeviceGetUuid_v2)
+	if (!atomic_load_explicit(&nvs_inited, memory_order_acquire) ||
+	    !nvs_real.nvmlDeviceGetUUID || !nvs_real.cuDeviceGetCount || !nvs_real.cuDeviceGet ||
+	    !nvs_real.cuDeviceGetUuid_v2)
 		return -1;
 	char want[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
 	if (nvs_real.nvmlDeviceGetUUID(device, want, sizeof want) != NVML_SUCCESS)
@@ -81,7 +82,8 @@ static int virtualize(nvmlDevice_t device, unsigned long long *total, unsigned l
 	*total = lim;
 	*used = u;
 	*free = u < lim ? lim - u : 0;
-	NVS_DEBUG("nvmlDeviceGetMemoryInfo: CUDA device %d, total %llu used %llu", dev, *total, *used);
+	NVS_DEBUG("nvmlDeviceGetMemoryInfo: CUDA device %d, total %llu used %llu", dev, *total,
+		  *used);
 	return 1;
 }
 

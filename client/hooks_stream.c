@@ -7,17 +7,17 @@
  */
 #include "client/internal.h"
 
-#define BEGIN(member, call)                                   \
-	do {                                                  \
-		nvs_init();                                   \
-		if (!nvs_real.member)                         \
-			return nvs_unresolved(#member);       \
-		CUresult r_ = nvs_real.member call;           \
-		if (r_ == CUDA_SUCCESS && !nvs_cfg.disable) { \
-			NVS_DEBUG("%s: capture begins", #member); \
-			nvs_sched_capture_begin();            \
-		}                                             \
-		return r_;                                    \
+#define BEGIN(member, call)                                                                        \
+	do {                                                                                       \
+		nvs_init();                                                                        \
+		if (!nvs_real.member)                                                              \
+			return nvs_unresolved(#member);                                            \
+		CUresult r_ = nvs_real.member call;                                                \
+		if (r_ == CUDA_SUCCESS && !nvs_cfg.disable) {                                      \
+			NVS_DEBUG("%s: capture begins", #member);                                  \
+			nvs_sched_capture_begin();                                                 \
+		}                                                                                  \
+		return r_;                                                                         \
 	} while (0)
 
 CUresult CUDAAPI nvs_wrap_cuStreamBeginCapture(CUstream hStream)
@@ -72,7 +72,8 @@ static CUresult end_capture(end_fn real, is_capturing_fn is_cap, const char *nam
 	if (nvs_cfg.disable)
 		return real(s, g);
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-	int was = !is_cap || (is_cap(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE);
+	int was =
+	    !is_cap || (is_cap(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE);
 	CUresult r = real(s, g);
 	if (was && (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ||
 		    r == CUDA_ERROR_STREAM_CAPTURE_UNJOINED)) {

@@ -85,7 +85,6 @@ static uint64_t extent_bytes(size_t w, size_t h, size_t d, CUarray_format f, uns
 	return mul_sat(v, mul_sat(format_bytes(f), ch ? ch : 1));
 }
 
-
 /* Reserve, create, track; `create` performs the real call. */
 static CUresult counted(uint64_t bytes, CUresult (*create)(void *), void *arg, uint64_t *key_out,
 			const char *name)
@@ -103,7 +102,8 @@ static CUresult counted(uint64_t bytes, CUresult (*create)(void *), void *arg, u
 		return r;
 	}
 	nvs_acct_track(dev, (CUdeviceptr)(*key_out | KEY_ARRAY), bytes, NVS_ALLOC_PINNED_DEVICE);
-	NVS_DEBUG("%s: %llu bytes on GPU %d counted as pinned", name, (unsigned long long)bytes, dev);
+	NVS_DEBUG("%s: %llu bytes on GPU %d counted as pinned", name, (unsigned long long)bytes,
+		  dev);
 	return CUDA_SUCCESS;
 }
 
@@ -162,8 +162,8 @@ CUresult CUDAAPI nvs_wrap_cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3
 	if (nvs_cfg.disable || !pHandle || !desc)
 		return nvs_real.cuArray3DCreate_v2(pHandle, desc);
 	struct arr_args a = {.ph = pHandle, .desc = desc};
-	uint64_t b = extent_bytes(desc->Width, desc->Height, desc->Depth, desc->Format,
-				  desc->NumChannels);
+	uint64_t b =
+	    extent_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels);
 	return counted(b, do_array3d, &a, &a.key, "cuArray3DCreate_v2");
 }
 

@@ -14,9 +14,9 @@
 
 /* ---- configuration (config.c) ---- */
 struct nvs_config {
-	int disable;		/* NVSHARE_DISABLE=1: every wrapper passes through */
-	int single_oversub;	/* NVSHARE_ENABLE_SINGLE_OVERSUB=1 */
-	uint64_t mem_limit;	/* NVSHARE_GPU_MEMORY_LIMIT in bytes, UINT64_MAX if unset */
+	int disable;	    /* NVSHARE_DISABLE=1: every wrapper passes through */
+	int single_oversub; /* NVSHARE_ENABLE_SINGLE_OVERSUB=1 */
+	uint64_t mem_limit; /* NVSHARE_GPU_MEMORY_LIMIT in bytes, UINT64_MAX if unset */
 };
 extern struct nvs_config nvs_cfg;
 /* Reads the environment once (idempotent, thread-safe). */
@@ -53,14 +53,27 @@ void nvs_device_used(int dev);
 
 /* ---- the table (table.c) ---- */
 enum nvs_family {
-	NVS_FAM_ENTRY, NVS_FAM_RT, NVS_FAM_INIT, NVS_FAM_CTX, NVS_FAM_ALLOC, NVS_FAM_POOL,
-	NVS_FAM_VMM, NVS_FAM_ARRAY, NVS_FAM_INFO, NVS_FAM_CAPTURE, NVS_FAM_LAUNCH,
-	NVS_FAM_COPY, NVS_FAM_LEGACY, NVS_FAM_NVML, NVS_FAM_USE, NVS_FAM_USE_NVML,
+	NVS_FAM_ENTRY,
+	NVS_FAM_RT,
+	NVS_FAM_INIT,
+	NVS_FAM_CTX,
+	NVS_FAM_ALLOC,
+	NVS_FAM_POOL,
+	NVS_FAM_VMM,
+	NVS_FAM_ARRAY,
+	NVS_FAM_INFO,
+	NVS_FAM_CAPTURE,
+	NVS_FAM_LAUNCH,
+	NVS_FAM_COPY,
+	NVS_FAM_LEGACY,
+	NVS_FAM_NVML,
+	NVS_FAM_USE,
+	NVS_FAM_USE_NVML,
 };
 struct nvs_entry {
-	const char *name;	/* exact ABI name */
-	void *wrapper;		/* NULL for NVS_USE entries */
-	void **real;		/* slot in nvs_real */
+	const char *name; /* exact ABI name */
+	void *wrapper;	  /* NULL for NVS_USE entries */
+	void **real;	  /* slot in nvs_real */
 	unsigned char family;
 };
 extern const struct nvs_entry nvs_entries[];
@@ -91,13 +104,13 @@ enum nvs_lib { NVS_LIB_OTHER, NVS_LIB_CUDA, NVS_LIB_NVML, NVS_LIB_CUDART, NVS_LI
 enum nvs_lib nvs_lib_of_path(const char *path);
 
 /* Gated wrappers (launch, copy): init, refuse if unresolved, gate. */
-#define NVS_GATED_PROLOGUE(member)                      \
-	do {                                            \
-		nvs_init();                             \
-		if (__builtin_expect(!nvs_real.member, 0)) \
-			return nvs_unresolved(#member); \
-		if (!nvs_cfg.disable)                   \
-			nvs_gate();                     \
+#define NVS_GATED_PROLOGUE(member)                                                                 \
+	do {                                                                                       \
+		nvs_init();                                                                        \
+		if (__builtin_expect(!nvs_real.member, 0))                                         \
+			return nvs_unresolved(#member);                                            \
+		if (!nvs_cfg.disable)                                                              \
+			nvs_gate();                                                                \
 	} while (0)
 
 /* Logs once per name and returns CUDA_ERROR_NOT_SUPPORTED. */

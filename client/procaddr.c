@@ -37,9 +37,10 @@ enum nvs_subst nvs_substitute(void **pfn, const char *asked)
 	if (!nvs_cfg.disable && nvs_table_is_unknown_variant_of_guarded(name)) {
 		static atomic_int logged;
 		if (!atomic_exchange(&logged, 1))
-			NVS_WARN("lookup of %s gave %s, a variant libnvshare does not know; refused "
-				 "(CUDA_ERROR_NOT_SUPPORTED) so that memory and launches stay accounted",
-				 asked ? asked : "?", name);
+			NVS_WARN(
+			    "lookup of %s gave %s, a variant libnvshare does not know; refused "
+			    "(CUDA_ERROR_NOT_SUPPORTED) so that memory and launches stay accounted",
+			    asked ? asked : "?", name);
 		return NVS_SUBST_REFUSE;
 	}
 	return NVS_SUBST_KEEP;
@@ -87,7 +88,8 @@ CUresult CUDAAPI nvs_wrap_cuGetProcAddress_v2_ptsz(const char *symbol, void **pf
 	nvs_init();
 	CUresult r;
 	if (nvs_real.cuGetProcAddress_v2_ptsz) {
-		r = nvs_real.cuGetProcAddress_v2_ptsz(symbol, pfn, cudaVersion, flags, symbolStatus);
+		r = nvs_real.cuGetProcAddress_v2_ptsz(symbol, pfn, cudaVersion, flags,
+						      symbolStatus);
 	} else {
 		if (!nvs_real.cuGetProcAddress_v2)
 			return nvs_unresolved("cuGetProcAddress_v2_ptsz");
@@ -132,31 +134,30 @@ static cudaError_t after_rt_lookup(cudaError_t r, const char *symbol, void **fun
 	return r;
 }
 
-#define NVS_RT_EP(name)                                                                        \
-	cudaError_t nvs_wrap_##name(const char *symbol, void **funcPtr, unsigned long long flags, \
-				    enum cudaDriverEntryPointQueryResult *driverStatus)        \
-	{                                                                                      \
-		nvs_init();                                                                    \
-		nvs_PFNrt_cudaGetDriverEntryPoint f = (nvs_PFNrt_cudaGetDriverEntryPoint)      \
-			rt_real((void **)&nvs_real.name, #name);                               \
-		if (!f)                                                                        \
-			return cudaErrorNotSupported;                                          \
-		return after_rt_lookup(f(symbol, funcPtr, flags, driverStatus), symbol,        \
-				       funcPtr);                                               \
+#define NVS_RT_EP(name)                                                                            \
+	cudaError_t nvs_wrap_##name(const char *symbol, void **funcPtr, unsigned long long flags,  \
+				    enum cudaDriverEntryPointQueryResult *driverStatus)            \
+	{                                                                                          \
+		nvs_init();                                                                        \
+		nvs_PFNrt_cudaGetDriverEntryPoint f =                                              \
+		    (nvs_PFNrt_cudaGetDriverEntryPoint)rt_real((void **)&nvs_real.name, #name);    \
+		if (!f)                                                                            \
+			return cudaErrorNotSupported;                                              \
+		return after_rt_lookup(f(symbol, funcPtr, flags, driverStatus), symbol, funcPtr);  \
 	}
-#define NVS_RT_EPV(name)                                                                        \
-	cudaError_t nvs_wrap_##name(const char *symbol, void **funcPtr, unsigned int cudaVersion, \
-				    unsigned long long flags,                                    \
-				    enum cudaDriverEntryPointQueryResult *driverStatus)          \
-	{                                                                                        \
-		nvs_init();                                                                      \
-		nvs_PFNrt_cudaGetDriverEntryPointByVersion f =                                   \
-			(nvs_PFNrt_cudaGetDriverEntryPointByVersion)rt_real(                     \
-				(void **)&nvs_real.name, #name);                                 \
-		if (!f)                                                                          \
-			return cudaErrorNotSupported;                                            \
-		return after_rt_lookup(f(symbol, funcPtr, cudaVersion, flags, driverStatus),     \
-				       symbol, funcPtr);                                         \
+#define NVS_RT_EPV(name)                                                                           \
+	cudaError_t nvs_wrap_##name(const char *symbol, void **funcPtr, unsigned int cudaVersion,  \
+				    unsigned long long flags,                                      \
+				    enum cudaDriverEntryPointQueryResult *driverStatus)            \
+	{                                                                                          \
+		nvs_init();                                                                        \
+		nvs_PFNrt_cudaGetDriverEntryPointByVersion f =                                     \
+		    (nvs_PFNrt_cudaGetDriverEntryPointByVersion)rt_real((void **)&nvs_real.name,   \
+									#name);                    \
+		if (!f)                                                                            \
+			return cudaErrorNotSupported;                                              \
+		return after_rt_lookup(f(symbol, funcPtr, cudaVersion, flags, driverStatus),       \
+				       symbol, funcPtr);                                           \
 	}
 
 NVS_RT_EP(cudaGetDriverEntryPoint)

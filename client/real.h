@@ -26,12 +26,12 @@
 
 /* Runtime entry points (libcudart); cuda_runtime_api.h is not included so
  * its declarations cannot collide with our exports of the same names. */
-typedef cudaError_t (*nvs_PFNrt_cudaGetDriverEntryPoint)(const char *symbol, void **funcPtr,
-							 unsigned long long flags,
-							 enum cudaDriverEntryPointQueryResult *driverStatus);
+typedef cudaError_t (*nvs_PFNrt_cudaGetDriverEntryPoint)(
+    const char *symbol, void **funcPtr, unsigned long long flags,
+    enum cudaDriverEntryPointQueryResult *driverStatus);
 typedef cudaError_t (*nvs_PFNrt_cudaGetDriverEntryPointByVersion)(
-	const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags,
-	enum cudaDriverEntryPointQueryResult *driverStatus);
+    const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags,
+    enum cudaDriverEntryPointQueryResult *driverStatus);
 
 struct nvs_real_table {
 #define NVS_WRAP(n, t, f) t n;

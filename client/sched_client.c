@@ -47,7 +47,7 @@
 atomic_int nvs_gate_closed;
 atomic_int nvs_gate_activity;
 
-struct nvs_sc_state nvs_sc = { .mu = PTHREAD_MUTEX_INITIALIZER };
+struct nvs_sc_state nvs_sc = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* Lock-free views for application threads. */
 static atomic_int gpu_closed[NVS_MAX_GPUS];
@@ -110,8 +110,8 @@ static void format_uuid(const CUuuid *u, char *out, size_t cap)
 	snprintf(out, cap,
 		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
 		 "%02x%02x%02x%02x%02x%02x",
-		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
-		 b[10], b[11], b[12], b[13], b[14], b[15]);
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+		 b[13], b[14], b[15]);
 }
 
 /* Recomputes the per-GPU and global gates from the per-GPU state. Called with
@@ -121,9 +121,8 @@ void nvs_sc_recompute_gate(void)
 	int any = 0;
 	for (int i = 0; i < nvs_sc.ndev; i++) {
 		const struct gpu *g = &nvs_sc.gpus[i];
-		int closed = g->attached &&
-			     ((g->serialized && g->lock != L_HELD) ||
-			      g->lock == L_DROPPING || g->lock == L_IDLE_CHECK);
+		int closed = g->attached && ((g->serialized && g->lock != L_HELD) ||
+					     g->lock == L_DROPPING || g->lock == L_IDLE_CHECK);
 		/* A throttled GPU (compute quota) is one whose lock the
 		 * scheduler withholds: closed by the rule above. */
 		atomic_store_explicit(&gpu_closed[i], closed, memory_order_release);

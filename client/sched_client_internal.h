@@ -46,17 +46,17 @@ struct gpu {
 	int mode_wait_over; /* a limited GPU stopped waiting for GPU_MODE */
 	int serialized;	    /* GPU_MODE 1 */
 	enum lock_state lock;
-	int req_pending;    /* REQ_LOCK to send */
-	int blocked;	    /* application threads waiting in nvs_gate_slow */
-	uint32_t waiters;   /* other clients waiting for this GPU */
+	int req_pending;	/* REQ_LOCK to send */
+	int blocked;		/* application threads waiting in nvs_gate_slow */
+	uint32_t waiters;	/* other clients waiting for this GPU */
 	uint32_t idle_swap_mib; /* SWAP_HINT: MiB to move out on an idle release */
-	uint32_t core_limit; /* from SET_LIMITS (for the quota work) */
-	uint32_t quantum_ms; /* from the last LOCK_OK */
+	uint32_t core_limit;	/* from SET_LIMITS (for the quota work) */
+	uint32_t quantum_ms;	/* from the last LOCK_OK */
 	uint64_t total_mem;
 	CUdevice cudev;
-	CUcontext ctx;	    /* an application context seen on this GPU */
-	CUcontext primary;  /* retained primary context (fallback), thread only */
-	uint64_t mem_sent;  /* thread only: allocated bytes last sent */
+	CUcontext ctx;	   /* an application context seen on this GPU */
+	CUcontext primary; /* retained primary context (fallback), thread only */
+	uint64_t mem_sent; /* thread only: allocated bytes last sent */
 	char uuid[NVS_UUID_LEN];
 };
 

@@ -275,7 +275,8 @@ static void on_readable(void)
 		while (off < inlen) {
 			struct nvs_msg m;
 			size_t used = 0;
-			enum nvs_decode_result r = nvs_msg_decode(inbuf + off, inlen - off, &m, &used);
+			enum nvs_decode_result r =
+			    nvs_msg_decode(inbuf + off, inlen - off, &m, &used);
 			if (r == NVS_DECODE_NEED_MORE)
 				break;
 			if (r != NVS_DECODE_OK) {
@@ -324,8 +325,8 @@ void *nvs_sc_thread_main(void *arg)
 		if (sock < 0) {
 			uint64_t now = nvs_sc_now_ns();
 			int t = next_connect_ns > now
-					? (int)((next_connect_ns - now + 999999) / 1000000)
-					: 0;
+				    ? (int)((next_connect_ns - now + 999999) / 1000000)
+				    : 0;
 			timeout = min_timeout(timeout, t);
 		}
 

@@ -27,17 +27,22 @@
 static int idle_env_set;
 static uint32_t idle_ms = NVS_IDLE_RELEASE_DEFAULT_MS; /* thread only */
 static uint32_t client_id;
-static int watching;	  /* idle watch active */
+static int watching;	     /* idle watch active */
 static uint64_t act_seen_ns; /* last time activity was observed */
 
 static const char *lock_name(enum lock_state s)
 {
 	switch (s) {
-	case L_NONE: return "none";
-	case L_REQUESTED: return "requested";
-	case L_HELD: return "held";
-	case L_DROPPING: return "dropping";
-	case L_IDLE_CHECK: return "idle-check";
+	case L_NONE:
+		return "none";
+	case L_REQUESTED:
+		return "requested";
+	case L_HELD:
+		return "held";
+	case L_DROPPING:
+		return "dropping";
+	case L_IDLE_CHECK:
+		return "idle-check";
 	}
 	return "?";
 }
@@ -51,7 +56,9 @@ void nvs_sc_lock_configure(void)
 			idle_ms = (uint32_t)ms;
 			idle_env_set = 1;
 		} else {
-			NVS_WARN("NVSHARE_IDLE_RELEASE_MS=%s is not a duration; using the scheduler's", v);
+			NVS_WARN(
+			    "NVSHARE_IDLE_RELEASE_MS=%s is not a duration; using the scheduler's",
+			    v);
 		}
 	}
 }
@@ -157,8 +164,9 @@ static void release_lock(int dev, uint32_t drop_flags, int idle)
 	if (idle) {
 		int act = atomic_exchange(&nvs_gate_activity, 0);
 		if (act || g->blocked > 0 || drain > busy_threshold_ns() || !g->serialized) {
-			NVS_DEBUG("GPU %d: not idle after all (activity %d, waiting %d, drain %.2f ms)",
-				  dev, act, g->blocked, (double)drain / 1e6);
+			NVS_DEBUG(
+			    "GPU %d: not idle after all (activity %d, waiting %d, drain %.2f ms)",
+			    dev, act, g->blocked, (double)drain / 1e6);
 			if (g->lock == L_IDLE_CHECK)
 				g->lock = L_HELD;
 			act_seen_ns = nvs_sc_now_ns();
@@ -184,9 +192,9 @@ static void release_lock(int dev, uint32_t drop_flags, int idle)
 	if (g->lock == L_DROPPING || g->lock == L_IDLE_CHECK) {
 		nvs_swap_released(dev);
 		nvs_sc_queue_swap_stats(dev);
-		nvs_sc_queue_released(dev,
-				      idle ? NVS_RELEASED_IDLE | (moved_mib << NVS_DROP_SWAP_MIB_SHIFT) : 0u,
-				      drain);
+		nvs_sc_queue_released(
+		    dev, idle ? NVS_RELEASED_IDLE | (moved_mib << NVS_DROP_SWAP_MIB_SHIFT) : 0u,
+		    drain);
 		g->lock = L_NONE;
 		/* Threads that queued at the closed gate ask again at once, after
 		 * the release, so the scheduler sees them behind the waiters. */
@@ -263,8 +271,8 @@ void nvs_sc_handle_msg(const struct nvs_msg *m)
 			nvs_sc_queue_swap_stats(dev);
 		}
 		pthread_mutex_lock(&nvs_sc.mu);
-		if (g->lock != L_HELD) { /* not a repeated LOCK_OK */
-			g->waiters = 0; /* as the scheduler: 0 until WAITERS says more */
+		if (g->lock != L_HELD) {      /* not a repeated LOCK_OK */
+			g->waiters = 0;	      /* as the scheduler: 0 until WAITERS says more */
 			g->idle_swap_mib = 0; /* and until SWAP_HINT says more */
 		}
 		g->lock = L_HELD;

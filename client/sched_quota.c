@@ -16,22 +16,22 @@
 #include <stdatomic.h>
 #include <time.h>
 
-#define QC_EVENTS_MAX 32u /* ring size: M <= 31 */
-#define QC_POLL_NS 50000L /* cuEventQuery polling period while capped: */
+#define QC_EVENTS_MAX 32u	/* ring size: M <= 31 */
+#define QC_POLL_NS 50000L	/* cuEventQuery polling period while capped: */
 #define QC_POLL_MAX_NS 1600000L /* 50 us doubling up to 1.6 ms */
 
 struct qgpu {
 	pthread_mutex_t mu;
-	CUcontext ctx;		      /* events belong to this context */
-	CUevent ev[QC_EVENTS_MAX];    /* created lazily, reused */
-	unsigned head, count;	      /* outstanding events: ring */
-	unsigned calls;		      /* gated calls since the last record */
+	CUcontext ctx;		   /* events belong to this context */
+	CUevent ev[QC_EVENTS_MAX]; /* created lazily, reused */
+	unsigned head, count;	   /* outstanding events: ring */
+	unsigned calls;		   /* gated calls since the last record */
 };
 
 static struct qgpu qg[NVS_MAX_GPUS];
 static atomic_uint limit_of[NVS_MAX_GPUS]; /* 0: not set (none) */
-static atomic_int quota_gpu[NVS_MAX_GPUS];  /* GPU_MODE 2: a quota runs there */
-static atomic_int ncapped;		    /* GPUs whose in-flight work is capped */
+static atomic_int quota_gpu[NVS_MAX_GPUS]; /* GPU_MODE 2: a quota runs there */
+static atomic_int ncapped;		   /* GPUs whose in-flight work is capped */
 static pthread_mutex_t cap_mu = PTHREAD_MUTEX_INITIALIZER;
 static unsigned every = 8, max_out = 2;
 static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
@@ -94,8 +94,9 @@ int nvs_qclient_set_gpu_quota(int dev, int on)
 	pthread_once(&cfg_once, read_cfg);
 	on = !!on;
 	if (atomic_load(&quota_gpu[dev]) != on)
-		NVS_DEBUG("GPU %d: %s", dev, on ? "a compute quota runs on this GPU: in-flight work capped"
-						: "no compute quota on this GPU any more");
+		NVS_DEBUG("GPU %d: %s", dev,
+			  on ? "a compute quota runs on this GPU: in-flight work capped"
+			     : "no compute quota on this GPU any more");
 	return cap_update(dev, 0, on, 1);
 }
 

@@ -27,13 +27,13 @@
 
 struct swap_dev {
 	/* Client thread only. */
-	CUcontext ctx;	   /* context the private stream belongs to */
-	CUstream stream;   /* non-blocking, for swap-in and swap-out */
+	CUcontext ctx;	 /* context the private stream belongs to */
+	CUstream stream; /* non-blocking, for swap-in and swap-out */
 	/* Under mu (application threads add fresh bytes). */
 	uint64_t off;	   /* bytes believed off the GPU */
 	uint64_t out_hold; /* bytes this hold's swap-out moved */
 	struct nvs_swap_totals tot;
-	int dirty;	   /* totals changed since last reported */
+	int dirty; /* totals changed since last reported */
 };
 
 static struct swap_dev sd[NVS_MAX_GPUS];
@@ -95,8 +95,8 @@ static CUstream private_stream(int dev)
 struct walk {
 	CUmemLocation loc;
 	CUstream stream;
-	uint64_t budget;   /* bytes still to move (swap-out) */
-	uint64_t issued;   /* bytes asked for */
+	uint64_t budget; /* bytes still to move (swap-out) */
+	uint64_t issued; /* bytes asked for */
 	unsigned calls, errors;
 	CUresult first_err;
 };

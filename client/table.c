@@ -8,8 +8,8 @@
 #include <string.h>
 
 /* Every wrapper has exactly its table typedef's type. */
-#define NVS_WRAP(n, t, f)                                                          \
-	_Static_assert(__builtin_types_compatible_p(__typeof__(&nvs_wrap_##n), t), \
+#define NVS_WRAP(n, t, f)                                                                          \
+	_Static_assert(__builtin_types_compatible_p(__typeof__(&nvs_wrap_##n), t),                 \
 		       "wrapper nvs_wrap_" #n " does not match " #t);
 #define NVS_WRAP_R NVS_WRAP
 #include "client/entry_points.def"
@@ -20,10 +20,10 @@
  * used bare, e.g. as a struct member); those belong in NVS_WRAP_R. */
 #define NVS_XSTR_(x) #x
 #define NVS_XSTR(x) NVS_XSTR_(x)
-#define NVS_WRAP(n, t, f) \
-	_Static_assert(sizeof(NVS_XSTR(n)) == sizeof(#n), #n " is a cuda.h macro: use NVS_WRAP_R");
-#define NVS_USE(n, t) \
-	_Static_assert(sizeof(NVS_XSTR(n)) == sizeof(#n), #n " is a cuda.h macro");
+#define NVS_WRAP(n, t, f)                                                                          \
+	_Static_assert(sizeof(NVS_XSTR(n)) == sizeof(#n), #n " is a cuda.h macro: use "            \
+							     "NVS_WRAP_R");
+#define NVS_USE(n, t) _Static_assert(sizeof(NVS_XSTR(n)) == sizeof(#n), #n " is a cuda.h macro");
 #include "client/entry_points.def"
 #undef NVS_WRAP
 #undef NVS_USE
@@ -96,7 +96,7 @@ NVS_NO_SANITIZE const struct nvs_entry *nvs_table_find(const char *name)
 static const struct {
 	const char *seen, *table;
 } aliases[] = {
-	{NULL, NULL},
+    {NULL, NULL},
 };
 
 const char *nvs_table_alias(const char *name)
@@ -126,8 +126,14 @@ static size_t base_len(const char *s)
 static int guarded(unsigned char fam)
 {
 	switch (fam) {
-	case NVS_FAM_ALLOC: case NVS_FAM_POOL: case NVS_FAM_VMM: case NVS_FAM_ARRAY:
-	case NVS_FAM_INFO: case NVS_FAM_LAUNCH: case NVS_FAM_COPY: case NVS_FAM_LEGACY:
+	case NVS_FAM_ALLOC:
+	case NVS_FAM_POOL:
+	case NVS_FAM_VMM:
+	case NVS_FAM_ARRAY:
+	case NVS_FAM_INFO:
+	case NVS_FAM_LAUNCH:
+	case NVS_FAM_COPY:
+	case NVS_FAM_LEGACY:
 		return 1;
 	default:
 		return 0;

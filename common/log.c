@@ -45,9 +45,8 @@ void nvs_log(enum nvs_log_level level, const char *fmt, ...)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	struct tm tm;
 	localtime_r(&ts.tv_sec, &tm);
-	int n = snprintf(line, sizeof line, "[nvshare][%s] %02d:%02d:%02d.%03ld %s ",
-			 component, tm.tm_hour, tm.tm_min, tm.tm_sec,
-			 ts.tv_nsec / 1000000, names[level]);
+	int n = snprintf(line, sizeof line, "[nvshare][%s] %02d:%02d:%02d.%03ld %s ", component,
+			 tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, names[level]);
 	if (n < 0)
 		return;
 	va_list ap;

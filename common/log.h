@@ -19,13 +19,12 @@ void nvs_log_init(const char *component);
 void nvs_log_reload_env(void);
 int nvs_log_debug_enabled(void);
 
-void nvs_log(enum nvs_log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+void nvs_log(enum nvs_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define NVS_DEBUG(...)                                  \
-	do {                                            \
-		if (nvs_log_debug_enabled())            \
-			nvs_log(NVS_LOG_DEBUG, __VA_ARGS__); \
+#define NVS_DEBUG(...)                                                                             \
+	do {                                                                                       \
+		if (nvs_log_debug_enabled())                                                       \
+			nvs_log(NVS_LOG_DEBUG, __VA_ARGS__);                                       \
 	} while (0)
 #define NVS_INFO(...) nvs_log(NVS_LOG_INFO, __VA_ARGS__)
 #define NVS_WARN(...) nvs_log(NVS_LOG_WARN, __VA_ARGS__)

@@ -85,11 +85,12 @@ typedef nvmlReturn_t (*nvs_pfn_nvmlDeviceGetMemoryInfo)(nvmlDevice_t, nvmlMemory
 typedef nvmlReturn_t (*nvs_pfn_nvmlDeviceGetMemoryInfo_v2)(nvmlDevice_t, nvmlMemory_v2_t *);
 typedef nvmlReturn_t (*nvs_pfn_nvmlDeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t *);
 typedef nvmlReturn_t (*nvs_pfn_nvmlDeviceGetComputeRunningProcesses)(nvmlDevice_t, unsigned int *,
-								      nvmlProcessInfo_v1_t *);
-typedef nvmlReturn_t (*nvs_pfn_nvmlDeviceGetComputeRunningProcesses_v3)(nvmlDevice_t, unsigned int *,
-									 nvmlProcessInfo_v2_t *);
+								     nvmlProcessInfo_v1_t *);
+typedef nvmlReturn_t (*nvs_pfn_nvmlDeviceGetComputeRunningProcesses_v3)(nvmlDevice_t,
+									unsigned int *,
+									nvmlProcessInfo_v2_t *);
 typedef nvmlReturn_t (*nvs_pfn_nvmlDeviceGetProcessUtilization)(nvmlDevice_t,
-								 nvmlProcessUtilizationSample_t *,
-								 unsigned int *, unsigned long long);
+								nvmlProcessUtilizationSample_t *,
+								unsigned int *, unsigned long long);
 
 #endif

@@ -43,12 +43,24 @@ struct unit {
 };
 
 static const struct unit units[] = {
-	{"", 0}, /* bare: replaced by bare_unit */
-	{"b", 1},
-	{"k", 1ull << 10}, {"kb", 1ull << 10}, {"ki", 1ull << 10}, {"kib", 1ull << 10},
-	{"m", 1ull << 20}, {"mb", 1ull << 20}, {"mi", 1ull << 20}, {"mib", 1ull << 20},
-	{"g", 1ull << 30}, {"gb", 1ull << 30}, {"gi", 1ull << 30}, {"gib", 1ull << 30},
-	{"t", 1ull << 40}, {"tb", 1ull << 40}, {"ti", 1ull << 40}, {"tib", 1ull << 40},
+    {"", 0}, /* bare: replaced by bare_unit */
+    {"b", 1},
+    {"k", 1ull << 10},
+    {"kb", 1ull << 10},
+    {"ki", 1ull << 10},
+    {"kib", 1ull << 10},
+    {"m", 1ull << 20},
+    {"mb", 1ull << 20},
+    {"mi", 1ull << 20},
+    {"mib", 1ull << 20},
+    {"g", 1ull << 30},
+    {"gb", 1ull << 30},
+    {"gi", 1ull << 30},
+    {"gib", 1ull << 30},
+    {"t", 1ull << 40},
+    {"tb", 1ull << 40},
+    {"ti", 1ull << 40},
+    {"tib", 1ull << 40},
 };
 
 int nvs_parse_size(const char *s, uint64_t bare_unit, uint64_t *out)

@@ -275,8 +275,8 @@ static void decode_payload(struct nvs_msg *m, struct rd *r)
 	}
 }
 
-enum nvs_decode_result nvs_msg_decode(const uint8_t *buf, size_t len,
-				      struct nvs_msg *m, size_t *consumed)
+enum nvs_decode_result nvs_msg_decode(const uint8_t *buf, size_t len, struct nvs_msg *m,
+				      size_t *consumed)
 {
 	if (len < NVS_HEADER_SIZE) {
 		/* Reject garbage early when the bytes we have already disagree
@@ -291,8 +291,7 @@ enum nvs_decode_result nvs_msg_decode(const uint8_t *buf, size_t len,
 	uint16_t type = (uint16_t)get(&h, 2);
 	uint32_t plen = (uint32_t)get(&h, 4);
 	uint32_t seq = (uint32_t)get(&h, 4);
-	if (magic != NVS_PROTO_MAGIC || version != NVS_PROTO_VERSION ||
-	    plen > NVS_MAX_PAYLOAD)
+	if (magic != NVS_PROTO_MAGIC || version != NVS_PROTO_VERSION || plen > NVS_MAX_PAYLOAD)
 		return NVS_DECODE_BAD;
 	if (len - NVS_HEADER_SIZE < plen)
 		return NVS_DECODE_NEED_MORE;
@@ -349,34 +348,56 @@ void nvs_msg_released(struct nvs_msg *m, uint32_t local_gpu, uint32_t flags, uin
 const char *nvs_msg_type_name(unsigned type)
 {
 	switch (type) {
-	case NVS_MSG_HELLO: return "HELLO";
-	case NVS_MSG_ATTACH_GPU: return "ATTACH_GPU";
-	case NVS_MSG_REQ_LOCK: return "REQ_LOCK";
-	case NVS_MSG_LOCK_RELEASED: return "LOCK_RELEASED";
-	case NVS_MSG_MEM_UPDATE: return "MEM_UPDATE";
-	case NVS_MSG_SWAP_STATS: return "SWAP_STATS";
-	case NVS_MSG_LOCK_OK: return "LOCK_OK";
-	case NVS_MSG_DROP_LOCK: return "DROP_LOCK";
-	case NVS_MSG_GPU_MODE: return "GPU_MODE";
-	case NVS_MSG_SET_LIMITS: return "SET_LIMITS";
-	case NVS_MSG_WAITERS: return "WAITERS";
-	case NVS_MSG_WELCOME: return "WELCOME";
-	case NVS_MSG_SWAP_HINT: return "SWAP_HINT";
-	case NVS_MSG_CTL_SET: return "CTL_SET";
-	case NVS_MSG_CTL_SET_CLIENT: return "CTL_SET_CLIENT";
-	case NVS_MSG_CTL_STATUS: return "CTL_STATUS";
-	case NVS_MSG_CTL_REPLY: return "CTL_REPLY";
-	default: return "UNKNOWN";
+	case NVS_MSG_HELLO:
+		return "HELLO";
+	case NVS_MSG_ATTACH_GPU:
+		return "ATTACH_GPU";
+	case NVS_MSG_REQ_LOCK:
+		return "REQ_LOCK";
+	case NVS_MSG_LOCK_RELEASED:
+		return "LOCK_RELEASED";
+	case NVS_MSG_MEM_UPDATE:
+		return "MEM_UPDATE";
+	case NVS_MSG_SWAP_STATS:
+		return "SWAP_STATS";
+	case NVS_MSG_LOCK_OK:
+		return "LOCK_OK";
+	case NVS_MSG_DROP_LOCK:
+		return "DROP_LOCK";
+	case NVS_MSG_GPU_MODE:
+		return "GPU_MODE";
+	case NVS_MSG_SET_LIMITS:
+		return "SET_LIMITS";
+	case NVS_MSG_WAITERS:
+		return "WAITERS";
+	case NVS_MSG_WELCOME:
+		return "WELCOME";
+	case NVS_MSG_SWAP_HINT:
+		return "SWAP_HINT";
+	case NVS_MSG_CTL_SET:
+		return "CTL_SET";
+	case NVS_MSG_CTL_SET_CLIENT:
+		return "CTL_SET_CLIENT";
+	case NVS_MSG_CTL_STATUS:
+		return "CTL_STATUS";
+	case NVS_MSG_CTL_REPLY:
+		return "CTL_REPLY";
+	default:
+		return "UNKNOWN";
 	}
 }
 
 const char *nvs_mode_name(unsigned mode)
 {
 	switch (mode) {
-	case NVS_MODE_OFF: return "off";
-	case NVS_MODE_ON: return "on";
-	case NVS_MODE_AUTO: return "auto";
-	default: return "?";
+	case NVS_MODE_OFF:
+		return "off";
+	case NVS_MODE_ON:
+		return "on";
+	case NVS_MODE_AUTO:
+		return "auto";
+	default:
+		return "?";
 	}
 }
 

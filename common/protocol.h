@@ -39,18 +39,18 @@ enum nvs_msg_type {
 	NVS_MSG_MEM_UPDATE = 5,	   /* client's allocated bytes on a GPU changed */
 	NVS_MSG_SWAP_STATS = 6,	   /* bytes/time swapped in and out */
 	/* scheduler -> client */
-	NVS_MSG_LOCK_OK = 32,	   /* lock granted */
-	NVS_MSG_DROP_LOCK = 33,	   /* release the lock soon */
-	NVS_MSG_GPU_MODE = 34,	   /* GPU switched serialized <-> concurrent */
-	NVS_MSG_SET_LIMITS = 35,   /* memory / compute limits changed */
-	NVS_MSG_WAITERS = 36,	   /* number of clients waiting for this GPU */
-	NVS_MSG_WELCOME = 37,	   /* reply to HELLO */
-	NVS_MSG_SWAP_HINT = 38,	   /* MiB to move to the host on an idle release */
+	NVS_MSG_LOCK_OK = 32,	 /* lock granted */
+	NVS_MSG_DROP_LOCK = 33,	 /* release the lock soon */
+	NVS_MSG_GPU_MODE = 34,	 /* GPU switched serialized <-> concurrent */
+	NVS_MSG_SET_LIMITS = 35, /* memory / compute limits changed */
+	NVS_MSG_WAITERS = 36,	 /* number of clients waiting for this GPU */
+	NVS_MSG_WELCOME = 37,	 /* reply to HELLO */
+	NVS_MSG_SWAP_HINT = 38,	 /* MiB to move to the host on an idle release */
 	/* control (nvsharectl) <-> scheduler */
-	NVS_MSG_CTL_SET = 64,	   /* change a GPU setting */
+	NVS_MSG_CTL_SET = 64,	     /* change a GPU setting */
 	NVS_MSG_CTL_SET_CLIENT = 65, /* change a client's limits */
-	NVS_MSG_CTL_STATUS = 66,   /* ask for status */
-	NVS_MSG_CTL_REPLY = 96,	   /* status code + text (JSON for status) */
+	NVS_MSG_CTL_STATUS = 66,     /* ask for status */
+	NVS_MSG_CTL_REPLY = 96,	     /* status code + text (JSON for status) */
 };
 
 /* GPU scheduling modes (NVS_MSG_CTL_SET field MODE, nvsharectl -S). */
@@ -62,9 +62,9 @@ enum nvs_mode {
 
 /* Settings that nvsharectl can change per GPU. */
 enum nvs_ctl_field {
-	NVS_CTL_MODE = 1,	 /* value: enum nvs_mode */
-	NVS_CTL_TQ_MS = 2,	 /* value: time quantum in ms */
-	NVS_CTL_CAPACITY = 3,	 /* value: bytes, 0 = GPU memory minus reserve */
+	NVS_CTL_MODE = 1,     /* value: enum nvs_mode */
+	NVS_CTL_TQ_MS = 2,    /* value: time quantum in ms */
+	NVS_CTL_CAPACITY = 3, /* value: bytes, 0 = GPU memory minus reserve */
 	NVS_CTL_IDLE_RELEASE_MS = 4,
 };
 
@@ -106,22 +106,22 @@ static inline uint32_t nvs_swap_mib(uint64_t bytes)
 #define NVS_NO_LIMIT UINT64_MAX
 
 struct nvs_hello {
-	uint32_t client_pid;   /* informational: pid in the client's namespace */
-	uint32_t flags;	       /* NVS_HELLO_* */
-	uint32_t core_limit;   /* NVSHARE_GPU_CORE_LIMIT, 1..100, 100 = none */
-	uint64_t mem_limit;    /* NVSHARE_GPU_MEMORY_LIMIT bytes, NVS_NO_LIMIT */
-	char name[256];	       /* program name, for status views */
+	uint32_t client_pid; /* informational: pid in the client's namespace */
+	uint32_t flags;	     /* NVS_HELLO_* */
+	uint32_t core_limit; /* NVSHARE_GPU_CORE_LIMIT, 1..100, 100 = none */
+	uint64_t mem_limit;  /* NVSHARE_GPU_MEMORY_LIMIT bytes, NVS_NO_LIMIT */
+	char name[256];	     /* program name, for status views */
 };
 
 struct nvs_welcome {
-	uint32_t client_id;	/* scheduler's id for this connection */
+	uint32_t client_id; /* scheduler's id for this connection */
 	uint32_t idle_release_ms;
 };
 
 struct nvs_attach_gpu {
-	uint32_t local_gpu;	/* client's CUDA ordinal; key in later messages */
-	uint64_t total_mem;	/* bytes, as the driver reports */
-	uint64_t allocated;	/* bytes already allocated (re-registration) */
+	uint32_t local_gpu;	 /* client's CUDA ordinal; key in later messages */
+	uint64_t total_mem;	 /* bytes, as the driver reports */
+	uint64_t allocated;	 /* bytes already allocated (re-registration) */
 	char uuid[NVS_UUID_LEN]; /* "GPU-xxxxxxxx-..." */
 };
 
@@ -133,25 +133,25 @@ struct nvs_gpu_msg {
 
 struct nvs_lock_ok {
 	uint32_t local_gpu;
-	uint32_t flags;	      /* NVS_LOCK_SWAP_IN */
-	uint32_t quantum_ms;  /* time slice granted, 0 = until asked */
+	uint32_t flags;	     /* NVS_LOCK_SWAP_IN */
+	uint32_t quantum_ms; /* time slice granted, 0 = until asked */
 };
 
 struct nvs_drop_lock {
 	uint32_t local_gpu;
-	uint32_t flags;	      /* NVS_LOCK_SWAP_OUT */
-	uint32_t grace_ms;    /* release within this or be revoked */
+	uint32_t flags;	   /* NVS_LOCK_SWAP_OUT */
+	uint32_t grace_ms; /* release within this or be revoked */
 };
 
 struct nvs_lock_released {
 	uint32_t local_gpu;
-	uint32_t flags;	      /* NVS_RELEASED_IDLE, MiB moved (see above) */
-	uint64_t drain_ns;    /* time from DROP_LOCK (or idle) to drained */
+	uint32_t flags;	   /* NVS_RELEASED_IDLE, MiB moved (see above) */
+	uint64_t drain_ns; /* time from DROP_LOCK (or idle) to drained */
 };
 
 struct nvs_mem_update {
 	uint32_t local_gpu;
-	uint64_t allocated;   /* bytes now allocated on that GPU */
+	uint64_t allocated; /* bytes now allocated on that GPU */
 };
 
 struct nvs_swap_stats {
@@ -162,28 +162,28 @@ struct nvs_swap_stats {
 
 struct nvs_set_limits {
 	uint32_t local_gpu;
-	uint32_t core_limit;  /* 1..100 */
-	uint64_t mem_limit;   /* bytes or NVS_NO_LIMIT */
+	uint32_t core_limit; /* 1..100 */
+	uint64_t mem_limit;  /* bytes or NVS_NO_LIMIT */
 };
 
 struct nvs_ctl_set {
-	int32_t gpu;	      /* GPU index, -1 = all */
-	uint32_t field;	      /* enum nvs_ctl_field */
+	int32_t gpu;	/* GPU index, -1 = all */
+	uint32_t field; /* enum nvs_ctl_field */
 	uint64_t value;
 };
 
 struct nvs_ctl_set_client {
-	uint32_t pid;	      /* host pid of the client */
-	int32_t gpu;	      /* GPU index, -1 = all its GPUs */
-	uint32_t core_limit;  /* 0 = unchanged, 1..100 */
-	uint32_t flags;	      /* NVS_CTL_CLIENT_* */
-	uint64_t mem_limit;   /* bytes; see flags */
+	uint32_t pid;	     /* host pid of the client */
+	int32_t gpu;	     /* GPU index, -1 = all its GPUs */
+	uint32_t core_limit; /* 0 = unchanged, 1..100 */
+	uint32_t flags;	     /* NVS_CTL_CLIENT_* */
+	uint64_t mem_limit;  /* bytes; see flags */
 };
-#define NVS_CTL_CLIENT_SET_MEM 0x1u   /* mem_limit is meaningful */
+#define NVS_CTL_CLIENT_SET_MEM 0x1u    /* mem_limit is meaningful */
 #define NVS_CTL_CLIENT_CLEAR_CORE 0x2u /* drop run-time core override */
 
 struct nvs_ctl_status {
-	uint32_t flags;	      /* reserved, 0 */
+	uint32_t flags; /* reserved, 0 */
 };
 
 struct nvs_msg {
@@ -211,9 +211,9 @@ struct nvs_msg {
 };
 
 enum nvs_decode_result {
-	NVS_DECODE_OK = 0,	/* one message decoded, *consumed set */
+	NVS_DECODE_OK = 0,	  /* one message decoded, *consumed set */
 	NVS_DECODE_NEED_MORE = 1, /* incomplete frame: read more */
-	NVS_DECODE_BAD = -1,	/* malformed: close the connection */
+	NVS_DECODE_BAD = -1,	  /* malformed: close the connection */
 };
 
 /*
@@ -227,8 +227,8 @@ size_t nvs_msg_encode(const struct nvs_msg *m, uint8_t *buf, size_t cap);
  * frame length. A CTL_REPLY's reply_text points into buf (not NUL-terminated;
  * use reply_len).
  */
-enum nvs_decode_result nvs_msg_decode(const uint8_t *buf, size_t len,
-				      struct nvs_msg *m, size_t *consumed);
+enum nvs_decode_result nvs_msg_decode(const uint8_t *buf, size_t len, struct nvs_msg *m,
+				      size_t *consumed);
 
 /* A HELLO from this process (pid from getpid(), informational) and an
  * ATTACH_GPU: the two registration messages every client sends. */

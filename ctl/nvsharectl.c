@@ -67,10 +67,11 @@ static int open_conn(struct nvs_sconn *c)
 	char path[128] = "?";
 	nvs_sock_path(path, sizeof path);
 	if (r == -ENOENT || r == -ECONNREFUSED)
-		fprintf(stderr,
-			"nvsharectl: the scheduler is not running: cannot connect to %s: %s\n"
-			"(start nvshare-scheduler, or set NVSHARE_SOCK_DIR to its socket directory)\n",
-			path, strerror(-r));
+		fprintf(
+		    stderr,
+		    "nvsharectl: the scheduler is not running: cannot connect to %s: %s\n"
+		    "(start nvshare-scheduler, or set NVSHARE_SOCK_DIR to its socket directory)\n",
+		    path, strerror(-r));
 	else
 		fprintf(stderr, "nvsharectl: cannot connect to the scheduler at %s: %s\n", path,
 			strerror(-r));
@@ -83,7 +84,8 @@ static int request(struct nvs_sconn *c, struct nvs_msg *req, int quiet_ok, struc
 	struct nvs_msg rep;
 	int r = nvs_sconn_request(c, req, &rep, TIMEOUT_MS);
 	if (r == 0) {
-		fprintf(stderr, "nvsharectl: no reply from the scheduler within %d ms\n", TIMEOUT_MS);
+		fprintf(stderr, "nvsharectl: no reply from the scheduler within %d ms\n",
+			TIMEOUT_MS);
 		return 1;
 	}
 	if (r < 0) {
@@ -120,18 +122,18 @@ int main(int argc, char **argv)
 	nvs_log_init("nvsharectl");
 	enum { O_CAPACITY = 256, O_IDLE, O_SET_CLIENT, O_CORE, O_MEM };
 	static const struct option opts[] = {
-		{"json", no_argument, 0, 'j'},
-		{"anti-thrash", required_argument, 0, 'S'},
-		{"set-tq", required_argument, 0, 'T'},
-		{"gpu", required_argument, 0, 'g'},
-		{"capacity", required_argument, 0, O_CAPACITY},
-		{"idle-release", required_argument, 0, O_IDLE},
-		{"set-client", required_argument, 0, O_SET_CLIENT},
-		{"core-limit", required_argument, 0, O_CORE},
-		{"memory-limit", required_argument, 0, O_MEM},
-		{"version", no_argument, 0, 'V'},
-		{"help", no_argument, 0, 'h'},
-		{0, 0, 0, 0},
+	    {"json", no_argument, 0, 'j'},
+	    {"anti-thrash", required_argument, 0, 'S'},
+	    {"set-tq", required_argument, 0, 'T'},
+	    {"gpu", required_argument, 0, 'g'},
+	    {"capacity", required_argument, 0, O_CAPACITY},
+	    {"idle-release", required_argument, 0, O_IDLE},
+	    {"set-client", required_argument, 0, O_SET_CLIENT},
+	    {"core-limit", required_argument, 0, O_CORE},
+	    {"memory-limit", required_argument, 0, O_MEM},
+	    {"version", no_argument, 0, 'V'},
+	    {"help", no_argument, 0, 'h'},
+	    {0, 0, 0, 0},
 	};
 	int json = 0, mode = -1, gpu = -1;
 	int have_tq = 0, have_cap = 0, have_idle = 0, have_client = 0, have_core = 0, have_mem = 0;
@@ -141,15 +143,20 @@ int main(int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "jS:T:g:Vh", opts, NULL)) != -1) {
 		uint64_t v;
 		switch (o) {
-		case 'j': json = 1; break;
+		case 'j':
+			json = 1;
+			break;
 		case 'S':
 			if ((mode = nvs_mode_parse(optarg)) < 0)
-				return usage_err("bad mode \"%s\": expected on, off or auto", optarg);
+				return usage_err("bad mode \"%s\": expected on, off or auto",
+						 optarg);
 			break;
 		case 'T':
 			if (nvs_parse_tq_ms(optarg, &tq))
-				return usage_err("bad time quantum \"%s\": expected seconds (30, 0.5) "
-						 "or a duration (300ms), at least 1 ms", optarg);
+				return usage_err(
+				    "bad time quantum \"%s\": expected seconds (30, 0.5) "
+				    "or a duration (300ms), at least 1 ms",
+				    optarg);
 			have_tq = 1;
 			break;
 		case 'g':
@@ -161,13 +168,14 @@ int main(int argc, char **argv)
 			if (!strcasecmp(optarg, "auto"))
 				cap = 0;
 			else if (nvs_parse_size(optarg, 1, &cap) || !cap)
-				return usage_err("bad capacity \"%s\": expected a size (16Gi) or auto",
-						 optarg);
+				return usage_err(
+				    "bad capacity \"%s\": expected a size (16Gi) or auto", optarg);
 			have_cap = 1;
 			break;
 		case O_IDLE:
 			if (nvs_parse_duration_ms(optarg, &idle) || idle > UINT32_MAX)
-				return usage_err("bad idle release \"%s\": expected milliseconds", optarg);
+				return usage_err("bad idle release \"%s\": expected milliseconds",
+						 optarg);
 			have_idle = 1;
 			break;
 		case O_SET_CLIENT:
@@ -179,16 +187,18 @@ int main(int argc, char **argv)
 			if (!strcasecmp(optarg, "default") || !strcasecmp(optarg, "none"))
 				clear_core = 1;
 			else if (nvs_parse_u64(optarg, 1, 100, &core))
-				return usage_err("bad core limit \"%s\": expected 1..100 or default",
-						 optarg);
+				return usage_err(
+				    "bad core limit \"%s\": expected 1..100 or default", optarg);
 			have_core = 1;
 			break;
 		case O_MEM:
 			if (!strcasecmp(optarg, "none"))
 				mem = NVS_NO_LIMIT;
 			else if (nvs_parse_size(optarg, 1ull << 20, &mem))
-				return usage_err("bad memory limit \"%s\": expected a size (4Gi, 512 = "
-						 "512Mi) or none", optarg);
+				return usage_err(
+				    "bad memory limit \"%s\": expected a size (4Gi, 512 = "
+				    "512Mi) or none",
+				    optarg);
 			have_mem = 1;
 			break;
 		case 'V':

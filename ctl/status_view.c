@@ -45,16 +45,18 @@ static void print_swap(FILE *f, const cJSON *clients)
 {
 	int hdr = 0;
 	const cJSON *c, *x;
-	cJSON_ArrayForEach(c, clients) {
-		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(c, "gpus")) {
+	cJSON_ArrayForEach(c, clients)
+	{
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(c, "gpus"))
+		{
 			const cJSON *sw = cJSON_GetObjectItemCaseSensitive(x, "swap");
 			double bi = numv(sw, "bytes_in"), bo = numv(sw, "bytes_out");
 			double ni = numv(sw, "ns_in"), no = numv(sw, "ns_out");
 			if (bi == 0 && bo == 0 && ni == 0 && no == 0)
 				continue;
 			if (!hdr++)
-				fprintf(f, "\n%-6s %-4s %-9s %-9s %-9s %-9s %s\n", "SWAP", "GPU", "IN",
-					"IN-TIME", "OUT", "OUT-TIME", "IN GB/s");
+				fprintf(f, "\n%-6s %-4s %-9s %-9s %-9s %-9s %s\n", "SWAP", "GPU",
+					"IN", "IN-TIME", "OUT", "OUT-TIME", "IN GB/s");
 			char b1[32], b2[32], b3[32], b4[32], r[32] = "-";
 			if (ni > 0)
 				snprintf(r, sizeof r, "%.1f", bi / ni);
@@ -72,15 +74,17 @@ static void print_quota(FILE *f, const cJSON *clients)
 {
 	int hdr = 0;
 	const cJSON *c, *x;
-	cJSON_ArrayForEach(c, clients) {
-		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(c, "gpus")) {
+	cJSON_ArrayForEach(c, clients)
+	{
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(c, "gpus"))
+		{
 			const cJSON *q = cJSON_GetObjectItemCaseSensitive(x, "quota");
 			if (!cJSON_IsObject(q) || numv(q, "limit") >= 100)
 				continue;
 			if (!hdr++)
-				fprintf(f, "\n%-6s %-8s %-4s %-6s %-9s %-9s %-9s %-9s %s\n", "QUOTA", "PID",
-					"GPU", "LIMIT", "EFFECTIVE", "USED-NOW", "USED-LAST", "THROTTLED",
-					"STATE");
+				fprintf(f, "\n%-6s %-8s %-4s %-6s %-9s %-9s %-9s %-9s %s\n",
+					"QUOTA", "PID", "GPU", "LIMIT", "EFFECTIVE", "USED-NOW",
+					"USED-LAST", "THROTTLED", "STATE");
 			char lim[16], eff[16], now[16], last[16], thr[32];
 			snprintf(lim, sizeof lim, "%.0f%%", numv(q, "limit"));
 			snprintf(eff, sizeof eff, "%.1f%%", numv(q, "effective_pct"));
@@ -88,9 +92,9 @@ static void print_quota(FILE *f, const cJSON *clients)
 			snprintf(last, sizeof last, "%.1f%%", 100 * numv(q, "share_last"));
 			secs(numv(q, "throttled_ns") / 1e6, thr, sizeof thr);
 			int th = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(q, "throttled"));
-			fprintf(f, "%-6.0f %-8.0f %-4.0f %-6s %-9s %-9s %-9s %-9s %s\n", numv(c, "id"),
-				numv(c, "pid"), numv(x, "gpu"), lim, eff, now, last, thr,
-				th ? "throttled" : strv(x, "state"));
+			fprintf(f, "%-6.0f %-8.0f %-4.0f %-6s %-9s %-9s %-9s %-9s %s\n",
+				numv(c, "id"), numv(c, "pid"), numv(x, "gpu"), lim, eff, now, last,
+				thr, th ? "throttled" : strv(x, "state"));
 		}
 	}
 }
@@ -111,13 +115,15 @@ int nvs_status_print(FILE *f, const char *json, size_t len)
 		"TQ", "CAPACITY", "ALLOC", "MEMORY", "HOLDER", "HANDOFF", "QUEUE (client/pid)");
 	int n = 0;
 	const cJSON *g;
-	cJSON_ArrayForEach(g, gpus) {
+	cJSON_ArrayForEach(g, gpus)
+	{
 		char b1[32], b2[32], b3[32], b4[32], h[48] = "-", q[256] = "";
 		const cJSON *holder = cJSON_GetObjectItemCaseSensitive(g, "holder");
 		if (cJSON_IsObject(holder))
 			who(holder, h, sizeof h);
 		const cJSON *w;
-		cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(g, "queue")) {
+		cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(g, "queue"))
+		{
 			char one[48];
 			who(w, one, sizeof one);
 			if (strlen(q) + strlen(one) + 2 < sizeof q) {
@@ -128,7 +134,8 @@ int nvs_status_print(FILE *f, const char *json, size_t len)
 		}
 		fprintf(f, "%-4.0f %-5s %-6s %-7s %-9s %-9s %-9s %-12s %-8.0f %s\n",
 			numv(g, "index"), strv(g, "mode"),
-			cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "serialized")) ? "yes" : "no",
+			cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "serialized")) ? "yes"
+											: "no",
 			secs(numv(g, "tq_ms"), b4, sizeof b4), size(g, "capacity", b1, sizeof b1),
 			size(g, "allocated", b2, sizeof b2), size(g, "total_memory", b3, sizeof b3),
 			h, numv(g, "handoffs"), *q ? q : "-");
@@ -136,30 +143,34 @@ int nvs_status_print(FILE *f, const char *json, size_t len)
 	}
 	if (!n)
 		fprintf(f, "(no GPUs known yet: NVML absent and no client attached)\n");
-	fprintf(f, "\n%-6s %-8s %-6s %-16s %-4s %-9s %-8s %-9s %s\n", "CLIENT", "PID", "UID", "NAME",
-		"GPU", "MEMORY", "STATE", "HELD", "LIMITS (core, memory)");
+	fprintf(f, "\n%-6s %-8s %-6s %-16s %-4s %-9s %-8s %-9s %s\n", "CLIENT", "PID", "UID",
+		"NAME", "GPU", "MEMORY", "STATE", "HELD", "LIMITS (core, memory)");
 	n = 0;
 	const cJSON *c;
-	cJSON_ArrayForEach(c, clients) {
+	cJSON_ArrayForEach(c, clients)
+	{
 		const cJSON *x;
 		int any = 0;
 		/* Pod (namespace/name) from the scheduler's watch, last. */
 		char pod[330] = "";
 		const cJSON *pj = cJSON_GetObjectItemCaseSensitive(c, "pod");
 		if (cJSON_IsObject(pj))
-			snprintf(pod, sizeof pod, "  pod %s/%s", *strv(pj, "namespace") ? strv(pj, "namespace") : "?",
+			snprintf(pod, sizeof pod, "  pod %s/%s",
+				 *strv(pj, "namespace") ? strv(pj, "namespace") : "?",
 				 *strv(pj, "name") ? strv(pj, "name") : strv(pj, "uid"));
-		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(c, "gpus")) {
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(c, "gpus"))
+		{
 			char b1[32], b2[32], b3[32];
 			const cJSON *l = cJSON_GetObjectItemCaseSensitive(x, "limits");
-			fprintf(f, "%-6.0f %-8.0f %-6.0f %-16.16s %-4.0f %-9s %-8s %-9s %.0f%%, %s%s\n",
-				numv(c, "id"), numv(c, "pid"), numv(c, "uid"), strv(c, "name"),
-				numv(x, "gpu"), size(x, "allocated", b1, sizeof b1), strv(x, "state"),
-				secs(numv(x, "held_ns") / 1e6, b2, sizeof b2), numv(l, "core_limit"),
-				cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(l, "mem_limit"))
-					? size(l, "mem_limit", b3, sizeof b3)
-					: "none",
-				pod);
+			fprintf(
+			    f, "%-6.0f %-8.0f %-6.0f %-16.16s %-4.0f %-9s %-8s %-9s %.0f%%, %s%s\n",
+			    numv(c, "id"), numv(c, "pid"), numv(c, "uid"), strv(c, "name"),
+			    numv(x, "gpu"), size(x, "allocated", b1, sizeof b1), strv(x, "state"),
+			    secs(numv(x, "held_ns") / 1e6, b2, sizeof b2), numv(l, "core_limit"),
+			    cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(l, "mem_limit"))
+				? size(l, "mem_limit", b3, sizeof b3)
+				: "none",
+			    pod);
 			any = 1;
 		}
 		if (!any)

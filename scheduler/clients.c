@@ -99,8 +99,9 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 	char b[32];
 	NVS_INFO("HELLO client=%u pid=%d uid=%d name=\"%s\" core_limit=%u mem_limit=%s", cl->id,
 		 (int)cl->pid, (int)cl->uid, cl->name, cl->hello_core_limit,
-		 cl->hello_mem_limit == NVS_NO_LIMIT ? "none"
-						     : nvs_format_size(cl->hello_mem_limit, b, sizeof b));
+		 cl->hello_mem_limit == NVS_NO_LIMIT
+		     ? "none"
+		     : nvs_format_size(cl->hello_mem_limit, b, sizeof b));
 }
 
 static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gpu *a)
@@ -124,7 +125,8 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 	}
 	struct gpu *g = nvs_gpu_by_uuid(a->uuid, a->total_mem);
 	if (!g) {
-		conn_doom(c, "ATTACH_GPU %u: bad UUID \"%s\" or GPU table full", a->local_gpu, a->uuid);
+		conn_doom(c, "ATTACH_GPU %u: bad UUID \"%s\" or GPU table full", a->local_gpu,
+			  a->uuid);
 		return;
 	}
 	for (unsigned i = 0; i < cl->ngpus; i++)
@@ -170,14 +172,22 @@ void nvs_client_msg(struct conn *c, const struct nvs_msg *m)
 	/* Every other client message names an attached GPU first. */
 	uint32_t local = m->u.gpu.local_gpu;
 	switch (m->type) {
-	case NVS_MSG_LOCK_RELEASED: local = m->u.released.local_gpu; break;
-	case NVS_MSG_MEM_UPDATE: local = m->u.mem.local_gpu; break;
-	case NVS_MSG_SWAP_STATS: local = m->u.swap.local_gpu; break;
-	default: break;
+	case NVS_MSG_LOCK_RELEASED:
+		local = m->u.released.local_gpu;
+		break;
+	case NVS_MSG_MEM_UPDATE:
+		local = m->u.mem.local_gpu;
+		break;
+	case NVS_MSG_SWAP_STATS:
+		local = m->u.swap.local_gpu;
+		break;
+	default:
+		break;
 	}
 	struct client_gpu *cg = find_gpu(cl, local);
 	if (!cg) {
-		conn_doom(c, "%s for GPU %u, which is not attached", nvs_msg_type_name(m->type), local);
+		conn_doom(c, "%s for GPU %u, which is not attached", nvs_msg_type_name(m->type),
+			  local);
 		return;
 	}
 	switch (m->type) {

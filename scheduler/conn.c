@@ -216,7 +216,8 @@ void conn_on_readable(struct conn *c)
 			break;
 		if (r == NVS_DECODE_BAD) {
 			S.conns_closed_bad++;
-			conn_doom(c, "malformed frame (bad magic, version, length, type or payload)");
+			conn_doom(c,
+				  "malformed frame (bad magic, version, length, type or payload)");
 			break;
 		}
 		off += used;
@@ -271,7 +272,9 @@ void conn_reap(void)
 	while (doomed) {
 		struct conn *c = doomed;
 		doomed = c->doom_next;
-		const char *kind = c->kind == CONN_CLIENT ? "client" : c->kind == CONN_CTL ? "control" : "new";
+		const char *kind = c->kind == CONN_CLIENT ? "client"
+				   : c->kind == CONN_CTL  ? "control"
+							  : "new";
 		if (!strcmp(c->why, "closed by peer") || !strcmp(c->why, "scheduler shutting down"))
 			NVS_DEBUG("conn %u (%s, pid %d): %s", c->id, kind, (int)c->pid, c->why);
 		else

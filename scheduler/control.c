@@ -17,7 +17,7 @@
 #include <string.h>
 
 static void reply(struct conn *c, uint32_t seq, int status, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 static void reply_text(struct conn *c, uint32_t seq, int status, const char *text, size_t len)
 {
@@ -100,10 +100,17 @@ static void status(struct conn *c, uint32_t seq)
 static void apply(struct gpu *g, uint32_t field, uint64_t v)
 {
 	switch (field) {
-	case NVS_CTL_MODE: g->mode = (unsigned)v; break;
-	case NVS_CTL_TQ_MS: g->tq_ms = v; break;
-	case NVS_CTL_CAPACITY: g->capacity_override = v; break;
-	default: return;
+	case NVS_CTL_MODE:
+		g->mode = (unsigned)v;
+		break;
+	case NVS_CTL_TQ_MS:
+		g->tq_ms = v;
+		break;
+	case NVS_CTL_CAPACITY:
+		g->capacity_override = v;
+		break;
+	default:
+		return;
 	}
 	nvs_policy_settings_changed(g);
 }
@@ -131,7 +138,8 @@ static void ctl_set(struct conn *c, const struct nvs_msg *m)
 		what = b;
 		break;
 	case NVS_CTL_CAPACITY:
-		what = s->value ? nvs_format_size(s->value, b, sizeof b) : "auto (memory - reserve)";
+		what =
+		    s->value ? nvs_format_size(s->value, b, sizeof b) : "auto (memory - reserve)";
 		break;
 	case NVS_CTL_IDLE_RELEASE_MS:
 		if (s->value > UINT32_MAX) {
@@ -139,7 +147,8 @@ static void ctl_set(struct conn *c, const struct nvs_msg *m)
 			return;
 		}
 		if (s->gpu != -1) {
-			reply(c, m->seq, -EINVAL, "idle release is one setting for all GPUs (gpu -1)");
+			reply(c, m->seq, -EINVAL,
+			      "idle release is one setting for all GPUs (gpu -1)");
 			return;
 		}
 		S.cfg.idle_release_ms = (uint32_t)s->value;
@@ -160,8 +169,12 @@ static void ctl_set(struct conn *c, const struct nvs_msg *m)
 	if (s->gpu == -1) {
 		/* Also the default for GPUs learned later. */
 		switch (s->field) {
-		case NVS_CTL_MODE: S.cfg.mode = (unsigned)s->value; break;
-		case NVS_CTL_TQ_MS: S.cfg.tq_ms = s->value; break;
+		case NVS_CTL_MODE:
+			S.cfg.mode = (unsigned)s->value;
+			break;
+		case NVS_CTL_TQ_MS:
+			S.cfg.tq_ms = s->value;
+			break;
 		case NVS_CTL_CAPACITY:
 			S.cfg.capacity_all = s->value;
 			memset(S.cfg.capacity, 0, sizeof S.cfg.capacity);

@@ -24,8 +24,8 @@ static struct gpu *gpu_add(const char *uuid, const char *name, uint64_t total, i
 	g->from_nvml = nvml;
 	g->mode = S.cfg.mode;
 	g->tq_ms = S.cfg.tq_ms;
-	g->capacity_override = S.cfg.capacity[g->index] ? S.cfg.capacity[g->index]
-							: S.cfg.capacity_all;
+	g->capacity_override =
+	    S.cfg.capacity[g->index] ? S.cfg.capacity[g->index] : S.cfg.capacity_all;
 	char b1[32], b2[32];
 	NVS_INFO("GPU %d: %s \"%s\" memory %s capacity %s mode %s tq %llums (%s)", g->index,
 		 g->uuid, g->name, nvs_format_size(total, b1, sizeof b1),

@@ -29,37 +29,42 @@ struct sched S;
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: nvshare-scheduler [options]\n"
-		"Hands each GPU to one nvshare client at a time when their memory does not fit.\n"
-		"\n"
-		"  -d, --sock-dir DIR        socket directory           NVSHARE_SOCK_DIR (" NVS_DEFAULT_SOCK_DIR ")\n"
-		"  -m, --mode MODE           on | off | auto            NVSHARE_SCHED_MODE (auto)\n"
-		"  -t, --tq TIME             time quantum: seconds or   NVSHARE_TQ (30)\n"
-		"                            with unit (0.5, 300ms, 2m)\n"
-		"  -c, --capacity SIZE[,..]  schedulable memory per GPU NVSHARE_GPU_CAPACITY\n"
-		"                            (16Gi, or 16Gi,8Gi by index; default memory - reserve)\n"
-		"  -r, --reserve SIZE        memory kept free per GPU   NVSHARE_GPU_MEMORY_RESERVE (512Mi)\n"
-		"  -i, --idle-release-ms MS  client idle release        NVSHARE_IDLE_RELEASE_MS (%u)\n"
-		"  -g, --drop-grace-ms MS    DROP_LOCK -> revocation    NVSHARE_DROP_GRACE_MS (%u)\n"
-		"      --no-nvml             do not load NVML; learn GPUs from clients\n"
-		"                                                       NVSHARE_SCHED_NVML=0\n"
-		"      --metrics             serve Prometheus /metrics  NVSHARE_METRICS_ENABLE=1 (off)\n"
-		"      --metrics-port PORT   its port                   NVSHARE_METRICS_PORT (9402)\n"
-		"      --metrics-addr ADDR   its address                NVSHARE_METRICS_ADDR (0.0.0.0)\n"
-		"      --proc-root DIR       where client pids are read NVSHARE_PROC_ROOT (/proc)\n"
-		"      --node-name NAME      watch this node's Pods     NODE_NAME\n"
-		"      --kube-api URL        API server (default: in-cluster config)\n"
-		"                                                       NVSHARE_KUBE_API\n"
-		"      --kube-token-file F   bearer token file          NVSHARE_KUBE_TOKEN_FILE\n"
-		"      --kube-ca-file F      CA bundle (TLS verified)   NVSHARE_KUBE_CA_FILE\n"
-		"      --no-kube             no Pod watch               NVSHARE_KUBE=0\n"
-		"  -v, --debug               verbose logs               NVSHARE_DEBUG=1\n"
-		"  -V, --version             print the version\n"
-		"  -h, --help                this text\n"
-		"\n"
-		"Logs go to stderr. See docs/scheduler.md.\n",
-		NVS_DEFAULT_IDLE_RELEASE_MS, NVS_DEFAULT_DROP_GRACE_MS);
+	fprintf(
+	    f,
+	    "Usage: nvshare-scheduler [options]\n"
+	    "Hands each GPU to one nvshare client at a time when their memory does not fit.\n"
+	    "\n"
+	    "  -d, --sock-dir DIR        socket directory           NVSHARE_SOCK_DIR "
+	    "(" NVS_DEFAULT_SOCK_DIR ")\n"
+	    "  -m, --mode MODE           on | off | auto            NVSHARE_SCHED_MODE (auto)\n"
+	    "  -t, --tq TIME             time quantum: seconds or   NVSHARE_TQ (30)\n"
+	    "                            with unit (0.5, 300ms, 2m)\n"
+	    "  -c, --capacity SIZE[,..]  schedulable memory per GPU NVSHARE_GPU_CAPACITY\n"
+	    "                            (16Gi, or 16Gi,8Gi by index; default memory - reserve)\n"
+	    "  -r, --reserve SIZE        memory kept free per GPU   NVSHARE_GPU_MEMORY_RESERVE "
+	    "(512Mi)\n"
+	    "  -i, --idle-release-ms MS  client idle release        NVSHARE_IDLE_RELEASE_MS (%u)\n"
+	    "  -g, --drop-grace-ms MS    DROP_LOCK -> revocation    NVSHARE_DROP_GRACE_MS (%u)\n"
+	    "      --no-nvml             do not load NVML; learn GPUs from clients\n"
+	    "                                                       NVSHARE_SCHED_NVML=0\n"
+	    "      --metrics             serve Prometheus /metrics  NVSHARE_METRICS_ENABLE=1 "
+	    "(off)\n"
+	    "      --metrics-port PORT   its port                   NVSHARE_METRICS_PORT (9402)\n"
+	    "      --metrics-addr ADDR   its address                NVSHARE_METRICS_ADDR "
+	    "(0.0.0.0)\n"
+	    "      --proc-root DIR       where client pids are read NVSHARE_PROC_ROOT (/proc)\n"
+	    "      --node-name NAME      watch this node's Pods     NODE_NAME\n"
+	    "      --kube-api URL        API server (default: in-cluster config)\n"
+	    "                                                       NVSHARE_KUBE_API\n"
+	    "      --kube-token-file F   bearer token file          NVSHARE_KUBE_TOKEN_FILE\n"
+	    "      --kube-ca-file F      CA bundle (TLS verified)   NVSHARE_KUBE_CA_FILE\n"
+	    "      --no-kube             no Pod watch               NVSHARE_KUBE=0\n"
+	    "  -v, --debug               verbose logs               NVSHARE_DEBUG=1\n"
+	    "  -V, --version             print the version\n"
+	    "  -h, --help                this text\n"
+	    "\n"
+	    "Logs go to stderr. See docs/scheduler.md.\n",
+	    NVS_DEFAULT_IDLE_RELEASE_MS, NVS_DEFAULT_DROP_GRACE_MS);
 }
 
 static int bad_flag(const char *flag, const char *v, const char *what)
@@ -94,27 +99,27 @@ int main(int argc, char **argv)
 	}
 
 	static const struct option opts[] = {
-		{"sock-dir", required_argument, 0, 'd'},
-		{"mode", required_argument, 0, 'm'},
-		{"tq", required_argument, 0, 't'},
-		{"capacity", required_argument, 0, 'c'},
-		{"reserve", required_argument, 0, 'r'},
-		{"idle-release-ms", required_argument, 0, 'i'},
-		{"drop-grace-ms", required_argument, 0, 'g'},
-		{"no-nvml", no_argument, 0, 'N'},
-		{"metrics", no_argument, 0, 'M'},
-		{"metrics-port", required_argument, 0, 'P'},
-		{"metrics-addr", required_argument, 0, 'A'},
-		{"proc-root", required_argument, 0, 1000},
-		{"node-name", required_argument, 0, 1001},
-		{"kube-api", required_argument, 0, 1002},
-		{"kube-token-file", required_argument, 0, 1003},
-		{"kube-ca-file", required_argument, 0, 1004},
-		{"no-kube", no_argument, 0, 1005},
-		{"debug", no_argument, 0, 'v'},
-		{"version", no_argument, 0, 'V'},
-		{"help", no_argument, 0, 'h'},
-		{0, 0, 0, 0},
+	    {"sock-dir", required_argument, 0, 'd'},
+	    {"mode", required_argument, 0, 'm'},
+	    {"tq", required_argument, 0, 't'},
+	    {"capacity", required_argument, 0, 'c'},
+	    {"reserve", required_argument, 0, 'r'},
+	    {"idle-release-ms", required_argument, 0, 'i'},
+	    {"drop-grace-ms", required_argument, 0, 'g'},
+	    {"no-nvml", no_argument, 0, 'N'},
+	    {"metrics", no_argument, 0, 'M'},
+	    {"metrics-port", required_argument, 0, 'P'},
+	    {"metrics-addr", required_argument, 0, 'A'},
+	    {"proc-root", required_argument, 0, 1000},
+	    {"node-name", required_argument, 0, 1001},
+	    {"kube-api", required_argument, 0, 1002},
+	    {"kube-token-file", required_argument, 0, 1003},
+	    {"kube-ca-file", required_argument, 0, 1004},
+	    {"no-kube", no_argument, 0, 1005},
+	    {"debug", no_argument, 0, 'v'},
+	    {"version", no_argument, 0, 'V'},
+	    {"help", no_argument, 0, 'h'},
+	    {0, 0, 0, 0},
 	};
 	int o;
 	while ((o = getopt_long(argc, argv, "d:m:t:c:r:i:g:vVh", opts, NULL)) != -1) {
@@ -173,14 +178,16 @@ int main(int argc, char **argv)
 		case 1003:
 		case 1004: {
 			struct nvs_k8s_config *kc = &nvs_k8s_cfg;
-			char *dst = o == 1001 ? kc->node_name
+			char *dst = o == 1001	? kc->node_name
 				    : o == 1002 ? kc->api
 				    : o == 1003 ? kc->token_file
 						: kc->ca_file;
 			size_t cap = o == 1001 ? sizeof kc->node_name : sizeof kc->api;
 			if (!*optarg || strlen(optarg) >= cap)
-				return bad_flag(o == 1001 ? "--node-name" : o == 1002 ? "--kube-api"
-						: o == 1003 ? "--kube-token-file" : "--kube-ca-file",
+				return bad_flag(o == 1001   ? "--node-name"
+						: o == 1002 ? "--kube-api"
+						: o == 1003 ? "--kube-token-file"
+							    : "--kube-ca-file",
 						optarg, "a non-empty, shorter value");
 			snprintf(dst, cap, "%s", optarg);
 			break;
@@ -193,7 +200,8 @@ int main(int argc, char **argv)
 			nvs_log_reload_env();
 			break;
 		case 'V':
-			printf("nvshare-scheduler %s (protocol %u)\n", NVS_VERSION, NVS_PROTO_VERSION);
+			printf("nvshare-scheduler %s (protocol %u)\n", NVS_VERSION,
+			       NVS_PROTO_VERSION);
 			return 0;
 		case 'h':
 			usage(stdout);
@@ -210,8 +218,8 @@ int main(int argc, char **argv)
 	}
 	int n = snprintf(S.sock_path, sizeof S.sock_path, "%s/%s", S.cfg.sock_dir, NVS_SOCK_NAME);
 	if (n < 0 || (size_t)n >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-		fprintf(stderr, "nvshare-scheduler: socket path %s/%s is too long\n", S.cfg.sock_dir,
-			NVS_SOCK_NAME);
+		fprintf(stderr, "nvshare-scheduler: socket path %s/%s is too long\n",
+			S.cfg.sock_dir, NVS_SOCK_NAME);
 		return 2;
 	}
 	S.start_ns = nvs_now_ns();

@@ -12,7 +12,7 @@
 #include <string.h>
 
 const uint64_t nvs_wait_bucket_le_us[NVS_WAIT_BUCKETS - 1] = {
-	100, 1000, 5000, 10000, 50000, 100000, 500000, 1000000, 5000000, 30000000, 120000000,
+    100, 1000, 5000, 10000, 50000, 100000, 500000, 1000000, 5000000, 30000000, 120000000,
 };
 
 #define CG_FMT "client=%u pid=%d gpu=%d"
@@ -309,8 +309,8 @@ static void send_drop(struct gpu *g, uint32_t grace_ms)
 		/* Just what the next holder needs, in MiB (rounded up); more
 		 * than the field holds: all. */
 		uint32_t mib = g->swap_out_asked > (uint64_t)NVS_DROP_SWAP_MIB_MAX << 20
-				       ? 0
-				       : nvs_swap_mib(g->swap_out_asked);
+				   ? 0
+				   : nvs_swap_mib(g->swap_out_asked);
 		m.u.drop.flags = NVS_LOCK_SWAP_OUT | (mib << NVS_DROP_SWAP_MIB_SHIFT);
 	}
 	m.u.drop.grace_ms = grace_ms;
@@ -329,8 +329,8 @@ void nvs_policy_drop(struct gpu *g, uint64_t now, const char *why)
 	h->st.drops++;
 	g->st.drops++;
 	send_drop(g, S.cfg.drop_grace_ms);
-	NVS_INFO("DROP_LOCK " CG_FMT " held_ms=%.3f waiters=%u grace_ms=%u reason=%s",
-		 CG_ARGS(h), ms(now - h->held_since_ns), g->qlen, S.cfg.drop_grace_ms, why);
+	NVS_INFO("DROP_LOCK " CG_FMT " held_ms=%.3f waiters=%u grace_ms=%u reason=%s", CG_ARGS(h),
+		 ms(now - h->held_since_ns), g->qlen, S.cfg.drop_grace_ms, why);
 }
 
 /* ---- mode ---- */
@@ -358,9 +358,15 @@ static void reevaluate(struct gpu *g, uint64_t now)
 {
 	int want;
 	switch (g->mode) {
-	case NVS_MODE_ON: want = 1; break;
-	case NVS_MODE_OFF: want = 0; break;
-	default: want = oversubscribed(g); break;
+	case NVS_MODE_ON:
+		want = 1;
+		break;
+	case NVS_MODE_OFF:
+		want = 0;
+		break;
+	default:
+		want = oversubscribed(g);
+		break;
 	}
 	/* A limited client runs only while it holds the lock (quota.h). */
 	if (nvs_quota_refresh(g, now))
@@ -369,17 +375,19 @@ static void reevaluate(struct gpu *g, uint64_t now)
 		char a[32], c[32];
 		g->serialized = want;
 		g->mode_switches++;
-		NVS_INFO("GPU_MODE gpu=%d serialized=%d mode=%s allocated=%s capacity=%s clients=%u",
-			 g->index, want, nvs_mode_name(g->mode),
-			 nvs_format_size(g->allocated_sum, a, sizeof a),
-			 nvs_format_size(nvs_gpu_capacity(g), c, sizeof c), g->nattached);
+		NVS_INFO(
+		    "GPU_MODE gpu=%d serialized=%d mode=%s allocated=%s capacity=%s clients=%u",
+		    g->index, want, nvs_mode_name(g->mode),
+		    nvs_format_size(g->allocated_sum, a, sizeof a),
+		    nvs_format_size(nvs_gpu_capacity(g), c, sizeof c), g->nattached);
 		if (!want) {
 			/* Concurrent: the lock means nothing any more. Clients
 			 * learn it from GPU_MODE(0); a LOCK_RELEASED still in
 			 * flight is ignored. */
 			struct client_gpu *h = end_hold(g, now);
 			if (h)
-				NVS_INFO("LOCK_RELEASED " CG_FMT " reason=gpu-concurrent", CG_ARGS(h));
+				NVS_INFO("LOCK_RELEASED " CG_FMT " reason=gpu-concurrent",
+					 CG_ARGS(h));
 			while (g->qhead) {
 				struct client_gpu *cg = g->qhead;
 				q_remove(g, cg);
@@ -464,7 +472,8 @@ void nvs_policy_req_lock(struct client_gpu *cg)
 	if (!g->serialized) {
 		/* Raced with a switch to concurrent: repeat the mode, which
 		 * tells the client no lock is needed. */
-		NVS_DEBUG("REQ_LOCK " CG_FMT " on a concurrent GPU: resending GPU_MODE(0)", CG_ARGS(cg));
+		NVS_DEBUG("REQ_LOCK " CG_FMT " on a concurrent GPU: resending GPU_MODE(0)",
+			  CG_ARGS(cg));
 		cg->mode_sent = 0;
 		send_gpu(cg, NVS_MSG_GPU_MODE, 0);
 		return;
@@ -500,7 +509,8 @@ void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_n
 	uint64_t now = nvs_now_ns();
 	if (g->holder != cg) {
 		/* Revoked earlier, or the GPU went concurrent: harmless. */
-		NVS_INFO("LOCK_RELEASED " CG_FMT " ignored: not the holder (revoked or not serialized)",
+		NVS_INFO("LOCK_RELEASED " CG_FMT
+			 " ignored: not the holder (revoked or not serialized)",
 			 CG_ARGS(cg));
 		return;
 	}
@@ -525,8 +535,9 @@ void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_n
 		moved = (uint64_t)(flags >> NVS_DROP_SWAP_MIB_SHIFT) << 20;
 	}
 	cg->resident = cg->resident > moved ? cg->resident - moved : 0;
-	NVS_INFO("LOCK_RELEASED " CG_FMT " held_ms=%.3f idle=%u dropped=%d drain_ms=%.3f waiters=%u",
-		 CG_ARGS(cg), ms(held), flags & NVS_RELEASED_IDLE, g->drop_sent, ms(drain_ns), g->qlen);
+	NVS_INFO(
+	    "LOCK_RELEASED " CG_FMT " held_ms=%.3f idle=%u dropped=%d drain_ms=%.3f waiters=%u",
+	    CG_ARGS(cg), ms(held), flags & NVS_RELEASED_IDLE, g->drop_sent, ms(drain_ns), g->qlen);
 	if (g->hook && g->hook->on_drained)
 		g->hook->on_drained(g, cg, flags, drain_ns, now);
 	end_hold(g, now);
@@ -537,7 +548,7 @@ void nvs_policy_settings_changed(struct gpu *g)
 {
 	reevaluate(g, nvs_now_ns());
 	inform_holder(g); /* the capacity may have changed */
-	/* A new TQ applies to the current quantum: the tick re-checks it. */
+			  /* A new TQ applies to the current quantum: the tick re-checks it. */
 }
 
 /* ---- timers ---- */
@@ -545,7 +556,12 @@ void nvs_policy_settings_changed(struct gpu *g)
 static uint64_t gpu_deadline(struct gpu *g, uint64_t now)
 {
 	uint64_t d = 0;
-#define EARLIEST(t) do { uint64_t t_ = (t); if (!d || t_ < d) d = t_; } while (0)
+#define EARLIEST(t)                                                                                \
+	do {                                                                                       \
+		uint64_t t_ = (t);                                                                 \
+		if (!d || t_ < d)                                                                  \
+			d = t_;                                                                    \
+	} while (0)
 	if (g->holder && g->qlen) {
 		if (!g->drop_sent)
 			EARLIEST(g->grant_ns + nvs_policy_tq_ns(g));
@@ -609,8 +625,8 @@ void nvs_policy_tick(uint64_t now)
 			 * thread; the grace is what is left of it. */
 			g->drop_resent = 1;
 			send_drop(g, (uint32_t)((g->drop_deadline_ns - now) / 1000000ull));
-			NVS_INFO("DROP_LOCK " CG_FMT " resent, %.0f ms of grace left", CG_ARGS(g->holder),
-				 ms(g->drop_deadline_ns - now));
+			NVS_INFO("DROP_LOCK " CG_FMT " resent, %.0f ms of grace left",
+				 CG_ARGS(g->holder), ms(g->drop_deadline_ns - now));
 		}
 	}
 }

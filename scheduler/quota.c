@@ -70,8 +70,8 @@ void nvs_quota_init(void)
 	S.cfg.q_sample_ms = env_clamped("NVSHARE_QUOTA_SAMPLE_INTERVAL_MS", 50, 10, 1000);
 	S.cfg.q_carry_pct = env_clamped("NVSHARE_QUOTA_CARRYOVER_PERCENT", 25, 0, 100);
 	S.cfg.q_tail_pct = env_clamped("NVSHARE_DROP_TAIL_BILLING_PERCENT", 70, 0, 100);
-	S.cfg.q_slice_ms = env_clamped("NVSHARE_QUOTA_SLICE_MS", S.cfg.q_window_ms / 20, 10,
-				       S.cfg.q_window_ms);
+	S.cfg.q_slice_ms =
+	    env_clamped("NVSHARE_QUOTA_SLICE_MS", S.cfg.q_window_ms / 20, 10, S.cfg.q_window_ms);
 }
 
 static uint64_t window_ns(void)
@@ -377,7 +377,8 @@ static void q_on_drained(struct gpu *g, struct client_gpu *cg, uint32_t flags, u
 
 static void q_on_release(struct gpu *g, struct client_gpu *cg, uint64_t now)
 {
-	uint64_t add = cg->q.bill_from_ns && now > cg->q.bill_from_ns ? now - cg->q.bill_from_ns : 0;
+	uint64_t add =
+	    cg->q.bill_from_ns && now > cg->q.bill_from_ns ? now - cg->q.bill_from_ns : 0;
 	add = add > cg->q.tail_adj_ns ? add - cg->q.tail_adj_ns : 0;
 	bill(cg, add);
 	cg->q.bill_from_ns = 0;
@@ -421,8 +422,8 @@ static void window_reset(struct gpu *g, uint64_t now)
 	for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext) {
 		unthrottle(cg, now);
 		if (cg->q.limit != cg->core_limit)
-			NVS_INFO("QUOTA " CG_FMT " limit %u%% -> %u%% from this window", CG_ARGS(cg),
-				 cg->q.limit, cg->core_limit);
+			NVS_INFO("QUOTA " CG_FMT " limit %u%% -> %u%% from this window",
+				 CG_ARGS(cg), cg->q.limit, cg->core_limit);
 		cg->q.limit = cg->core_limit;
 	}
 	NVS_DEBUG("QUOTA gpu=%d window %u", g->index, g->q_window);
@@ -482,13 +483,13 @@ static void q_on_tick(struct gpu *g, uint64_t now)
 }
 
 static const struct nvs_policy_hook quota_hook = {
-	.name = "quota",
-	.may_grant = q_may_grant,
-	.on_grant = q_on_grant,
-	.on_drained = q_on_drained,
-	.on_release = q_on_release,
-	.next_deadline = q_next_deadline,
-	.on_tick = q_on_tick,
+    .name = "quota",
+    .may_grant = q_may_grant,
+    .on_grant = q_on_grant,
+    .on_drained = q_on_drained,
+    .on_release = q_on_release,
+    .next_deadline = q_next_deadline,
+    .on_tick = q_on_tick,
 };
 
 int nvs_quota_on(const struct gpu *g)
@@ -568,11 +569,11 @@ int nvs_client_set_limits_from(struct client *cl, enum nvs_limit_src src, uint32
 			continue;
 		nvs_client_send_limits(cg);
 		told++;
-		NVS_INFO("SET_LIMITS " CG_FMT " core_limit=%u mem_limit=%llu source=%s", CG_ARGS(cg),
-			 cg->core_limit, (unsigned long long)cg->mem_limit,
-			 src == NVS_LIMIT_SRC_CTL ? "ctl"
+		NVS_INFO("SET_LIMITS " CG_FMT " core_limit=%u mem_limit=%llu source=%s",
+			 CG_ARGS(cg), cg->core_limit, (unsigned long long)cg->mem_limit,
+			 src == NVS_LIMIT_SRC_CTL	   ? "ctl"
 			 : src == NVS_LIMIT_SRC_ANNOTATION ? "annotation"
-							    : "env");
+							   : "env");
 		nvs_policy_settings_changed(cg->gpu);
 	}
 	return told;

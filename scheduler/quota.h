@@ -61,14 +61,14 @@ int nvs_quota_on(const struct gpu *g);
 
 /* A client's quota as shown by nvsharectl / metrics. */
 struct nvs_quota_view {
-	uint32_t limit;		/* core limit in force this window (100 none) */
-	double effective_pct;	/* after scaling for oversubscription */
+	uint32_t limit;	      /* core limit in force this window (100 none) */
+	double effective_pct; /* after scaling for oversubscription */
 	uint64_t window_ns;
 	uint64_t window_elapsed_ns;
-	uint64_t used_ns;	/* billed in the current window */
-	uint64_t last_used_ns;	/* billed in the previous window */
+	uint64_t used_ns;      /* billed in the current window */
+	uint64_t last_used_ns; /* billed in the previous window */
 	int throttled;
-	uint64_t throttled_ns;	/* total time kept from the lock by its quota */
+	uint64_t throttled_ns; /* total time kept from the lock by its quota */
 };
 void nvs_quota_view(const struct client_gpu *cg, uint64_t now, struct nvs_quota_view *v);
 

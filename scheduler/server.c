@@ -33,7 +33,7 @@ static int make_dirs(const char *dir)
 {
 	char p[sizeof S.cfg.sock_dir];
 	snprintf(p, sizeof p, "%s", dir);
-	for (char *s = p + 1; ; s++) {
+	for (char *s = p + 1;; s++) {
 		if (*s != '/' && *s != '\0')
 			continue;
 		char c = *s;
@@ -77,8 +77,9 @@ static int take_lock_file(const char *dir, int loud)
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		if (loud)
-			NVS_ERROR("another nvshare-scheduler is already running on %s (%s is locked)",
-			  S.sock_path, lock_path);
+			NVS_ERROR(
+			    "another nvshare-scheduler is already running on %s (%s is locked)",
+			    S.sock_path, lock_path);
 		close(fd);
 		return -1;
 	}
@@ -102,12 +103,14 @@ static int bind_socket(ino_t *ino, int loud)
 	if (lstat(S.sock_path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
 			if (loud)
-				NVS_ERROR("%s exists and is not a socket: refusing to remove it", S.sock_path);
+				NVS_ERROR("%s exists and is not a socket: refusing to remove it",
+					  S.sock_path);
 			return -1;
 		}
 		if (someone_listens(S.sock_path)) {
 			if (loud)
-				NVS_ERROR("another nvshare-scheduler is already listening on %s", S.sock_path);
+				NVS_ERROR("another nvshare-scheduler is already listening on %s",
+					  S.sock_path);
 			return -1;
 		}
 		NVS_INFO("removing stale socket %s", S.sock_path);

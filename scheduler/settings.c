@@ -147,13 +147,12 @@ int nvs_config_from_env(struct sched_config *cfg)
 	}
 	if (env_str("NVSHARE_TQ", &v) && nvs_parse_tq_ms(v, &cfg->tq_ms))
 		errors += bad("NVSHARE_TQ", v, "seconds (30, 0.5) or a duration (300ms)");
-	if (env_str("NVSHARE_GPU_MEMORY_RESERVE", &v) &&
-	    nvs_parse_size(v, 1, &cfg->reserve))
+	if (env_str("NVSHARE_GPU_MEMORY_RESERVE", &v) && nvs_parse_size(v, 1, &cfg->reserve))
 		errors += bad("NVSHARE_GPU_MEMORY_RESERVE", v, "a size such as 512Mi");
 	if (env_str("NVSHARE_GPU_CAPACITY", &v) && nvs_parse_capacity_list(v, cfg))
-		errors += bad("NVSHARE_GPU_CAPACITY", v, "a size (16Gi) or a list per GPU (16Gi,8Gi)");
-	if (env_str("NVSHARE_IDLE_RELEASE_MS", &v) &&
-	    nvs_parse_ms32(v, &cfg->idle_release_ms))
+		errors +=
+		    bad("NVSHARE_GPU_CAPACITY", v, "a size (16Gi) or a list per GPU (16Gi,8Gi)");
+	if (env_str("NVSHARE_IDLE_RELEASE_MS", &v) && nvs_parse_ms32(v, &cfg->idle_release_ms))
 		errors += bad("NVSHARE_IDLE_RELEASE_MS", v, "milliseconds");
 	if (env_str("NVSHARE_DROP_GRACE_MS", &v) &&
 	    (nvs_parse_ms32(v, &cfg->drop_grace_ms) || cfg->drop_grace_ms == 0))

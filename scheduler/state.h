@@ -42,16 +42,16 @@ enum cg_state {
 
 /* Lock accounting for one client on one GPU (also summed per GPU). */
 struct lock_stats {
-	uint64_t held_ns;	/* completed holds; add the current one */
+	uint64_t held_ns; /* completed holds; add the current one */
 	uint64_t grants;
 	uint64_t releases;	/* LOCK_RELEASED accepted */
 	uint64_t idle_releases; /* ... of which flags=1 (client was idle) */
 	uint64_t drops;		/* DROP_LOCK sent (first send per quantum) */
 	uint64_t revocations;
-	uint64_t waits;		/* completed waits (grants after queueing) */
-	uint64_t wait_ns;	/* sum of completed waits */
+	uint64_t waits;	  /* completed waits (grants after queueing) */
+	uint64_t wait_ns; /* sum of completed waits */
 	uint64_t wait_hist[NVS_WAIT_BUCKETS];
-	uint64_t drain_ns;	/* sum of DROP_LOCK -> LOCK_RELEASED */
+	uint64_t drain_ns; /* sum of DROP_LOCK -> LOCK_RELEASED */
 	uint64_t drain_max_ns;
 };
 
@@ -62,13 +62,13 @@ struct gpu;
 struct client_gpu {
 	struct client *client;
 	struct gpu *gpu;
-	uint32_t local_gpu;	/* the client's CUDA ordinal: key in messages */
-	uint64_t allocated;	/* bytes, from ATTACH_GPU / MEM_UPDATE */
-	uint64_t resident;	/* swap: of those, believed on the GPU (policy.c) */
+	uint32_t local_gpu; /* the client's CUDA ordinal: key in messages */
+	uint64_t allocated; /* bytes, from ATTACH_GPU / MEM_UPDATE */
+	uint64_t resident;  /* swap: of those, believed on the GPU (policy.c) */
 	enum cg_state state;
 	int mode_sent;		/* last GPU_MODE value sent, -1 none */
 	uint32_t waiters_sent;	/* last WAITERS count sent while holding */
-	uint32_t hint_sent_mib;	/* last SWAP_HINT sent while holding */
+	uint32_t hint_sent_mib; /* last SWAP_HINT sent while holding */
 	uint64_t wait_since_ns; /* when it queued */
 	uint64_t held_since_ns; /* when it got the lock */
 	uint32_t core_limit;	/* effective limits for this GPU */
@@ -77,16 +77,16 @@ struct client_gpu {
 	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
 	/* Compute quota (scheduler/quota.c); all zero for unlimited clients. */
 	struct cg_quota {
-		uint32_t limit;		/* core limit in force this window */
-		uint64_t seen_ns;	/* last held or waited (0: never); active() */
-		uint64_t used_ns;	/* billed in the current window (carry incl.) */
-		uint64_t last_used_ns;	/* billed in the previous window */
-		uint64_t bill_from_ns;	/* holding: billed up to here */
-		uint64_t tail_adj_ns;	/* unbilled part of the last drop tail */
-		uint64_t tail_est_ns;	/* expected billed DROP -> release tail */
-		int throttled;		/* quota used up until the window ends */
+		uint32_t limit;	       /* core limit in force this window */
+		uint64_t seen_ns;      /* last held or waited (0: never); active() */
+		uint64_t used_ns;      /* billed in the current window (carry incl.) */
+		uint64_t last_used_ns; /* billed in the previous window */
+		uint64_t bill_from_ns; /* holding: billed up to here */
+		uint64_t tail_adj_ns;  /* unbilled part of the last drop tail */
+		uint64_t tail_est_ns;  /* expected billed DROP -> release tail */
+		int throttled;	       /* quota used up until the window ends */
 		uint64_t throttled_since_ns;
-		uint64_t throttled_ns;	/* waited while throttled (total) */
+		uint64_t throttled_ns; /* waited while throttled (total) */
 		/* Pacing (token bucket as a virtual clock, quota.c): all time
 		 * ever billed, and the virtual time pace_vt_ns at which the
 		 * fluid line pct * t had caught up with pace_billed_ns of it. */
@@ -139,14 +139,14 @@ struct gpu {
 	uint64_t total_mem;
 	int from_nvml;
 	/* settings */
-	unsigned mode;		   /* enum nvs_mode */
+	unsigned mode; /* enum nvs_mode */
 	uint64_t tq_ms;
 	uint64_t capacity_override; /* 0: total_mem - reserve */
 	/* lock state */
-	int serialized;		/* effective: clients must hold the lock */
+	int serialized; /* effective: clients must hold the lock */
 	struct client_gpu *holder;
-	uint64_t grant_ns;	/* when the current holder got it */
-	int drop_sent;		/* DROP_LOCK sent for the current quantum */
+	uint64_t grant_ns; /* when the current holder got it */
+	int drop_sent;	   /* DROP_LOCK sent for the current quantum */
 	int drop_resent;
 	uint64_t drop_sent_ns, drop_deadline_ns;
 	struct client_gpu *qhead, *qtail;
@@ -156,7 +156,7 @@ struct gpu {
 	uint64_t allocated_sum;
 	/* counters */
 	struct lock_stats st;
-	uint64_t handoffs;	/* lock passed straight from a holder to a waiter */
+	uint64_t handoffs; /* lock passed straight from a holder to a waiter */
 	/* Swap (policy.c, docs/swap.md): totals of the clients' SWAP_STATS
 	 * (departed clients included), the latest swap-in and swap-out times
 	 * (for the adaptive quantum), the swap-out asked of the holder. */
@@ -170,25 +170,25 @@ struct gpu {
 	void *hook_data;
 	/* Compute-quota window of this GPU (scheduler/quota.c). */
 	uint64_t q_window_start_ns;
-	uint32_t q_window;	/* window number, from 1 */
+	uint32_t q_window; /* window number, from 1 */
 };
 
 struct sched_config {
-	unsigned mode;		 /* default for every GPU */
+	unsigned mode; /* default for every GPU */
 	uint64_t tq_ms;
-	uint64_t reserve;	 /* bytes kept free: capacity = total - reserve */
+	uint64_t reserve;		       /* bytes kept free: capacity = total - reserve */
 	uint64_t capacity[NVS_SCHED_MAX_GPUS]; /* per index override, 0 none */
-	uint64_t capacity_all;	 /* override for every GPU, 0 none */
+	uint64_t capacity_all;		       /* override for every GPU, 0 none */
 	uint32_t idle_release_ms;
 	uint32_t drop_grace_ms;
 	int use_nvml;
 	char sock_dir[108];
 	/* compute quotas (scheduler/quota.c, docs/quotas.md) */
-	uint32_t q_window_ms;	   /* NVSHARE_COMPUTE_WINDOW_MS, 2000 */
-	uint32_t q_sample_ms;	   /* NVSHARE_QUOTA_SAMPLE_INTERVAL_MS, 50 */
-	uint32_t q_carry_pct;	   /* NVSHARE_QUOTA_CARRYOVER_PERCENT, 25 */
-	uint32_t q_tail_pct;	   /* NVSHARE_DROP_TAIL_BILLING_PERCENT, 70 */
-	uint32_t q_slice_ms;	   /* NVSHARE_QUOTA_SLICE_MS, window / 20 */
+	uint32_t q_window_ms; /* NVSHARE_COMPUTE_WINDOW_MS, 2000 */
+	uint32_t q_sample_ms; /* NVSHARE_QUOTA_SAMPLE_INTERVAL_MS, 50 */
+	uint32_t q_carry_pct; /* NVSHARE_QUOTA_CARRYOVER_PERCENT, 25 */
+	uint32_t q_tail_pct;  /* NVSHARE_DROP_TAIL_BILLING_PERCENT, 70 */
+	uint32_t q_slice_ms;  /* NVSHARE_QUOTA_SLICE_MS, window / 20 */
 };
 
 struct sched {

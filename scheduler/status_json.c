@@ -16,9 +16,12 @@
 static const char *state_name(const struct client_gpu *cg)
 {
 	switch (cg->state) {
-	case CG_HOLDING: return "holding";
-	case CG_WAITING: return "waiting";
-	default: return cg->gpu->serialized ? "idle" : "running";
+	case CG_HOLDING:
+		return "holding";
+	case CG_WAITING:
+		return "waiting";
+	default:
+		return cg->gpu->serialized ? "idle" : "running";
 	}
 }
 
@@ -161,8 +164,10 @@ static cJSON *client_json(const struct client *cl, uint64_t now)
 		num(qj, "window_elapsed_ns", qv.window_elapsed_ns);
 		num(qj, "used_ns", qv.used_ns);
 		num(qj, "last_used_ns", qv.last_used_ns);
-		cJSON_AddNumberToObject(qj, "share_current", (double)qv.used_ns / (double)qv.window_ns);
-		cJSON_AddNumberToObject(qj, "share_last", (double)qv.last_used_ns / (double)qv.window_ns);
+		cJSON_AddNumberToObject(qj, "share_current",
+					(double)qv.used_ns / (double)qv.window_ns);
+		cJSON_AddNumberToObject(qj, "share_last",
+					(double)qv.last_used_ns / (double)qv.window_ns);
 		cJSON_AddBoolToObject(qj, "throttled", qv.throttled);
 		num(qj, "throttled_ns", qv.throttled_ns);
 		cJSON *sw = cJSON_AddObjectToObject(x, "swap");

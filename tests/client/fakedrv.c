@@ -9,14 +9,30 @@
 #include <string.h>
 
 CUresult cuMemAlloc_v9(void);
-CUresult cuMemAlloc_v9(void) { return CUDA_SUCCESS; }
+CUresult cuMemAlloc_v9(void)
+{
+	return CUDA_SUCCESS;
+}
 CUresult cuLaunchKernel_v9(void);
-CUresult cuLaunchKernel_v9(void) { return CUDA_SUCCESS; }
+CUresult cuLaunchKernel_v9(void)
+{
+	return CUDA_SUCCESS;
+}
 CUresult cuGraphAddNode_v9(void);
-CUresult cuGraphAddNode_v9(void) { return CUDA_SUCCESS; }
+CUresult cuGraphAddNode_v9(void)
+{
+	return CUDA_SUCCESS;
+}
 CUresult cuModuleLoad_v9(void);
-CUresult cuModuleLoad_v9(void) { return CUDA_SUCCESS; }
-CUresult cuInit(unsigned int f) { (void)f; return CUDA_SUCCESS; }
+CUresult cuModuleLoad_v9(void)
+{
+	return CUDA_SUCCESS;
+}
+CUresult cuInit(unsigned int f)
+{
+	(void)f;
+	return CUDA_SUCCESS;
+}
 
 static void *pick(const char *s)
 {

@@ -2,7 +2,10 @@
  * relative to this library, not to libnvshare (where our dlsym lives). */
 #include <dlfcn.h>
 int nvs_next_target(void);
-int nvs_next_target(void) { return 1; } /* this library's own: must be skipped */
+int nvs_next_target(void)
+{
+	return 1;
+} /* this library's own: must be skipped */
 void *nvs_next_lookup(const char *name);
 void *nvs_next_lookup(const char *name)
 {

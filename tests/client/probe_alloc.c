@@ -83,7 +83,8 @@ static void case_convert(void)
 	CUdeviceptr m = 0;
 	ok(cuMemAllocManaged(&m, 8 * MiB, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS && is_managed(m),
 	   "cuMemAllocManaged passes");
-	ok(cuMemFree(p) == CUDA_SUCCESS && cuMemFree(q) == CUDA_SUCCESS && cuMemFree(m) == CUDA_SUCCESS,
+	ok(cuMemFree(p) == CUDA_SUCCESS && cuMemFree(q) == CUDA_SUCCESS &&
+	       cuMemFree(m) == CUDA_SUCCESS,
 	   "frees");
 	CUstream s;
 	cuStreamCreate(&s, 0);
@@ -112,7 +113,8 @@ static void case_limit(void)
 	   "cuMemGetInfo: total %zu free %zu = the limit", t, f);
 	ok(total_mem() == 512 * MiB, "cuDeviceTotalMem = the limit (%zu)", total_mem());
 	CUdeviceptr p = 0, q = 0;
-	ok(cuMemAlloc(&p, 600 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "600 MiB over a 512 MiB limit: OOM");
+	ok(cuMemAlloc(&p, 600 * MiB) == CUDA_ERROR_OUT_OF_MEMORY,
+	   "600 MiB over a 512 MiB limit: OOM");
 	ok(cuMemAlloc(&p, 400 * MiB) == CUDA_SUCCESS, "400 MiB fits; the process carried on");
 	ok(app_free() == 112 * MiB, "free = limit - used (%zu)", app_free());
 	ok(cuMemAlloc(&q, 200 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "another 200 MiB: OOM");
@@ -120,7 +122,8 @@ static void case_limit(void)
 	   "cuMemAllocManaged counts too");
 	CUstream s;
 	cuStreamCreate(&s, 0);
-	ok(cuMemAllocAsync(&q, 200 * MiB, s) == CUDA_ERROR_OUT_OF_MEMORY, "cuMemAllocAsync counts too");
+	ok(cuMemAllocAsync(&q, 200 * MiB, s) == CUDA_ERROR_OUT_OF_MEMORY,
+	   "cuMemAllocAsync counts too");
 	cuMemFree(p);
 	ok(app_free() == 512 * MiB, "free restored after cuMemFree");
 	ok(cuMemAlloc(&q, 500 * MiB) == CUDA_SUCCESS, "500 MiB after the free");
@@ -134,7 +137,8 @@ static void case_limit(void)
 	CUmemGenericAllocationHandle h1 = 0, h2 = 0;
 	ok(cuMemCreate(&h1, 256 * MiB, &prop, 0) == CUDA_SUCCESS, "cuMemCreate 256 MiB on the GPU");
 	ok(app_free() == 256 * MiB, "VMM handle counted (free %zu)", app_free());
-	ok(cuMemCreate(&h2, 300 * MiB, &prop, 0) == CUDA_ERROR_OUT_OF_MEMORY, "VMM over the limit: OOM");
+	ok(cuMemCreate(&h2, 300 * MiB, &prop, 0) == CUDA_ERROR_OUT_OF_MEMORY,
+	   "VMM over the limit: OOM");
 	prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
 	CUresult hr = cuMemCreate(&h2, 300 * MiB, &prop, 0);
 	ok(app_free() == 256 * MiB, "host-located VMM not counted (driver said %d)", (int)hr);
@@ -143,14 +147,15 @@ static void case_limit(void)
 	ok(cuMemRelease(h1) == CUDA_SUCCESS && app_free() == 512 * MiB, "cuMemRelease un-counts");
 
 	/* arrays */
-	CUDA_ARRAY_DESCRIPTOR ad = {.Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT,
-				    .NumChannels = 4};
+	CUDA_ARRAY_DESCRIPTOR ad = {
+	    .Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
 	CUarray arr;
 	hr = cuArrayCreate(&arr, &ad);
 	ok(hr == CUDA_SUCCESS && app_free() == 496 * MiB, "cuArrayCreate 16 MiB counted (free %zu)",
 	   app_free());
 	if (hr == CUDA_SUCCESS)
-		ok(cuArrayDestroy(arr) == CUDA_SUCCESS && app_free() == 512 * MiB, "cuArrayDestroy");
+		ok(cuArrayDestroy(arr) == CUDA_SUCCESS && app_free() == 512 * MiB,
+		   "cuArrayDestroy");
 
 	/* pools: explicit pool allocations counted as pinned */
 	CUmemPoolProps pp = {0};
@@ -160,8 +165,8 @@ static void case_limit(void)
 	CUmemoryPool pool;
 	if (cuMemPoolCreate(&pool, &pp) == CUDA_SUCCESS) {
 		CUdeviceptr x = 0;
-		ok(cuMemAllocFromPoolAsync(&x, 128 * MiB, pool, s) == CUDA_SUCCESS && !is_managed(x) &&
-			   app_free() == 384 * MiB,
+		ok(cuMemAllocFromPoolAsync(&x, 128 * MiB, pool, s) == CUDA_SUCCESS &&
+		       !is_managed(x) && app_free() == 384 * MiB,
 		   "cuMemAllocFromPoolAsync counted as pinned (free %zu)", app_free());
 		ok(cuMemAllocFromPoolAsync(&x, 400 * MiB, pool, s) == CUDA_ERROR_OUT_OF_MEMORY,
 		   "pool allocation over the limit: OOM");
@@ -224,7 +229,8 @@ static void case_graph(void)
 	ok(r == CUDA_SUCCESS && a1 && !is_managed(a1),
 	   "cuGraphAddMemAllocNode 128 MiB: device memory at 0x%llx", (unsigned long long)a1);
 	size_t f = app_free();
-	ok(f == 384 * MiB, "alloc node counted: cuMemGetInfo free 512 -> %zu MiB", (size_t)(f / MiB));
+	ok(f == 384 * MiB, "alloc node counted: cuMemGetInfo free 512 -> %zu MiB",
+	   (size_t)(f / MiB));
 	CUDA_MEM_ALLOC_NODE_PARAMS got = {0};
 	r = cuGraphMemAllocNodeGetParams(n1, &got);
 	ok(r == CUDA_SUCCESS && got.dptr == a1 && got.bytesize == 128 * MiB,
@@ -309,8 +315,8 @@ static void case_graph(void)
 	ok(f == 448 * MiB, "still counted after the graph is gone (its memory outlives it)");
 	r = cuMemFree(np.alloc.dptr);
 	f = app_free();
-	ok(r == CUDA_SUCCESS && f == 512 * MiB, "cuMemFree of graph memory un-counts it (free %zu MiB)",
-	   (size_t)(f / MiB));
+	ok(r == CUDA_SUCCESS && f == 512 * MiB,
+	   "cuMemFree of graph memory un-counts it (free %zu MiB)", (size_t)(f / MiB));
 }
 
 static void case_graph_disable(void)
@@ -336,7 +342,8 @@ static void case_default(void)
 	cuMemGetInfo(&f, &tt);
 	ok(tt == t && t > 0, "unlimited: cuMemGetInfo total is physical (%zu)", tt);
 	CUdeviceptr p = 0, q = 0;
-	ok(cuMemAlloc(&p, t + MiB) == CUDA_ERROR_OUT_OF_MEMORY, "more than the GPU: OOM by default");
+	ok(cuMemAlloc(&p, t + MiB) == CUDA_ERROR_OUT_OF_MEMORY,
+	   "more than the GPU: OOM by default");
 	ok(cuMemAlloc(&p, t / 2) == CUDA_SUCCESS, "half the GPU fits");
 	ok(cuMemAlloc(&q, t / 2 + MiB) == CUDA_ERROR_OUT_OF_MEMORY, "the rest plus 1 MiB: OOM");
 	cuMemFree(p);
@@ -463,7 +470,8 @@ static int wait_total(size_t want)
 static void touch(const char *name)
 {
 	char path[512];
-	snprintf(path, sizeof path, "%s/%s", getenv("NVS_STEP_DIR") ? getenv("NVS_STEP_DIR") : ".", name);
+	snprintf(path, sizeof path, "%s/%s", getenv("NVS_STEP_DIR") ? getenv("NVS_STEP_DIR") : ".",
+		 name);
 	FILE *f = fopen(path, "w");
 	if (f)
 		fclose(f);
@@ -479,7 +487,8 @@ static void case_runtime(void)
 	touch("ready1");
 	ok(wait_total(256 * MiB), "run-time limit 256 MiB seen by cuMemGetInfo");
 	ok(app_free() == 0, "lowered below use: free clamps at 0");
-	ok(cuMemAlloc(&q, MiB) == CUDA_ERROR_OUT_OF_MEMORY, "new allocations fail while over the limit");
+	ok(cuMemAlloc(&q, MiB) == CUDA_ERROR_OUT_OF_MEMORY,
+	   "new allocations fail while over the limit");
 	ok(is_managed(p), "existing memory stays");
 	ok(cuMemFree(p) == CUDA_SUCCESS && cuMemAlloc(&q, 200 * MiB) == CUDA_SUCCESS,
 	   "after usage drops, allocations under the limit work");

@@ -34,25 +34,27 @@ int main(void)
 	ok(cudaPointerGetAttributes(&a, d) == cudaSuccess && a.type == cudaMemoryTypeManaged,
 	   "cudaMalloc became managed memory");
 	unsigned int m = 0;
-	ok(cuPointerGetAttribute(&m, CU_POINTER_ATTRIBUTE_IS_MANAGED, (CUdeviceptr)d) == CUDA_SUCCESS && m,
+	ok(cuPointerGetAttribute(&m, CU_POINTER_ATTRIBUTE_IS_MANAGED, (CUdeviceptr)d) ==
+		   CUDA_SUCCESS &&
+	       m,
 	   "driver agrees: IS_MANAGED");
 	ok(cudaFree(d) == cudaSuccess, "cudaFree");
 
 	void *fn = NULL;
 	enum cudaDriverEntryPointQueryResult st;
 	ok(cudaGetDriverEntryPointByVersion("cuMemAlloc", &fn, 12000, cudaEnableDefault, &st) ==
-			   cudaSuccess &&
-		   ours(fn, "cuMemAlloc_v2"),
+		   cudaSuccess &&
+	       ours(fn, "cuMemAlloc_v2"),
 	   "cudaGetDriverEntryPointByVersion(cuMemAlloc) -> our cuMemAlloc_v2");
 	fn = NULL;
 	ok(cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fn, 12000,
 					    cudaEnablePerThreadDefaultStream, &st) == cudaSuccess &&
-		   ours(fn, "cuLaunchKernel_ptsz"),
+	       ours(fn, "cuLaunchKernel_ptsz"),
 	   "cudaGetDriverEntryPointByVersion(cuLaunchKernel, per-thread) -> _ptsz wrapper");
 	fn = NULL;
-	ok(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &st) ==
-			   cudaSuccess &&
-		   fn && !ours(fn, "cuCtxGetCurrent"),
+	ok(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault,
+					    &st) == cudaSuccess &&
+	       fn && !ours(fn, "cuCtxGetCurrent"),
 	   "cudaGetDriverEntryPointByVersion(cuCtxGetCurrent) passes through");
 	void *h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
 	void *w = h ? dlsym(h, "cudaGetDriverEntryPoint") : NULL;
@@ -61,7 +63,8 @@ int main(void)
 		cudaError_t (*gdep)(const char *, void **, unsigned long long,
 				    enum cudaDriverEntryPointQueryResult *) = w;
 		fn = NULL;
-		ok(gdep("cuMemFree", &fn, cudaEnableDefault, &st) == cudaSuccess && ours(fn, "cuMemFree_v2"),
+		ok(gdep("cuMemFree", &fn, cudaEnableDefault, &st) == cudaSuccess &&
+		       ours(fn, "cuMemFree_v2"),
 		   "cudaGetDriverEntryPoint(cuMemFree) -> our cuMemFree_v2");
 	}
 	printf("1..%d\n", n);

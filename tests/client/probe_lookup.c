@@ -66,8 +66,9 @@ static const char *base(const char *p)
 static int ours(void *p, const char *name)
 {
 	Dl_info i;
-	return p && dladdr(p, &i) && i.dli_saddr == p && !strncmp(base(i.dli_fname), "libnvshare", 10) &&
-	       i.dli_sname && !strcmp(i.dli_sname, name);
+	return p && dladdr(p, &i) && i.dli_saddr == p &&
+	       !strncmp(base(i.dli_fname), "libnvshare", 10) && i.dli_sname &&
+	       !strcmp(i.dli_sname, name);
 }
 static const char *lib_of(void *p)
 {
@@ -82,9 +83,9 @@ static const char *name_of(void *p)
 
 /* Every cudaVersion at which a wrapped name gets another ABI (12020: the
  * first cuGraphAddNode, renamed _v2 at 12030). */
-static const int versions[] = {2000, 3000, 3020, 4000, 5000, 6000, 7000, 9000, 10000, 10010,
-			       10020, 11020, 11030, 11040, 11060, 12000, 12020, 12030, 12050, 12080,
-			       13000};
+static const int versions[] = {2000,  3000,  3020,  4000,  5000,  6000,	 7000,
+			       9000,  10000, 10010, 10020, 11020, 11030, 11040,
+			       11060, 12000, 12020, 12030, 12050, 12080, 13000};
 #define NV (sizeof versions / sizeof versions[0])
 
 /* Strips _ptsz/_ptds and _vN. */
@@ -94,7 +95,8 @@ static void base_name(const char *n, char *out, size_t cap)
 	size_t l = strlen(out);
 	if (l > 5 && (!strcmp(out + l - 5, "_ptsz") || !strcmp(out + l - 5, "_ptds")))
 		out[l -= 5] = 0;
-	if (l > 3 && out[l - 3] == '_' && out[l - 2] == 'v' && out[l - 1] >= '0' && out[l - 1] <= '9')
+	if (l > 3 && out[l - 3] == '_' && out[l - 2] == 'v' && out[l - 1] >= '0' &&
+	    out[l - 1] <= '9')
 		out[l - 3] = 0;
 }
 
@@ -114,21 +116,28 @@ int main(void)
 			continue;
 		void *p = dlsym(h, table[i].name);
 		if (driver_lacks(table[i].name) ? p != NULL : !ours(p, table[i].name)) {
-			printf("# dlsym(libcuda, %s) -> %s in %s\n", table[i].name, name_of(p), lib_of(p));
+			printf("# dlsym(libcuda, %s) -> %s in %s\n", table[i].name, name_of(p),
+			       lib_of(p));
 			bad_h++;
 		}
 		void *q = dlsym(RTLD_DEFAULT, table[i].name);
 		if (!ours(q, table[i].name)) {
-			printf("# dlsym(RTLD_DEFAULT, %s) -> %s in %s\n", table[i].name, name_of(q), lib_of(q));
+			printf("# dlsym(RTLD_DEFAULT, %s) -> %s in %s\n", table[i].name, name_of(q),
+			       lib_of(q));
 			bad_d++;
 		}
 	}
-	ok(!bad_h, "dlsym(libcuda handle, name) substitutes every wrapped driver name (%d wrong)", bad_h);
-	ok(!bad_d, "dlsym(RTLD_DEFAULT, name) finds our export for every wrapped name (%d wrong)", bad_d);
+	ok(!bad_h, "dlsym(libcuda handle, name) substitutes every wrapped driver name (%d wrong)",
+	   bad_h);
+	ok(!bad_d, "dlsym(RTLD_DEFAULT, name) finds our export for every wrapped name (%d wrong)",
+	   bad_d);
 
-	PFN_cuGetProcAddress_v12000 gpa2 = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
-	PFN_cuGetProcAddress_v11030 gpa1 = (PFN_cuGetProcAddress_v11030)dlsym(h, "cuGetProcAddress");
-	ok(ours((void *)gpa2, "cuGetProcAddress_v2"), "dlsym(h, cuGetProcAddress_v2) is our wrapper");
+	PFN_cuGetProcAddress_v12000 gpa2 =
+	    (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
+	PFN_cuGetProcAddress_v11030 gpa1 =
+	    (PFN_cuGetProcAddress_v11030)dlsym(h, "cuGetProcAddress");
+	ok(ours((void *)gpa2, "cuGetProcAddress_v2"),
+	   "dlsym(h, cuGetProcAddress_v2) is our wrapper");
 	ok(ours((void *)gpa1, "cuGetProcAddress"), "dlsym(h, cuGetProcAddress) is our v1 wrapper");
 	if (!gpa1 || !gpa2) {
 		printf("1..%d\n", n_test);
@@ -139,16 +148,18 @@ int main(void)
 	void *p = (void *)1;
 	CUresult r = gpa2("", &p, 0, 0, NULL);
 	ok(1, "empty-symbol probe at version 0 returns (%d)", (int)r);
-	ok(!ours(p, "") , "empty-symbol probe: nothing substituted");
+	ok(!ours(p, ""), "empty-symbol probe: nothing substituted");
 	p = NULL;
 	r = gpa2("cuInit", &p, 2000, 0, NULL);
 	ok(r == CUDA_SUCCESS && ours(p, "cuInit"), "cuInit@2000 -> our cuInit");
 	p = NULL;
 	r = gpa2("cuGetProcAddress", &p, 11030, 0, NULL);
-	ok(r == CUDA_SUCCESS && ours(p, "cuGetProcAddress"), "cuGetProcAddress@11030 -> v1 wrapper");
+	ok(r == CUDA_SUCCESS && ours(p, "cuGetProcAddress"),
+	   "cuGetProcAddress@11030 -> v1 wrapper");
 	p = NULL;
 	r = gpa2("cuGetProcAddress", &p, 12000, 0, NULL);
-	ok(r == CUDA_SUCCESS && ours(p, "cuGetProcAddress_v2"), "cuGetProcAddress@12000 -> _v2 wrapper");
+	ok(r == CUDA_SUCCESS && ours(p, "cuGetProcAddress_v2"),
+	   "cuGetProcAddress@12000 -> _v2 wrapper");
 
 	/* ---- every wrapped driver name through cuGetProcAddress v1 and _v2,
 	 * flags 0 and 2, over all versions; nothing wrapped leaks ---- */
@@ -163,18 +174,21 @@ int main(void)
 			for (int fl = 0; fl <= 2; fl += 2) {
 				CUdriverProcAddressQueryResult st = 99;
 				void *q = NULL;
-				CUresult rr = gpa2(b, &q, versions[v], (cuuint64_t)fl,
-						   (v & 1) ? &st : NULL);
+				CUresult rr =
+				    gpa2(b, &q, versions[v], (cuuint64_t)fl, (v & 1) ? &st : NULL);
 				if (rr == CUDA_SUCCESS && q) {
 					if (ours(q, table[i].name))
 						found2 = 1;
-					if (!strncmp(lib_of(q), "libcuda", 7) && in_table(name_of(q))) {
-						printf("# leaked: %s@%d flags %d -> %s\n", b, versions[v], fl,
-						       name_of(q));
+					if (!strncmp(lib_of(q), "libcuda", 7) &&
+					    in_table(name_of(q))) {
+						printf("# leaked: %s@%d flags %d -> %s\n", b,
+						       versions[v], fl, name_of(q));
 						leaked++;
 					}
 					if ((v & 1) && st != CU_GET_PROC_ADDRESS_SUCCESS) {
-						printf("# status not written by the driver for %s\n", b);
+						printf(
+						    "# status not written by the driver for %s\n",
+						    b);
 						leaked++;
 					}
 				}
@@ -190,21 +204,23 @@ int main(void)
 			missing++;
 		}
 	}
-	ok(!missing, "every wrapped driver name is substituted via cuGetProcAddress and _v2 (%d missing)",
+	ok(!missing,
+	   "every wrapped driver name is substituted via cuGetProcAddress and _v2 (%d missing)",
 	   missing);
 	ok(!leaked, "no wrapped driver name ever handed out unsubstituted (%d)", leaked);
 
 	/* per-thread flags pick the _ptsz wrapper */
 	p = NULL;
 	gpa2("cuLaunchKernel", &p, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL);
-	ok(ours(p, "cuLaunchKernel_ptsz"), "cuLaunchKernel flags 2 -> cuLaunchKernel_ptsz wrapper (%s)",
-	   name_of(p));
+	ok(ours(p, "cuLaunchKernel_ptsz"),
+	   "cuLaunchKernel flags 2 -> cuLaunchKernel_ptsz wrapper (%s)", name_of(p));
 	p = NULL;
 	gpa2("cuLaunchKernel", &p, 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, NULL);
 	ok(ours(p, "cuLaunchKernel"), "cuLaunchKernel flags 1 -> legacy wrapper");
 	p = NULL;
 	gpa2("cuMemcpyHtoD", &p, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL);
-	ok(ours(p, "cuMemcpyHtoD_v2_ptds"), "cuMemcpyHtoD flags 2 -> _v2_ptds wrapper (%s)", name_of(p));
+	ok(ours(p, "cuMemcpyHtoD_v2_ptds"), "cuMemcpyHtoD flags 2 -> _v2_ptds wrapper (%s)",
+	   name_of(p));
 	p = NULL;
 	gpa2("cuMemAlloc", &p, 3020, 0, NULL);
 	ok(ours(p, "cuMemAlloc_v2"), "cuMemAlloc@3020 -> cuMemAlloc_v2 wrapper");
@@ -213,20 +229,22 @@ int main(void)
 	ok(ours(p, "cuCtxCreate_v3"), "cuCtxCreate@11040 -> _v3 wrapper (%s)", name_of(p));
 	p = NULL;
 	gpa2("cuGraphAddNode", &p, 12020, 0, NULL);
-	ok(ours(p, "cuGraphAddNode"), "cuGraphAddNode@12020 -> 5-argument wrapper (%s)", name_of(p));
+	ok(ours(p, "cuGraphAddNode"), "cuGraphAddNode@12020 -> 5-argument wrapper (%s)",
+	   name_of(p));
 	p = NULL;
 	gpa2("cuGraphAddNode", &p, 13000, 0, NULL);
 	ok(ours(p, "cuGraphAddNode_v2"), "cuGraphAddNode@13000 -> _v2 wrapper (%s)", name_of(p));
 	p = NULL;
 	gpa1("cuGraphAddMemAllocNode", &p, 11040, 0);
-	ok(ours(p, "cuGraphAddMemAllocNode"), "cuGraphAddMemAllocNode@11040 (v1 lookup) -> wrapper (%s)",
-	   name_of(p));
+	ok(ours(p, "cuGraphAddMemAllocNode"),
+	   "cuGraphAddMemAllocNode@11040 (v1 lookup) -> wrapper (%s)", name_of(p));
 
 	/* status pointer NULL and non-NULL, too-new version */
 	CUdriverProcAddressQueryResult st = 77;
 	p = (void *)&st;
 	r = gpa2("cuMemAlloc", &p, 99000, 0, &st);
-	ok(r == CUDA_ERROR_INVALID_VALUE, "too-new version passed through: driver's error (%d)", (int)r);
+	ok(r == CUDA_ERROR_INVALID_VALUE, "too-new version passed through: driver's error (%d)",
+	   (int)r);
 	st = 77;
 	p = NULL;
 	r = gpa2("cuNoSuchFunction", &p, 13000, 0, &st);
@@ -250,23 +268,30 @@ int main(void)
 	if (dnn) {
 		void *a = dlsym(dnn, "cudnnCreate"), *b2 = dlsym(dnn, "curl_easy_init"),
 		     *c = dlsym(dnn, "cuda_like_helper");
-		ok(a && !strcmp(lib_of(a), base(getenv("NVS_FOREIGN_LIB"))), "cudnnCreate untouched");
-		ok(b2 && !strcmp(lib_of(b2), base(getenv("NVS_FOREIGN_LIB"))), "curl_easy_init untouched");
-		ok(c && !strcmp(lib_of(c), base(getenv("NVS_FOREIGN_LIB"))), "cuda_like_helper untouched");
+		ok(a && !strcmp(lib_of(a), base(getenv("NVS_FOREIGN_LIB"))),
+		   "cudnnCreate untouched");
+		ok(b2 && !strcmp(lib_of(b2), base(getenv("NVS_FOREIGN_LIB"))),
+		   "curl_easy_init untouched");
+		ok(c && !strcmp(lib_of(c), base(getenv("NVS_FOREIGN_LIB"))),
+		   "cuda_like_helper untouched");
 	} else {
 		ok(0, "dlopen foreign library: %s", dlerror());
 	}
 
 	/* RTLD_NEXT from another preloaded library keeps its caller */
-	void *(*next_lookup)(const char *) = (void *(*)(const char *))dlsym(RTLD_DEFAULT, "nvs_next_lookup");
+	void *(*next_lookup)(const char *) =
+	    (void *(*)(const char *))dlsym(RTLD_DEFAULT, "nvs_next_lookup");
 	if (next_lookup) {
 		void *q = next_lookup("nvs_next_target");
 		ok(q && strstr(lib_of(q), "libnexttarget"),
-		   "dlsym(RTLD_NEXT) from a preloaded library resolves after that library (%s)", lib_of(q));
+		   "dlsym(RTLD_NEXT) from a preloaded library resolves after that library (%s)",
+		   lib_of(q));
 		void *o = next_lookup("open");
-		ok(o && strstr(lib_of(o), "libc"), "dlsym(RTLD_NEXT, open) -> libc (%s)", lib_of(o));
+		ok(o && strstr(lib_of(o), "libc"), "dlsym(RTLD_NEXT, open) -> libc (%s)",
+		   lib_of(o));
 		q = next_lookup("nvs_next_target");
-		ok(q && strstr(lib_of(q), "libnexttarget"), "repeated RTLD_NEXT lookups stay correct");
+		ok(q && strstr(lib_of(q), "libnexttarget"),
+		   "repeated RTLD_NEXT lookups stay correct");
 	} else {
 		printf("# nvs_next_lookup not preloaded; RTLD_NEXT test skipped\n");
 	}

@@ -28,10 +28,11 @@ int main(int argc, char **argv)
 		return 1;
 	nvs_pfn_nvmlInit_v2 init = (nvs_pfn_nvmlInit_v2)dlsym(h, "nvmlInit_v2");
 	nvs_pfn_nvmlDeviceGetHandleByIndex_v2 byidx =
-		(nvs_pfn_nvmlDeviceGetHandleByIndex_v2)dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
-	nvs_pfn_nvmlDeviceGetMemoryInfo mi = (nvs_pfn_nvmlDeviceGetMemoryInfo)dlsym(h, "nvmlDeviceGetMemoryInfo");
+	    (nvs_pfn_nvmlDeviceGetHandleByIndex_v2)dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+	nvs_pfn_nvmlDeviceGetMemoryInfo mi =
+	    (nvs_pfn_nvmlDeviceGetMemoryInfo)dlsym(h, "nvmlDeviceGetMemoryInfo");
 	nvs_pfn_nvmlDeviceGetMemoryInfo_v2 mi2 =
-		(nvs_pfn_nvmlDeviceGetMemoryInfo_v2)dlsym(h, "nvmlDeviceGetMemoryInfo_v2");
+	    (nvs_pfn_nvmlDeviceGetMemoryInfo_v2)dlsym(h, "nvmlDeviceGetMemoryInfo_v2");
 	Dl_info di;
 	printf("lib %s\n", mi && dladdr((void *)mi, &di) ? di.dli_fname : "?");
 	nvmlDevice_t dev;

@@ -9,7 +9,8 @@ int main(void)
 {
 	int n = 0, bad = 0;
 	void *h = dlopen("libcuda.so.1", RTLD_NOW);
-	PFN_cuGetProcAddress_v12000 gpa = h ? (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2") : NULL;
+	PFN_cuGetProcAddress_v12000 gpa =
+	    h ? (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2") : NULL;
 	if (!gpa) {
 		printf("not ok 1 - fake driver loaded\n1..1\n");
 		return 1;
@@ -17,7 +18,8 @@ int main(void)
 	const struct {
 		const char *sym;
 		int refused;
-	} cases[] = {{"cuMemAlloc", 1}, {"cuLaunchKernel", 1}, {"cuGraphAddNode", 1}, {"cuModuleLoad", 0}};
+	} cases[] = {
+	    {"cuMemAlloc", 1}, {"cuLaunchKernel", 1}, {"cuGraphAddNode", 1}, {"cuModuleLoad", 0}};
 	for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		void *p = (void *)&n;
 		CUresult r = gpa(cases[i].sym, &p, 13000, 0, NULL);

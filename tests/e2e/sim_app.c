@@ -33,7 +33,6 @@
 static const char *name = "app";
 static int report_progress;
 
-
 static struct {
 	CUresult (*Init)(unsigned);
 	CUresult (*DeviceGet)(CUdevice *, int);
@@ -64,11 +63,11 @@ static void die(const char *what, int rc)
 	exit(1);
 }
 
-#define CK(call)                                   \
-	do {                                       \
-		CUresult rc_ = (call);             \
-		if (rc_ != CUDA_SUCCESS)           \
-			die(#call, (int)rc_);      \
+#define CK(call)                                                                                   \
+	do {                                                                                       \
+		CUresult rc_ = (call);                                                             \
+		if (rc_ != CUDA_SUCCESS)                                                           \
+			die(#call, (int)rc_);                                                      \
 	} while (0)
 
 static int parse_size(const char *s, uint64_t *out)
@@ -81,10 +80,20 @@ static int parse_size(const char *s, uint64_t *out)
 	uint64_t mul = 1;
 	if (*end) {
 		switch (*end) {
-		case 'K': case 'k': mul = 1ull << 10; break;
-		case 'M': case 'm': mul = 1ull << 20; break;
-		case 'G': case 'g': mul = 1ull << 30; break;
-		default: return -1;
+		case 'K':
+		case 'k':
+			mul = 1ull << 10;
+			break;
+		case 'M':
+		case 'm':
+			mul = 1ull << 20;
+			break;
+		case 'G':
+		case 'g':
+			mul = 1ull << 30;
+			break;
+		default:
+			return -1;
 		}
 		end++;
 		if (*end == 'i')

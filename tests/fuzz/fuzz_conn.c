@@ -177,7 +177,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (len > size - p)
 				len = size - p;
 			if (conns[i] && len) {
-				ssize_t w = send(peers[i], data + p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+				ssize_t w =
+				    send(peers[i], data + p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 				(void)w;
 				feed(i);
 			}

@@ -86,13 +86,13 @@ static void load_driver(void)
 	*(void **)&cu.CtxSynchronize = nvs_test_sym(gpa, "cuCtxSynchronize", 2000);
 }
 
-#define CK(call)                                                                        \
-	do {                                                                            \
-		CUresult rc_ = (call);                                                  \
-		if (rc_ != CUDA_SUCCESS) {                                              \
-			printf("FAILED %s = %d\n", #call, (int)rc_);                    \
-			exit(1);                                                        \
-		}                                                                       \
+#define CK(call)                                                                                   \
+	do {                                                                                       \
+		CUresult rc_ = (call);                                                             \
+		if (rc_ != CUDA_SUCCESS) {                                                         \
+			printf("FAILED %s = %d\n", #call, (int)rc_);                               \
+			exit(1);                                                                   \
+		}                                                                                  \
 	} while (0)
 
 static const char *app_name = "app";
@@ -120,7 +120,8 @@ static void *sampler(void *arg)
 		next += sample_every_ms;
 		double d = next - now_ms();
 		if (d > 0) {
-			struct timespec ts = {(time_t)(d / 1e3), (long)((d - (double)(long)(d / 1e3) * 1e3) * 1e6)};
+			struct timespec ts = {(time_t)(d / 1e3),
+					      (long)((d - (double)(long)(d / 1e3) * 1e3) * 1e6)};
 			nanosleep(&ts, NULL);
 		}
 	}
@@ -194,8 +195,9 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--mem"))
 			mem = 1;
 		else {
-			fprintf(stderr, "usage: quota_app [--name A] [--seconds S] [--kernel-us US] "
-					"[--sample-ms MS] [--sync-every K] [--idle-after S] | --mem\n");
+			fprintf(stderr,
+				"usage: quota_app [--name A] [--seconds S] [--kernel-us US] "
+				"[--sample-ms MS] [--sync-every K] [--idle-after S] | --mem\n");
 			return 2;
 		}
 	}

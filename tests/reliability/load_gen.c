@@ -54,8 +54,8 @@ struct lc {
 static struct lc *cl;
 static int nclients = 256, ngpus = 4;
 static uint64_t target = 100000, total;
-static int *holder;		/* per GPU: our client holding it, -1 none */
-static uint64_t *released_at;	/* per GPU: when its last holder released */
+static int *holder;	      /* per GPU: our client holding it, -1 none */
+static uint64_t *released_at; /* per GPU: when its last holder released */
 static uint32_t *lat_ns;
 static uint64_t nlat, violations;
 static uint32_t seqno;
@@ -138,9 +138,9 @@ static int on_lock_ok(struct lc *c, uint64_t now)
 	c->grants++;
 	total++;
 	if (released_at[c->gpu] && nlat < target)
-		lat_ns[nlat++] = (uint32_t)(now - released_at[c->gpu] > UINT32_MAX
-						    ? UINT32_MAX
-						    : now - released_at[c->gpu]);
+		lat_ns[nlat++] =
+		    (uint32_t)(now - released_at[c->gpu] > UINT32_MAX ? UINT32_MAX
+								      : now - released_at[c->gpu]);
 	holder[c->gpu] = c->idx;
 	if (total >= target)
 		stopping = 1;
@@ -195,7 +195,8 @@ static int on_readable(struct lc *c)
 		for (;;) {
 			struct nvs_msg m;
 			size_t used;
-			enum nvs_decode_result r = nvs_msg_decode(c->in + off, c->in_len - off, &m, &used);
+			enum nvs_decode_result r =
+			    nvs_msg_decode(c->in + off, c->in_len - off, &m, &used);
 			if (r == NVS_DECODE_NEED_MORE)
 				break;
 			if (r == NVS_DECODE_BAD)
@@ -260,18 +261,28 @@ int main(int argc, char **argv)
 	target = (uint64_t)env_int("NVS_LOAD_CYCLES", 100000);
 	int stall_ms = 5000, hold_ms = -1;
 	static const struct option opts[] = {
-		{"clients", required_argument, 0, 'n'}, {"gpus", required_argument, 0, 'g'},
-		{"cycles", required_argument, 0, 'c'},	{"stall-ms", required_argument, 0, 's'},
-		{"hold-ms", required_argument, 0, 'H'}, {0, 0, 0, 0},
+	    {"clients", required_argument, 0, 'n'}, {"gpus", required_argument, 0, 'g'},
+	    {"cycles", required_argument, 0, 'c'},  {"stall-ms", required_argument, 0, 's'},
+	    {"hold-ms", required_argument, 0, 'H'}, {0, 0, 0, 0},
 	};
 	int o;
 	while ((o = getopt_long(argc, argv, "n:g:c:s:H:", opts, NULL)) != -1) {
 		switch (o) {
-		case 'n': nclients = atoi(optarg); break;
-		case 'g': ngpus = atoi(optarg); break;
-		case 'c': target = strtoull(optarg, NULL, 10); break;
-		case 's': stall_ms = atoi(optarg); break;
-		case 'H': hold_ms = atoi(optarg); break;
+		case 'n':
+			nclients = atoi(optarg);
+			break;
+		case 'g':
+			ngpus = atoi(optarg);
+			break;
+		case 'c':
+			target = strtoull(optarg, NULL, 10);
+			break;
+		case 's':
+			stall_ms = atoi(optarg);
+			break;
+		case 'H':
+			hold_ms = atoi(optarg);
+			break;
 		default:
 			fprintf(stderr, "usage: load_gen [--clients N] [--gpus G] [--cycles C] "
 					"[--stall-ms MS] | --hold-ms MS\n");
@@ -298,7 +309,8 @@ int main(int argc, char **argv)
 		cl[i].idx = i;
 		cl[i].gpu = i % ngpus;
 		if (open_client(&cl[i], 1)) {
-			fprintf(stderr, "load_gen: client %d cannot connect: %s\n", i, strerror(errno));
+			fprintf(stderr, "load_gen: client %d cannot connect: %s\n", i,
+				strerror(errno));
 			return 1;
 		}
 		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &cl[i]};
@@ -319,13 +331,16 @@ int main(int argc, char **argv)
 		for (int i = 0; i < nclients; i++)
 			ready += cl[i].mode_known;
 		if (now_ns() - t_reg > 10000000000ull) {
-			fprintf(stderr, "load_gen: only %d of %d clients registered\n", ready, nclients);
+			fprintf(stderr, "load_gen: only %d of %d clients registered\n", ready,
+				nclients);
 			return 1;
 		}
 	}
 	for (int i = 0; i < nclients; i++)
 		if (!cl[i].serialized) {
-			fprintf(stderr, "load_gen: GPU not serialized (run the scheduler with --mode on)\n");
+			fprintf(
+			    stderr,
+			    "load_gen: GPU not serialized (run the scheduler with --mode on)\n");
 			return 1;
 		}
 	uint64_t t0 = now_ns();

@@ -62,11 +62,11 @@ static uint64_t now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
 }
 
-#define EV(...)                                                         \
-	do {                                                            \
-		printf("%llu ", (unsigned long long)now_us());         \
-		printf(__VA_ARGS__);                                    \
-		printf("\n");                                           \
+#define EV(...)                                                                                    \
+	do {                                                                                       \
+		printf("%llu ", (unsigned long long)now_us());                                     \
+		printf(__VA_ARGS__);                                                               \
+		printf("\n");                                                                      \
 	} while (0)
 
 static void die(int code, const char *what)
@@ -122,7 +122,8 @@ static void match(const struct nvs_msg *m)
 	const char *name = nvs_msg_type_name(m->type);
 	if (!strcmp(want_ev, name))
 		want_seen = 1;
-	else if (m->type == NVS_MSG_GPU_MODE && !strcmp(want_ev, m->u.gpu.value ? "mode1" : "mode0"))
+	else if (m->type == NVS_MSG_GPU_MODE &&
+		 !strcmp(want_ev, m->u.gpu.value ? "mode1" : "mode0"))
 		want_seen = 1;
 	else if (m->type == NVS_MSG_WAITERS && m->u.gpu.value && !strcmp(want_ev, "waiters>0"))
 		want_seen = 1;
@@ -215,11 +216,25 @@ static int pump(uint64_t until_us, int (*pred)(int), int arg)
 	}
 }
 
-static int p_lock_ok(int g) { return holding[g] || (mode_known[g] && !serialized[g]); }
-static int p_closed(int g) { (void)g; return closed; }
-static int p_mode_known(int g) { return mode_known[g]; }
+static int p_lock_ok(int g)
+{
+	return holding[g] || (mode_known[g] && !serialized[g]);
+}
+static int p_closed(int g)
+{
+	(void)g;
+	return closed;
+}
+static int p_mode_known(int g)
+{
+	return mode_known[g];
+}
 
-static int p_seen(int g) { (void)g; return want_seen; }
+static int p_seen(int g)
+{
+	(void)g;
+	return want_seen;
+}
 
 static uint64_t dur_us(const char *s)
 {
@@ -366,7 +381,8 @@ static void run_cmd(char *cmd)
 		m.u.mem.local_gpu = (uint32_t)gpu_arg(argv[2]);
 		m.u.mem.allocated = v;
 		send_msg(&m);
-		EV("SENT MEM_UPDATE gpu=%u allocated=%llu", m.u.mem.local_gpu, (unsigned long long)v);
+		EV("SENT MEM_UPDATE gpu=%u allocated=%llu", m.u.mem.local_gpu,
+		   (unsigned long long)v);
 	} else if (!strcmp(c, "attach")) {
 		uint64_t v = 0;
 		if (!argv[1] || (argv[2] && nvs_parse_size(argv[2], 1, &v)))
@@ -392,17 +408,17 @@ int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	static const struct option opts[] = {
-		{"gpu-uuid", required_argument, 0, 'u'},
-		{"alloc", required_argument, 0, 'a'},
-		{"total", required_argument, 0, 't'},
-		{"name", required_argument, 0, 'n'},
-		{"core-limit", required_argument, 0, 'c'},
-		{"mem-limit", required_argument, 0, 'm'},
-		{"ignore-drop", no_argument, 0, 'I'},
-		{"drain", required_argument, 0, 'd'},
-		{"script", required_argument, 0, 's'},
-		{"no-hello", no_argument, 0, 'H'},
-		{0, 0, 0, 0},
+	    {"gpu-uuid", required_argument, 0, 'u'},
+	    {"alloc", required_argument, 0, 'a'},
+	    {"total", required_argument, 0, 't'},
+	    {"name", required_argument, 0, 'n'},
+	    {"core-limit", required_argument, 0, 'c'},
+	    {"mem-limit", required_argument, 0, 'm'},
+	    {"ignore-drop", no_argument, 0, 'I'},
+	    {"drain", required_argument, 0, 'd'},
+	    {"script", required_argument, 0, 's'},
+	    {"no-hello", no_argument, 0, 'H'},
+	    {0, 0, 0, 0},
 	};
 	const char *gpu_list[MAXG];
 	int ng = 0;
@@ -425,7 +441,9 @@ int main(int argc, char **argv)
 			if (nvs_parse_size(optarg, 1, &total_bytes))
 				die(2, "bad --total");
 			break;
-		case 'n': name = optarg; break;
+		case 'n':
+			name = optarg;
+			break;
 		case 'c':
 			if (nvs_parse_u64(optarg, 0, 1000, &core))
 				die(2, "bad --core-limit");
@@ -434,10 +452,18 @@ int main(int argc, char **argv)
 			if (nvs_parse_size(optarg, 1, &memlim))
 				die(2, "bad --mem-limit");
 			break;
-		case 'I': ignore_drop = 1; break;
-		case 'd': drain_ms = dur_us(optarg) / 1000; break;
-		case 's': script = optarg; break;
-		case 'H': no_hello = 1; break;
+		case 'I':
+			ignore_drop = 1;
+			break;
+		case 'd':
+			drain_ms = dur_us(optarg) / 1000;
+			break;
+		case 's':
+			script = optarg;
+			break;
+		case 'H':
+			no_hello = 1;
+			break;
 		default:
 			fprintf(stderr, "usage: fake_client [--gpu-uuid U]... [--alloc SIZE] "
 					"[--script CMDS] (see the source)\n");

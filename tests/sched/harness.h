@@ -68,7 +68,8 @@ static inline void h_start(const char *argv0, ...)
 	snprintf(self, sizeof self, "%s", argv0);
 	/* argv0 = <build>/tests/sched/t_x: the scheduler is <build>/. */
 	snprintf(bin, sizeof bin, "%s/../../nvshare-scheduler", dirname(self));
-	snprintf(h_dir, sizeof h_dir, "%s/nvs-ctest.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	snprintf(h_dir, sizeof h_dir, "%s/nvs-ctest.XXXXXX",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	if (!mkdtemp(h_dir)) {
 		perror("mkdtemp");
 		exit(1);

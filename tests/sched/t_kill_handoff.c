@@ -36,7 +36,8 @@ int main(int argc, char **argv)
 					_exit(1);
 				/* Someone waits: ready to be killed. */
 				struct nvs_msg m;
-				while (h_wait(&a, NVS_MSG_WAITERS, 5000, &m) == 1 && m.u.gpu.value == 0) {
+				while (h_wait(&a, NVS_MSG_WAITERS, 5000, &m) == 1 &&
+				       m.u.gpu.value == 0) {
 				}
 				ok = 'W';
 			}
@@ -79,8 +80,8 @@ int main(int argc, char **argv)
 	if (got == ROUNDS) {
 		qsort(lat, ROUNDS, sizeof lat[0], cmp);
 		double p50 = (double)lat[ROUNDS / 2] / 1e6, max = (double)lat[ROUNDS - 1] / 1e6;
-		printf("# kill -> next LOCK_OK over %d rounds: p50 %.3f ms, max %.3f ms\n", ROUNDS, p50,
-		       max);
+		printf("# kill -> next LOCK_OK over %d rounds: p50 %.3f ms, max %.3f ms\n", ROUNDS,
+		       p50, max);
 		tap(1, "next waiter got LOCK_OK after every holder kill (%d rounds)", ROUNDS);
 		tap(p50 < 10.0, "median kill -> LOCK_OK %.3f ms < 10 ms", p50);
 		tap(max < 10.0, "worst kill -> LOCK_OK %.3f ms < 10 ms", max);

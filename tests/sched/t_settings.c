@@ -35,9 +35,9 @@ int main(void)
 	tap(nvs_parse_capacity_list("16Gi", &cfg) == 0 && cfg.capacity_all == (16ull << 30),
 	    "capacity 16Gi applies to all GPUs");
 	nvs_config_defaults(&cfg);
-	tap(nvs_parse_capacity_list("8Gi,,auto,1.5Gi", &cfg) == 0 && cfg.capacity[0] == (8ull << 30) &&
-		    cfg.capacity[1] == 0 && cfg.capacity[2] == 0 &&
-		    cfg.capacity[3] == (3ull << 29) && cfg.capacity_all == 0,
+	tap(nvs_parse_capacity_list("8Gi,,auto,1.5Gi", &cfg) == 0 &&
+		cfg.capacity[0] == (8ull << 30) && cfg.capacity[1] == 0 && cfg.capacity[2] == 0 &&
+		cfg.capacity[3] == (3ull << 29) && cfg.capacity_all == 0,
 	    "capacity list per GPU index with empty and auto items");
 	tap(nvs_parse_capacity_list("8Gi,lots", &cfg) != 0, "bad capacity list rejected");
 	tap(nvs_parse_capacity_list("0", &cfg) != 0, "zero capacity rejected");
@@ -49,7 +49,7 @@ int main(void)
 	nvs_config_defaults(&cfg);
 	int bad = nvs_config_from_env(&cfg);
 	tap(cfg.mode == NVS_MODE_ON && cfg.tq_ms == 300 && cfg.idle_release_ms == 7 &&
-		    cfg.drop_grace_ms == 5000 && bad == 1,
+		cfg.drop_grace_ms == 5000 && bad == 1,
 	    "environment read; a bad value keeps its default and is reported");
 	return tap_failed ? 1 : 0;
 }

@@ -45,22 +45,22 @@
 /* Counters of one GPU, for the whole GPU (all processes sharing the state
  * file) or for one process. Times are nanoseconds of simulated (= wall) time. */
 struct nvshare_sim_stats {
-	uint64_t total_bytes;         /* GPU memory size */
-	uint64_t used_bytes;          /* device allocations (cuMemAlloc, pools, VMM, arrays) */
-	uint64_t resident_bytes;      /* managed bytes resident on the GPU now */
-	uint64_t prefetch_h2d_bytes;  /* cuMemPrefetchAsync to this GPU */
+	uint64_t total_bytes;	     /* GPU memory size */
+	uint64_t used_bytes;	     /* device allocations (cuMemAlloc, pools, VMM, arrays) */
+	uint64_t resident_bytes;     /* managed bytes resident on the GPU now */
+	uint64_t prefetch_h2d_bytes; /* cuMemPrefetchAsync to this GPU */
 	uint64_t prefetch_h2d_ns;
-	uint64_t prefetch_d2h_bytes;  /* cuMemPrefetchAsync from this GPU to host */
+	uint64_t prefetch_d2h_bytes; /* cuMemPrefetchAsync from this GPU to host */
 	uint64_t prefetch_d2h_ns;
-	uint64_t fault_bytes;         /* migrated to the GPU by kernel touches */
+	uint64_t fault_bytes; /* migrated to the GPU by kernel touches */
 	uint64_t fault_ns;
-	uint64_t evictions;           /* pages evicted to make room */
+	uint64_t evictions; /* pages evicted to make room */
 	uint64_t evicted_bytes;
-	uint64_t evict_ns;            /* time spent writing evicted pages back */
-	uint64_t kernels;             /* kernels run (graph nodes included) */
-	uint64_t kernel_busy_ns;      /* time the GPU spent running kernels */
-	uint64_t busy_until_ns;       /* CLOCK_MONOTONIC ns; whole-GPU view only */
-	uint64_t nprocs;              /* processes with a context; whole-GPU view only */
+	uint64_t evict_ns;	 /* time spent writing evicted pages back */
+	uint64_t kernels;	 /* kernels run (graph nodes included) */
+	uint64_t kernel_busy_ns; /* time the GPU spent running kernels */
+	uint64_t busy_until_ns;	 /* CLOCK_MONOTONIC ns; whole-GPU view only */
+	uint64_t nprocs;	 /* processes with a context; whole-GPU view only */
 };
 
 /* Whole-GPU counters. Returns 0, or -1 for a bad device. Works before cuInit. */
@@ -73,12 +73,12 @@ int nvshareSimResetStats(int dev);
 
 /* One cuMemPrefetchAsync call, in call order. */
 struct nvshare_sim_prefetch {
-	uint64_t seq;      /* global order, from 1 */
+	uint64_t seq; /* global order, from 1 */
 	int32_t pid;
-	int32_t dst;       /* GPU index, or -1 = host */
-	uint64_t ptr;      /* start of the prefetched range */
-	uint64_t bytes;    /* bytes requested */
-	uint64_t moved;    /* bytes that actually migrated */
+	int32_t dst;	   /* GPU index, or -1 = host */
+	uint64_t ptr;	   /* start of the prefetched range */
+	uint64_t bytes;	   /* bytes requested */
+	uint64_t moved;	   /* bytes that actually migrated */
 	uint64_t start_ns; /* simulated copy interval (CLOCK_MONOTONIC) */
 	uint64_t end_ns;
 };

@@ -18,14 +18,18 @@ static size_t format_bytes(CUarray_format f)
 {
 	switch (f) {
 	case CU_AD_FORMAT_UNSIGNED_INT8:
-	case CU_AD_FORMAT_SIGNED_INT8: return 1;
+	case CU_AD_FORMAT_SIGNED_INT8:
+		return 1;
 	case CU_AD_FORMAT_UNSIGNED_INT16:
 	case CU_AD_FORMAT_SIGNED_INT16:
-	case CU_AD_FORMAT_HALF: return 2;
+	case CU_AD_FORMAT_HALF:
+		return 2;
 	case CU_AD_FORMAT_UNSIGNED_INT32:
 	case CU_AD_FORMAT_SIGNED_INT32:
-	case CU_AD_FORMAT_FLOAT: return 4;
-	default: return 4;
+	case CU_AD_FORMAT_FLOAT:
+		return 4;
+	default:
+		return 4;
 	}
 }
 
@@ -61,8 +65,11 @@ CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *p)
 {
 	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;
-	CUDA_ARRAY3D_DESCRIPTOR d = { .Width = p->Width, .Height = p->Height, .Depth = 0,
-				      .Format = p->Format, .NumChannels = p->NumChannels };
+	CUDA_ARRAY3D_DESCRIPTOR d = {.Width = p->Width,
+				     .Height = p->Height,
+				     .Depth = 0,
+				     .Format = p->Format,
+				     .NumChannels = p->NumChannels};
 	return array_new(pHandle, &d);
 }
 

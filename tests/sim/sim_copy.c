@@ -35,41 +35,41 @@ static CUresult copy_bytes(uint64_t dst, int dst_dev, uint64_t src, int src_dev,
 }
 
 /* Sync (pt: 0 legacy, 1 per-thread) or async (stream h) prologue. */
-#define SYNC_PRE(pt)                                \
-	SIM_REQUIRE_INIT();                         \
-	{                                           \
-		CUresult r_ = sync_default(pt);     \
-		if (r_ != CUDA_SUCCESS)             \
-			return r_;                  \
+#define SYNC_PRE(pt)                                                                               \
+	SIM_REQUIRE_INIT();                                                                        \
+	{                                                                                          \
+		CUresult r_ = sync_default(pt);                                                    \
+		if (r_ != CUDA_SUCCESS)                                                            \
+			return r_;                                                                 \
 	}
-#define ASYNC_PRE(h, pt)                            \
-	SIM_REQUIRE_INIT();                         \
-	{                                           \
-		CUresult r_ = async_check(h, pt);   \
-		if (r_ != CUDA_SUCCESS)             \
-			return r_;                  \
+#define ASYNC_PRE(h, pt)                                                                           \
+	SIM_REQUIRE_INIT();                                                                        \
+	{                                                                                          \
+		CUresult r_ = async_check(h, pt);                                                  \
+		if (r_ != CUDA_SUCCESS)                                                            \
+			return r_;                                                                 \
 	}
 
-#define COPY_FUNCS(name, dsttype, dexpr, srctype, sexpr, dflag, sflag)                      \
-	CUresult name##_v2(dsttype dst, srctype src, size_t n)                              \
-	{                                                                                    \
-		SYNC_PRE(0);                                                                 \
-		return copy_bytes(dexpr, dflag, sexpr, sflag, n);                            \
-	}                                                                                    \
-	CUresult name##_v2_ptds(dsttype dst, srctype src, size_t n)                         \
-	{                                                                                    \
-		SYNC_PRE(1);                                                                 \
-		return copy_bytes(dexpr, dflag, sexpr, sflag, n);                            \
-	}                                                                                    \
-	CUresult name##Async_v2(dsttype dst, srctype src, size_t n, CUstream h)             \
-	{                                                                                    \
-		ASYNC_PRE(h, 0);                                                             \
-		return copy_bytes(dexpr, dflag, sexpr, sflag, n);                            \
-	}                                                                                    \
-	CUresult name##Async_v2_ptsz(dsttype dst, srctype src, size_t n, CUstream h)        \
-	{                                                                                    \
-		ASYNC_PRE(h, 1);                                                             \
-		return copy_bytes(dexpr, dflag, sexpr, sflag, n);                            \
+#define COPY_FUNCS(name, dsttype, dexpr, srctype, sexpr, dflag, sflag)                             \
+	CUresult name##_v2(dsttype dst, srctype src, size_t n)                                     \
+	{                                                                                          \
+		SYNC_PRE(0);                                                                       \
+		return copy_bytes(dexpr, dflag, sexpr, sflag, n);                                  \
+	}                                                                                          \
+	CUresult name##_v2_ptds(dsttype dst, srctype src, size_t n)                                \
+	{                                                                                          \
+		SYNC_PRE(1);                                                                       \
+		return copy_bytes(dexpr, dflag, sexpr, sflag, n);                                  \
+	}                                                                                          \
+	CUresult name##Async_v2(dsttype dst, srctype src, size_t n, CUstream h)                    \
+	{                                                                                          \
+		ASYNC_PRE(h, 0);                                                                   \
+		return copy_bytes(dexpr, dflag, sexpr, sflag, n);                                  \
+	}                                                                                          \
+	CUresult name##Async_v2_ptsz(dsttype dst, srctype src, size_t n, CUstream h)               \
+	{                                                                                          \
+		ASYNC_PRE(h, 1);                                                                   \
+		return copy_bytes(dexpr, dflag, sexpr, sflag, n);                                  \
 	}
 
 COPY_FUNCS(cuMemcpyHtoD, CUdeviceptr, dst, const void *, (uint64_t)(uintptr_t)src, 1, 0)
@@ -136,63 +136,61 @@ static CUresult array_span(CUarray h, size_t off, size_t n, char **p)
 	return CUDA_SUCCESS;
 }
 
-#define ARRAY_COPY(name, pre, params, body)     \
-	CUresult name params                    \
-	{                                       \
-		pre;                            \
-		char *ap;                       \
-		body                            \
+#define ARRAY_COPY(name, pre, params, body)                                                        \
+	CUresult name params                                                                       \
+	{                                                                                          \
+		pre;                                                                               \
+		char *ap;                                                                          \
+		body                                                                               \
 	}
 
 ARRAY_COPY(cuMemcpyHtoA_v2, SYNC_PRE(0), (CUarray dstArray, size_t off, const void *src, size_t n),
-	   CUresult r = array_span(dstArray, off, n, &ap); if (r) return r; memcpy(ap, src, n);
-	   return CUDA_SUCCESS;)
+	   CUresult r = array_span(dstArray, off, n, &ap);
+	   if (r) return r; memcpy(ap, src, n); return CUDA_SUCCESS;)
 ARRAY_COPY(cuMemcpyHtoA_v2_ptds, SYNC_PRE(1),
 	   (CUarray dstArray, size_t off, const void *src, size_t n),
-	   CUresult r = array_span(dstArray, off, n, &ap); if (r) return r; memcpy(ap, src, n);
-	   return CUDA_SUCCESS;)
+	   CUresult r = array_span(dstArray, off, n, &ap);
+	   if (r) return r; memcpy(ap, src, n); return CUDA_SUCCESS;)
 ARRAY_COPY(cuMemcpyAtoH_v2, SYNC_PRE(0), (void *dst, CUarray srcArray, size_t off, size_t n),
-	   CUresult r = array_span(srcArray, off, n, &ap); if (r) return r; memcpy(dst, ap, n);
-	   return CUDA_SUCCESS;)
+	   CUresult r = array_span(srcArray, off, n, &ap);
+	   if (r) return r; memcpy(dst, ap, n); return CUDA_SUCCESS;)
 ARRAY_COPY(cuMemcpyAtoH_v2_ptds, SYNC_PRE(1), (void *dst, CUarray srcArray, size_t off, size_t n),
-	   CUresult r = array_span(srcArray, off, n, &ap); if (r) return r; memcpy(dst, ap, n);
-	   return CUDA_SUCCESS;)
+	   CUresult r = array_span(srcArray, off, n, &ap);
+	   if (r) return r; memcpy(dst, ap, n); return CUDA_SUCCESS;)
 ARRAY_COPY(cuMemcpyHtoAAsync_v2, ASYNC_PRE(h, 0),
 	   (CUarray dstArray, size_t off, const void *src, size_t n, CUstream h),
-	   CUresult r = array_span(dstArray, off, n, &ap); if (r) return r; memcpy(ap, src, n);
-	   return CUDA_SUCCESS;)
+	   CUresult r = array_span(dstArray, off, n, &ap);
+	   if (r) return r; memcpy(ap, src, n); return CUDA_SUCCESS;)
 ARRAY_COPY(cuMemcpyHtoAAsync_v2_ptsz, ASYNC_PRE(h, 1),
 	   (CUarray dstArray, size_t off, const void *src, size_t n, CUstream h),
-	   CUresult r = array_span(dstArray, off, n, &ap); if (r) return r; memcpy(ap, src, n);
-	   return CUDA_SUCCESS;)
+	   CUresult r = array_span(dstArray, off, n, &ap);
+	   if (r) return r; memcpy(ap, src, n); return CUDA_SUCCESS;)
 ARRAY_COPY(cuMemcpyAtoHAsync_v2, ASYNC_PRE(h, 0),
 	   (void *dst, CUarray srcArray, size_t off, size_t n, CUstream h),
-	   CUresult r = array_span(srcArray, off, n, &ap); if (r) return r; memcpy(dst, ap, n);
-	   return CUDA_SUCCESS;)
+	   CUresult r = array_span(srcArray, off, n, &ap);
+	   if (r) return r; memcpy(dst, ap, n); return CUDA_SUCCESS;)
 ARRAY_COPY(cuMemcpyAtoHAsync_v2_ptsz, ASYNC_PRE(h, 1),
 	   (void *dst, CUarray srcArray, size_t off, size_t n, CUstream h),
-	   CUresult r = array_span(srcArray, off, n, &ap); if (r) return r; memcpy(dst, ap, n);
-	   return CUDA_SUCCESS;)
-ARRAY_COPY(cuMemcpyDtoA_v2, SYNC_PRE(0),
-	   (CUarray dstArray, size_t off, CUdeviceptr src, size_t n),
-	   CUresult r = array_span(dstArray, off, n, &ap); if (r) return r;
-	   if (!sim_range_ok(src, n)) return CUDA_ERROR_INVALID_VALUE; memcpy(ap, DP(src), n);
-	   return CUDA_SUCCESS;)
+	   CUresult r = array_span(srcArray, off, n, &ap);
+	   if (r) return r; memcpy(dst, ap, n); return CUDA_SUCCESS;)
+ARRAY_COPY(cuMemcpyDtoA_v2, SYNC_PRE(0), (CUarray dstArray, size_t off, CUdeviceptr src, size_t n),
+	   CUresult r = array_span(dstArray, off, n, &ap);
+	   if (r) return r; if (!sim_range_ok(src, n)) return CUDA_ERROR_INVALID_VALUE;
+	   memcpy(ap, DP(src), n); return CUDA_SUCCESS;)
 ARRAY_COPY(cuMemcpyDtoA_v2_ptds, SYNC_PRE(1),
 	   (CUarray dstArray, size_t off, CUdeviceptr src, size_t n),
-	   CUresult r = array_span(dstArray, off, n, &ap); if (r) return r;
-	   if (!sim_range_ok(src, n)) return CUDA_ERROR_INVALID_VALUE; memcpy(ap, DP(src), n);
-	   return CUDA_SUCCESS;)
-ARRAY_COPY(cuMemcpyAtoD_v2, SYNC_PRE(0),
-	   (CUdeviceptr dst, CUarray srcArray, size_t off, size_t n),
-	   CUresult r = array_span(srcArray, off, n, &ap); if (r) return r;
-	   if (!sim_range_ok(dst, n)) return CUDA_ERROR_INVALID_VALUE; memcpy(DP(dst), ap, n);
-	   return CUDA_SUCCESS;)
+	   CUresult r = array_span(dstArray, off, n, &ap);
+	   if (r) return r; if (!sim_range_ok(src, n)) return CUDA_ERROR_INVALID_VALUE;
+	   memcpy(ap, DP(src), n); return CUDA_SUCCESS;)
+ARRAY_COPY(cuMemcpyAtoD_v2, SYNC_PRE(0), (CUdeviceptr dst, CUarray srcArray, size_t off, size_t n),
+	   CUresult r = array_span(srcArray, off, n, &ap);
+	   if (r) return r; if (!sim_range_ok(dst, n)) return CUDA_ERROR_INVALID_VALUE;
+	   memcpy(DP(dst), ap, n); return CUDA_SUCCESS;)
 ARRAY_COPY(cuMemcpyAtoD_v2_ptds, SYNC_PRE(1),
 	   (CUdeviceptr dst, CUarray srcArray, size_t off, size_t n),
-	   CUresult r = array_span(srcArray, off, n, &ap); if (r) return r;
-	   if (!sim_range_ok(dst, n)) return CUDA_ERROR_INVALID_VALUE; memcpy(DP(dst), ap, n);
-	   return CUDA_SUCCESS;)
+	   CUresult r = array_span(srcArray, off, n, &ap);
+	   if (r) return r; if (!sim_range_ok(dst, n)) return CUDA_ERROR_INVALID_VALUE;
+	   memcpy(DP(dst), ap, n); return CUDA_SUCCESS;)
 
 static CUresult atoa(CUarray dst, size_t doff, CUarray src, size_t soff, size_t n)
 {
@@ -273,7 +271,8 @@ static CUresult copy3d(const CUDA_MEMCPY3D *c)
 		for (size_t y = 0; y < h; y++) {
 			char *dp = d.base + ((c->dstZ + z) * d.height + c->dstY + y) * d.pitch +
 				   c->dstXInBytes;
-			const char *sp = s.base + ((c->srcZ + z) * s.height + c->srcY + y) * s.pitch +
+			const char *sp = s.base +
+					 ((c->srcZ + z) * s.height + c->srcY + y) * s.pitch +
 					 c->srcXInBytes;
 			memmove(dp, sp, c->WidthInBytes);
 		}
@@ -285,13 +284,25 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p)
 	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;
 	CUDA_MEMCPY3D c = {
-		.srcXInBytes = p->srcXInBytes, .srcY = p->srcY, .srcMemoryType = p->srcMemoryType,
-		.srcHost = p->srcHost, .srcDevice = p->srcDevice, .srcArray = p->srcArray,
-		.srcPitch = p->srcPitch, .srcHeight = p->Height + p->srcY,
-		.dstXInBytes = p->dstXInBytes, .dstY = p->dstY, .dstMemoryType = p->dstMemoryType,
-		.dstHost = p->dstHost, .dstDevice = p->dstDevice, .dstArray = p->dstArray,
-		.dstPitch = p->dstPitch, .dstHeight = p->Height + p->dstY,
-		.WidthInBytes = p->WidthInBytes, .Height = p->Height, .Depth = 1,
+	    .srcXInBytes = p->srcXInBytes,
+	    .srcY = p->srcY,
+	    .srcMemoryType = p->srcMemoryType,
+	    .srcHost = p->srcHost,
+	    .srcDevice = p->srcDevice,
+	    .srcArray = p->srcArray,
+	    .srcPitch = p->srcPitch,
+	    .srcHeight = p->Height + p->srcY,
+	    .dstXInBytes = p->dstXInBytes,
+	    .dstY = p->dstY,
+	    .dstMemoryType = p->dstMemoryType,
+	    .dstHost = p->dstHost,
+	    .dstDevice = p->dstDevice,
+	    .dstArray = p->dstArray,
+	    .dstPitch = p->dstPitch,
+	    .dstHeight = p->Height + p->dstY,
+	    .WidthInBytes = p->WidthInBytes,
+	    .Height = p->Height,
+	    .Depth = 1,
 	};
 	return copy3d(&c);
 }
@@ -301,31 +312,101 @@ static CUresult copy3d_peer(const CUDA_MEMCPY3D_PEER *p)
 	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;
 	CUDA_MEMCPY3D c = {
-		.srcXInBytes = p->srcXInBytes, .srcY = p->srcY, .srcZ = p->srcZ,
-		.srcMemoryType = p->srcMemoryType, .srcHost = p->srcHost, .srcDevice = p->srcDevice,
-		.srcArray = p->srcArray, .srcPitch = p->srcPitch, .srcHeight = p->srcHeight,
-		.dstXInBytes = p->dstXInBytes, .dstY = p->dstY, .dstZ = p->dstZ,
-		.dstMemoryType = p->dstMemoryType, .dstHost = p->dstHost, .dstDevice = p->dstDevice,
-		.dstArray = p->dstArray, .dstPitch = p->dstPitch, .dstHeight = p->dstHeight,
-		.WidthInBytes = p->WidthInBytes, .Height = p->Height, .Depth = p->Depth,
+	    .srcXInBytes = p->srcXInBytes,
+	    .srcY = p->srcY,
+	    .srcZ = p->srcZ,
+	    .srcMemoryType = p->srcMemoryType,
+	    .srcHost = p->srcHost,
+	    .srcDevice = p->srcDevice,
+	    .srcArray = p->srcArray,
+	    .srcPitch = p->srcPitch,
+	    .srcHeight = p->srcHeight,
+	    .dstXInBytes = p->dstXInBytes,
+	    .dstY = p->dstY,
+	    .dstZ = p->dstZ,
+	    .dstMemoryType = p->dstMemoryType,
+	    .dstHost = p->dstHost,
+	    .dstDevice = p->dstDevice,
+	    .dstArray = p->dstArray,
+	    .dstPitch = p->dstPitch,
+	    .dstHeight = p->dstHeight,
+	    .WidthInBytes = p->WidthInBytes,
+	    .Height = p->Height,
+	    .Depth = p->Depth,
 	};
 	return copy3d(&c);
 }
 
-CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p) { SYNC_PRE(0); return copy2d(p); }
-CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *p) { SYNC_PRE(1); return copy2d(p); }
-CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *p) { SYNC_PRE(0); return copy2d(p); }
-CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *p) { SYNC_PRE(1); return copy2d(p); }
-CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream h) { ASYNC_PRE(h, 0); return copy2d(p); }
-CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *p, CUstream h) { ASYNC_PRE(h, 1); return copy2d(p); }
-CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *p) { SYNC_PRE(0); return copy3d(p); }
-CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *p) { SYNC_PRE(1); return copy3d(p); }
-CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *p, CUstream h) { ASYNC_PRE(h, 0); return copy3d(p); }
-CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *p, CUstream h) { ASYNC_PRE(h, 1); return copy3d(p); }
-CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *p) { SYNC_PRE(0); return copy3d_peer(p); }
-CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *p) { SYNC_PRE(1); return copy3d_peer(p); }
-CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *p, CUstream h) { ASYNC_PRE(h, 0); return copy3d_peer(p); }
-CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *p, CUstream h) { ASYNC_PRE(h, 1); return copy3d_peer(p); }
+CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p)
+{
+	SYNC_PRE(0);
+	return copy2d(p);
+}
+CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *p)
+{
+	SYNC_PRE(1);
+	return copy2d(p);
+}
+CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *p)
+{
+	SYNC_PRE(0);
+	return copy2d(p);
+}
+CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *p)
+{
+	SYNC_PRE(1);
+	return copy2d(p);
+}
+CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream h)
+{
+	ASYNC_PRE(h, 0);
+	return copy2d(p);
+}
+CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *p, CUstream h)
+{
+	ASYNC_PRE(h, 1);
+	return copy2d(p);
+}
+CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *p)
+{
+	SYNC_PRE(0);
+	return copy3d(p);
+}
+CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *p)
+{
+	SYNC_PRE(1);
+	return copy3d(p);
+}
+CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *p, CUstream h)
+{
+	ASYNC_PRE(h, 0);
+	return copy3d(p);
+}
+CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *p, CUstream h)
+{
+	ASYNC_PRE(h, 1);
+	return copy3d(p);
+}
+CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *p)
+{
+	SYNC_PRE(0);
+	return copy3d_peer(p);
+}
+CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *p)
+{
+	SYNC_PRE(1);
+	return copy3d_peer(p);
+}
+CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *p, CUstream h)
+{
+	ASYNC_PRE(h, 0);
+	return copy3d_peer(p);
+}
+CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *p, CUstream h)
+{
+	ASYNC_PRE(h, 1);
+	return copy3d_peer(p);
+}
 
 /* Memsets: width elements of `size` bytes, height rows `pitch` apart. */
 static CUresult set2d(CUdeviceptr dst, size_t pitch, unsigned v, size_t size, size_t w, size_t h)
@@ -353,48 +434,48 @@ static CUresult set2d(CUdeviceptr dst, size_t pitch, unsigned v, size_t size, si
 	return CUDA_SUCCESS;
 }
 
-#define SET_FUNCS(bits, T, size)                                                              \
-	CUresult cuMemsetD##bits##_v2(CUdeviceptr d, T v, size_t n)                          \
-	{                                                                                     \
-		SYNC_PRE(0);                                                                  \
-		return set2d(d, 0, v, size, n, 1);                                            \
-	}                                                                                     \
-	CUresult cuMemsetD##bits##_v2_ptds(CUdeviceptr d, T v, size_t n)                     \
-	{                                                                                     \
-		SYNC_PRE(1);                                                                  \
-		return set2d(d, 0, v, size, n, 1);                                            \
-	}                                                                                     \
-	CUresult cuMemsetD##bits##Async(CUdeviceptr d, T v, size_t n, CUstream h)            \
-	{                                                                                     \
-		ASYNC_PRE(h, 0);                                                              \
-		return set2d(d, 0, v, size, n, 1);                                            \
-	}                                                                                     \
-	CUresult cuMemsetD##bits##Async_ptsz(CUdeviceptr d, T v, size_t n, CUstream h)       \
-	{                                                                                     \
-		ASYNC_PRE(h, 1);                                                              \
-		return set2d(d, 0, v, size, n, 1);                                            \
-	}                                                                                     \
-	CUresult cuMemsetD2D##bits##_v2(CUdeviceptr d, size_t p, T v, size_t w, size_t h)    \
-	{                                                                                     \
-		SYNC_PRE(0);                                                                  \
-		return set2d(d, p, v, size, w, h);                                            \
-	}                                                                                     \
-	CUresult cuMemsetD2D##bits##_v2_ptds(CUdeviceptr d, size_t p, T v, size_t w, size_t h) \
-	{                                                                                     \
-		SYNC_PRE(1);                                                                  \
-		return set2d(d, p, v, size, w, h);                                            \
-	}                                                                                     \
-	CUresult cuMemsetD2D##bits##Async(CUdeviceptr d, size_t p, T v, size_t w, size_t h,  \
-					  CUstream s)                                         \
-	{                                                                                     \
-		ASYNC_PRE(s, 0);                                                              \
-		return set2d(d, p, v, size, w, h);                                            \
-	}                                                                                     \
-	CUresult cuMemsetD2D##bits##Async_ptsz(CUdeviceptr d, size_t p, T v, size_t w,       \
-					       size_t h, CUstream s)                          \
-	{                                                                                     \
-		ASYNC_PRE(s, 1);                                                              \
-		return set2d(d, p, v, size, w, h);                                            \
+#define SET_FUNCS(bits, T, size)                                                                   \
+	CUresult cuMemsetD##bits##_v2(CUdeviceptr d, T v, size_t n)                                \
+	{                                                                                          \
+		SYNC_PRE(0);                                                                       \
+		return set2d(d, 0, v, size, n, 1);                                                 \
+	}                                                                                          \
+	CUresult cuMemsetD##bits##_v2_ptds(CUdeviceptr d, T v, size_t n)                           \
+	{                                                                                          \
+		SYNC_PRE(1);                                                                       \
+		return set2d(d, 0, v, size, n, 1);                                                 \
+	}                                                                                          \
+	CUresult cuMemsetD##bits##Async(CUdeviceptr d, T v, size_t n, CUstream h)                  \
+	{                                                                                          \
+		ASYNC_PRE(h, 0);                                                                   \
+		return set2d(d, 0, v, size, n, 1);                                                 \
+	}                                                                                          \
+	CUresult cuMemsetD##bits##Async_ptsz(CUdeviceptr d, T v, size_t n, CUstream h)             \
+	{                                                                                          \
+		ASYNC_PRE(h, 1);                                                                   \
+		return set2d(d, 0, v, size, n, 1);                                                 \
+	}                                                                                          \
+	CUresult cuMemsetD2D##bits##_v2(CUdeviceptr d, size_t p, T v, size_t w, size_t h)          \
+	{                                                                                          \
+		SYNC_PRE(0);                                                                       \
+		return set2d(d, p, v, size, w, h);                                                 \
+	}                                                                                          \
+	CUresult cuMemsetD2D##bits##_v2_ptds(CUdeviceptr d, size_t p, T v, size_t w, size_t h)     \
+	{                                                                                          \
+		SYNC_PRE(1);                                                                       \
+		return set2d(d, p, v, size, w, h);                                                 \
+	}                                                                                          \
+	CUresult cuMemsetD2D##bits##Async(CUdeviceptr d, size_t p, T v, size_t w, size_t h,        \
+					  CUstream s)                                              \
+	{                                                                                          \
+		ASYNC_PRE(s, 0);                                                                   \
+		return set2d(d, p, v, size, w, h);                                                 \
+	}                                                                                          \
+	CUresult cuMemsetD2D##bits##Async_ptsz(CUdeviceptr d, size_t p, T v, size_t w, size_t h,   \
+					       CUstream s)                                         \
+	{                                                                                          \
+		ASYNC_PRE(s, 1);                                                                   \
+		return set2d(d, p, v, size, w, h);                                                 \
 	}
 
 SET_FUNCS(8, unsigned char, 1)

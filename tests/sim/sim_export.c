@@ -58,7 +58,8 @@ static CUresult rt_module_from_wrapper(CUmodule *module, const struct fatbin_wra
 {
 	if (!module || !w)
 		return (CUresult)trace("rt.module_from_cubin", CUDA_ERROR_INVALID_VALUE);
-	return (CUresult)trace("rt.module_from_cubin", cuModuleLoadData(module, w->data ? w->data : w));
+	return (CUresult)trace("rt.module_from_cubin",
+			       cuModuleLoadData(module, w->data ? w->data : w));
 }
 
 static CUresult rt_primary_ctx(CUcontext *pctx, CUdevice dev)
@@ -91,19 +92,19 @@ static CUresult rt_load_compilers(void)
 }
 
 static const void *rt_table[13] = {
-	(const void *)(uintptr_t)(13 * sizeof(void *)),
-	(const void *)rt_module_from_wrapper,
-	(const void *)rt_primary_ctx,
-	NULL,
-	NULL,
-	NULL,
-	(const void *)rt_module_from_wrapper_ext1,
-	(const void *)rt_slot7,
-	(const void *)rt_module_from_fatbin_ext2,
-	NULL,
-	NULL,
-	NULL,
-	(const void *)rt_load_compilers,
+    (const void *)(uintptr_t)(13 * sizeof(void *)),
+    (const void *)rt_module_from_wrapper,
+    (const void *)rt_primary_ctx,
+    NULL,
+    NULL,
+    NULL,
+    (const void *)rt_module_from_wrapper_ext1,
+    (const void *)rt_slot7,
+    (const void *)rt_module_from_fatbin_ext2,
+    NULL,
+    NULL,
+    NULL,
+    (const void *)rt_load_compilers,
 };
 
 /* ---- tool hooks ---- */
@@ -135,13 +136,13 @@ static void hook_buffer2(void **p, size_t *size)
 }
 
 static const void *hooks_table[7] = {
-	(const void *)(uintptr_t)(7 * sizeof(void *)),
-	(const void *)hook_event,
-	(const void *)hook_buffer1,
-	NULL,
-	(const void *)hook_span,
-	NULL,
-	(const void *)hook_buffer2,
+    (const void *)(uintptr_t)(7 * sizeof(void *)),
+    (const void *)hook_event,
+    (const void *)hook_buffer1,
+    NULL,
+    (const void *)hook_span,
+    NULL,
+    (const void *)hook_buffer2,
 };
 
 static void tls_callback(void *record)
@@ -149,10 +150,10 @@ static void tls_callback(void *record)
 }
 
 static const void *tools_tls_table[4] = {
-	(const void *)(uintptr_t)(4 * sizeof(void *)),
-	NULL,
-	(const void *)tls_callback,
-	NULL,
+    (const void *)(uintptr_t)(4 * sizeof(void *)),
+    NULL,
+    (const void *)tls_callback,
+    NULL,
 };
 
 /* ---- context-local storage ---- */
@@ -231,10 +232,10 @@ static CUresult cls_get(void **value, void *ctx, void *key)
 }
 
 static const void *cls_table[4] = {
-	(const void *)cls_put,
-	(const void *)cls_delete,
-	(const void *)cls_get,
-	NULL,
+    (const void *)cls_put,
+    (const void *)cls_delete,
+    (const void *)cls_get,
+    NULL,
 };
 
 /* ---- context checks ---- */
@@ -252,10 +253,10 @@ static unsigned ctx_check_flags(void)
 }
 
 static const void *ctx_checks_table[4] = {
-	(const void *)(uintptr_t)(4 * sizeof(void *)),
-	NULL,
-	(const void *)ctx_check,
-	(const void *)ctx_check_flags,
+    (const void *)(uintptr_t)(4 * sizeof(void *)),
+    NULL,
+    (const void *)ctx_check,
+    (const void *)ctx_check_flags,
 };
 
 /* ---- lookup ---- */
@@ -267,21 +268,26 @@ struct export_table {
 };
 
 static const struct export_table tables[] = {
-	{ "cudart_interface",
-	  { 0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9 },
-	  rt_table },
-	{ "tools_callback_hooks",
-	  { 0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74, 0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66 },
-	  hooks_table },
-	{ "tools_tls",
-	  { 0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47, 0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc },
-	  tools_tls_table },
-	{ "context_local_storage",
-	  { 0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11, 0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95, 0x93 },
-	  cls_table },
-	{ "context_checks",
-	  { 0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43, 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e },
-	  ctx_checks_table },
+    {"cudart_interface",
+     {0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d,
+      0xf9},
+     rt_table},
+    {"tools_callback_hooks",
+     {0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74, 0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a,
+      0x66},
+     hooks_table},
+    {"tools_tls",
+     {0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47, 0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec,
+      0xdc},
+     tools_tls_table},
+    {"context_local_storage",
+     {0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11, 0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95,
+      0x93},
+     cls_table},
+    {"context_checks",
+     {0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43, 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa,
+      0x7e},
+     ctx_checks_table},
 };
 
 CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)

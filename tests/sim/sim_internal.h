@@ -27,7 +27,7 @@
 #define SIM_MAX_PROCS 256
 #define SIM_PAGE NVSHARE_SIM_PAGE_SIZE
 #define SIM_UTIL_BUCKET_NS 10000000ULL /* utilization granularity: 10 ms */
-#define SIM_UTIL_BUCKETS 400           /* 4 s of history/future */
+#define SIM_UTIL_BUCKETS 400	       /* 4 s of history/future */
 #define SIM_PREFETCH_LOG 1024
 #define SIM_DRIVER_VERSION 13000
 
@@ -43,10 +43,10 @@ struct sim_counters {
 
 /* A resident managed page. Owner identified by (pid, alloc_id, page). */
 struct sim_slot {
-	int32_t pid;      /* 0 = free */
+	int32_t pid; /* 0 = free */
 	uint32_t page;
 	uint64_t alloc_id;
-	uint64_t bytes;   /* bytes of the allocation in this page (<= 2 MiB) */
+	uint64_t bytes; /* bytes of the allocation in this page (<= 2 MiB) */
 	uint64_t last_use;
 };
 
@@ -55,19 +55,19 @@ struct sim_gpu {
 	char uuid[96];
 	uint64_t total;
 	uint64_t busy_until;
-	uint64_t resident;   /* sum of slots' bytes */
+	uint64_t resident; /* sum of slots' bytes */
 	struct sim_counters c;
 	uint64_t util_epoch[SIM_UTIL_BUCKETS]; /* bucket number held */
 	uint64_t util_busy[SIM_UTIL_BUCKETS];  /* busy ns in it */
-	uint64_t slot_off;   /* byte offset of this GPU's slots in the file */
+	uint64_t slot_off;		       /* byte offset of this GPU's slots in the file */
 	uint32_t nslots;
 	uint32_t slot_hint;
 };
 
 struct sim_proc {
-	int32_t pid;              /* 0 = free entry */
-	uint32_t ctx_mask;        /* GPUs this process holds a context on */
-	uint64_t used[SIM_MAX_GPUS];     /* device allocations */
+	int32_t pid;			 /* 0 = free entry */
+	uint32_t ctx_mask;		 /* GPUs this process holds a context on */
+	uint64_t used[SIM_MAX_GPUS];	 /* device allocations */
 	uint64_t resident[SIM_MAX_GPUS]; /* managed pages on the GPU */
 	struct sim_counters c[SIM_MAX_GPUS];
 };
@@ -87,14 +87,14 @@ struct sim_shared {
 /* ---- per-process configuration (environment, read once) ---- */
 struct sim_config {
 	uint64_t kernel_ns;
-	uint64_t max_pending; /* launches a stream holds before a launch blocks */
+	uint64_t max_pending;		    /* launches a stream holds before a launch blocks */
 	double h2d_bps, d2h_bps, fault_bps; /* bytes per second */
 };
 extern struct sim_config sim_cfg;
 extern struct sim_shared *sim_sh;
 
 /* sim_state.c */
-void sim_state_init(void);             /* idempotent; every entry point calls it */
+void sim_state_init(void); /* idempotent; every entry point calls it */
 void sim_lock(void);
 void sim_unlock(void);
 uint64_t sim_now(void);
@@ -103,7 +103,7 @@ struct sim_slot *sim_slots(int dev);
 struct sim_proc *sim_self_locked(void); /* this process's entry (created) */
 struct sim_proc *sim_proc_find_locked(int pid);
 void sim_reap_dead_locked(void);
-uint64_t sim_gpu_used_locked(int dev);  /* device allocations, all processes */
+uint64_t sim_gpu_used_locked(int dev); /* device allocations, all processes */
 void sim_util_add_locked(int dev, uint64_t start, uint64_t end);
 unsigned sim_util_percent_locked(int dev, uint64_t now);
 uint64_t sim_xfer_ns(uint64_t bytes, double bps);
@@ -120,20 +120,20 @@ struct sim_ctx {
 	int dev;
 	unsigned flags;
 	int primary;
-	int refs;   /* primary: retain count */
+	int refs; /* primary: retain count */
 	int active;
 	struct sim_stream *legacy; /* the NULL stream */
-	uint64_t retired;          /* latest tail of its destroyed streams */
+	uint64_t retired;	   /* latest tail of its destroyed streams */
 };
 #define SIM_CTX_MAGIC 0x43545853u
 struct sim_ctx *sim_ctx_current(void);
 struct sim_ctx *sim_ctx_check(CUcontext c);
 int sim_dev_valid(CUdevice d);
 int sim_initialized(void);
-#define SIM_REQUIRE_INIT()                         \
-	do {                                       \
-		if (!sim_initialized())            \
-			return CUDA_ERROR_NOT_INITIALIZED; \
+#define SIM_REQUIRE_INIT()                                                                         \
+	do {                                                                                       \
+		if (!sim_initialized())                                                            \
+			return CUDA_ERROR_NOT_INITIALIZED;                                         \
 	} while (0)
 
 /* ---- streams & events (sim_stream.c) ---- */
@@ -141,16 +141,16 @@ struct sim_graph;
 struct sim_stream {
 	uint32_t magic;
 	struct sim_ctx *ctx;
-	uint64_t tail;      /* completion time of the last queued work */
+	uint64_t tail; /* completion time of the last queued work */
 	/* Completion times of its last launches (a ring of sim_cfg.max_pending
 	 * slots once full, grown up to that before): the bound on pending work. */
 	uint64_t *done;
 	size_t done_cap;
-	uint64_t launches;  /* launches recorded in `done` so far */
+	uint64_t launches; /* launches recorded in `done` so far */
 	unsigned flags;
 	int prio;
-	int kind;           /* 0 created, 1 legacy, 2 per-thread */
-	int capturing;      /* CUstreamCaptureStatus */
+	int kind;      /* 0 created, 1 legacy, 2 per-thread */
+	int capturing; /* CUstreamCaptureStatus */
 	uint64_t capture_id;
 	struct sim_graph *capture_graph;
 };
@@ -204,7 +204,7 @@ CUresult sim_graph_mem_free(CUdeviceptr dptr);
 struct sim_kernel_desc {
 	uint64_t dur_ns;
 	uint64_t touch_ptr, touch_bytes;
-	int host_fn;         /* cuLaunchHostFunc node */
+	int host_fn; /* cuLaunchHostFunc node */
 	CUhostFn fn;
 	void *user;
 };

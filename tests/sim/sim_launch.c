@@ -222,13 +222,20 @@ CUresult cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
 static int func_attr(CUfunction_attribute a)
 {
 	switch (a) {
-	case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
-	case CU_FUNC_ATTRIBUTE_NUM_REGS: return 32;
-	case CU_FUNC_ATTRIBUTE_PTX_VERSION: return 90;
-	case CU_FUNC_ATTRIBUTE_BINARY_VERSION: return 90;
-	case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: return 49152;
-	case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: return -1;
-	default: return 0;
+	case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+		return 1024;
+	case CU_FUNC_ATTRIBUTE_NUM_REGS:
+		return 32;
+	case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+		return 90;
+	case CU_FUNC_ATTRIBUTE_BINARY_VERSION:
+		return 90;
+	case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+		return 49152;
+	case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+		return -1;
+	default:
+		return 0;
 	}
 }
 
@@ -317,8 +324,7 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction 
 }
 
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func,
-							      int blockSize,
-							      size_t dynamicSMemSize,
+							      int blockSize, size_t dynamicSMemSize,
 							      unsigned int flags)
 {
 	return cuOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks, func, blockSize,
@@ -418,8 +424,8 @@ static CUresult launch(CUfunction hf, CUstream h, int pt, void **params, const c
 	struct sim_kernel_desc k;
 	describe(&k, f, params);
 	CUresult r = sim_run_kernel(s, &k);
-	sim_log("call %s %s dur_us=%llu -> %d", api, f->name,
-		(unsigned long long)(k.dur_ns / 1000), (int)r);
+	sim_log("call %s %s dur_us=%llu -> %d", api, f->name, (unsigned long long)(k.dur_ns / 1000),
+		(int)r);
 	return r;
 }
 
@@ -491,7 +497,7 @@ static CUresult host_func(CUstream h, CUhostFn fn, void *user, int pt)
 	struct sim_stream *s = sim_stream_get(h, pt);
 	if (!s)
 		return CUDA_ERROR_INVALID_HANDLE;
-	struct sim_kernel_desc k = { .host_fn = 1, .fn = fn, .user = user };
+	struct sim_kernel_desc k = {.host_fn = 1, .fn = fn, .user = user};
 	return sim_run_kernel(s, &k);
 }
 
@@ -537,7 +543,7 @@ struct sim_gnode {
 	struct sim_graph *g;
 	struct sim_kernel_desc k;
 	CUDA_MEM_ALLOC_NODE_PARAMS alloc; /* MEM_ALLOC (accessDescs not kept) */
-	CUdeviceptr freed;                /* MEM_FREE */
+	CUdeviceptr freed;		  /* MEM_FREE */
 };
 #define SIM_GNODE_MAGIC 0x45444f4eu
 
@@ -610,8 +616,8 @@ static struct sim_gnode *graph_add(struct sim_graph *g, int type, const struct s
 
 CUresult sim_graph_record(struct sim_stream *s, const struct sim_kernel_desc *k)
 {
-	if (!graph_add(s->capture_graph, k->host_fn ? CU_GRAPH_NODE_TYPE_HOST : CU_GRAPH_NODE_TYPE_KERNEL,
-		       k))
+	if (!graph_add(s->capture_graph,
+		       k->host_fn ? CU_GRAPH_NODE_TYPE_HOST : CU_GRAPH_NODE_TYPE_KERNEL, k))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	return CUDA_SUCCESS;
 }
@@ -687,7 +693,7 @@ static CUresult add_host_node(CUgraphNode *ph, CUgraph hg, CUhostFn fn, void *us
 	struct sim_graph *g = graph_check(hg);
 	if (!ph || !g || !fn)
 		return CUDA_ERROR_INVALID_VALUE;
-	struct sim_kernel_desc k = { .host_fn = 1, .fn = fn, .user = user };
+	struct sim_kernel_desc k = {.host_fn = 1, .fn = fn, .user = user};
 	struct sim_gnode *x = graph_add(g, CU_GRAPH_NODE_TYPE_HOST, &k);
 	if (!x)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -798,7 +804,8 @@ static CUresult add_node(CUgraphNode *ph, CUgraph hg, CUgraphNodeParams *p)
 		return CUDA_ERROR_INVALID_VALUE;
 	switch (p->type) {
 	case CU_GRAPH_NODE_TYPE_KERNEL:
-		return add_kernel_node(ph, hg, p->kernel.func, p->kernel.kern, p->kernel.kernelParams);
+		return add_kernel_node(ph, hg, p->kernel.func, p->kernel.kern,
+				       p->kernel.kernelParams);
 	case CU_GRAPH_NODE_TYPE_HOST:
 		return add_host_node(ph, hg, p->host.fn, p->host.userData);
 	case CU_GRAPH_NODE_TYPE_EMPTY:
@@ -962,8 +969,14 @@ static CUresult graph_launch(CUgraphExec he, CUstream h, int pt)
 	return CUDA_SUCCESS;
 }
 
-CUresult cuGraphLaunch(CUgraphExec g, CUstream s) { return graph_launch(g, s, 0); }
-CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s) { return graph_launch(g, s, 1); }
+CUresult cuGraphLaunch(CUgraphExec g, CUstream s)
+{
+	return graph_launch(g, s, 0);
+}
+CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
+{
+	return graph_launch(g, s, 1);
+}
 
 static CUresult graph_upload(CUgraphExec he, CUstream h, int pt)
 {
@@ -971,5 +984,11 @@ static CUresult graph_upload(CUgraphExec he, CUstream h, int pt)
 	return gexec_check(he) && sim_stream_get(h, pt) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-CUresult cuGraphUpload(CUgraphExec g, CUstream s) { return graph_upload(g, s, 0); }
-CUresult cuGraphUpload_ptsz(CUgraphExec g, CUstream s) { return graph_upload(g, s, 1); }
+CUresult cuGraphUpload(CUgraphExec g, CUstream s)
+{
+	return graph_upload(g, s, 0);
+}
+CUresult cuGraphUpload_ptsz(CUgraphExec g, CUstream s)
+{
+	return graph_upload(g, s, 1);
+}

@@ -132,13 +132,12 @@ CUresult cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_attribu
 	return CUDA_SUCCESS;
 }
 
-CUresult cuMemRangeGetAttributes(void **data, size_t *dataSizes,
-				 CUmem_range_attribute *attributes, size_t numAttributes,
-				 CUdeviceptr devPtr, size_t count)
+CUresult cuMemRangeGetAttributes(void **data, size_t *dataSizes, CUmem_range_attribute *attributes,
+				 size_t numAttributes, CUdeviceptr devPtr, size_t count)
 {
 	for (size_t i = 0; i < numAttributes; i++) {
-		CUresult r = cuMemRangeGetAttribute(data[i], dataSizes[i], attributes[i], devPtr,
-						    count);
+		CUresult r =
+		    cuMemRangeGetAttribute(data[i], dataSizes[i], attributes[i], devPtr, count);
 		if (r)
 			return r;
 	}

@@ -29,24 +29,24 @@
 enum { A_DEVICE = 1, A_MANAGED, A_HOST, A_HOSTREG, A_VA };
 
 struct sim_pool; /* sim_pool.c */
-struct vmap;     /* sim_vmm.c */
+struct vmap;	 /* sim_vmm.c */
 
 struct sim_alloc {
 	uint64_t base, size;
 	int kind;
-	int dev;          /* physical GPU, -1 host */
+	int dev; /* physical GPU, -1 host */
 	uint64_t id;
 	unsigned flags;
-	void *map;        /* what to munmap (NULL: not ours) */
+	void *map; /* what to munmap (NULL: not ours) */
 	size_t maplen;
 	uint64_t charged; /* device bytes reserved for it */
 	struct sim_ctx *ctx;
 	struct sim_pool *pool;
-	uint32_t npages;  /* managed */
-	int32_t *slot;    /* managed: slot index, -1 = host */
-	int8_t *pdev;     /* managed: GPU of that slot */
-	int last_prefetch; /* managed: last prefetch target ordinal, -1 host, -2 none */
-	int graph;         /* device memory of a graph allocation node */
+	uint32_t npages;    /* managed */
+	int32_t *slot;	    /* managed: slot index, -1 = host */
+	int8_t *pdev;	    /* managed: GPU of that slot */
+	int last_prefetch;  /* managed: last prefetch target ordinal, -1 host, -2 none */
+	int graph;	    /* device memory of a graph allocation node */
 	struct vmap *vmaps; /* VA reservation: what cuMemMap put there */
 };
 
@@ -68,11 +68,11 @@ void *sim_map_anon(size_t len);
 size_t sim_round_up(size_t n, size_t a);
 /* The current context's physical GPU, -1 without one. */
 int sim_cur_dev(void);
-#define SIM_NEED_CTX(d)                             \
-	SIM_REQUIRE_INIT();                         \
-	int d = sim_cur_dev();                      \
-	if (d < 0)                                  \
-		return CUDA_ERROR_INVALID_CONTEXT
+#define SIM_NEED_CTX(d)                                                                            \
+	SIM_REQUIRE_INIT();                                                                        \
+	int d = sim_cur_dev();                                                                     \
+	if (d < 0)                                                                                 \
+	return CUDA_ERROR_INVALID_CONTEXT
 
 /* A device pointer is the host address of its bytes. */
 #define DP(x) ((void *)(uintptr_t)(x))

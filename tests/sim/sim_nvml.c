@@ -29,10 +29,10 @@ static int inited(void)
 	return r;
 }
 
-#define NEED_INIT()                                      \
-	do {                                             \
-		if (!inited())                           \
-			return NVML_ERROR_UNINITIALIZED; \
+#define NEED_INIT()                                                                                \
+	do {                                                                                       \
+		if (!inited())                                                                     \
+			return NVML_ERROR_UNINITIALIZED;                                           \
 	} while (0)
 
 static int dev_index(nvmlDevice_t d)
@@ -45,11 +45,11 @@ static int dev_index(nvmlDevice_t d)
 	return -1;
 }
 
-#define DEV(d, i)                                          \
-	NEED_INIT();                                       \
-	int i = dev_index(d);                              \
-	if (i < 0)                                         \
-		return NVML_ERROR_INVALID_ARGUMENT
+#define DEV(d, i)                                                                                  \
+	NEED_INIT();                                                                               \
+	int i = dev_index(d);                                                                      \
+	if (i < 0)                                                                                 \
+	return NVML_ERROR_INVALID_ARGUMENT
 
 nvmlReturn_t nvmlInit_v2(void)
 {
@@ -86,18 +86,30 @@ nvmlReturn_t nvmlShutdown(void)
 const char *nvmlErrorString(nvmlReturn_t r)
 {
 	switch (r) {
-	case NVML_SUCCESS: return "Success";
-	case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
-	case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
-	case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
-	case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
-	case NVML_ERROR_NOT_FOUND: return "Not Found";
-	case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
-	case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
-	case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
-	case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
-	case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
-	default: return "Unknown Error";
+	case NVML_SUCCESS:
+		return "Success";
+	case NVML_ERROR_UNINITIALIZED:
+		return "Uninitialized";
+	case NVML_ERROR_INVALID_ARGUMENT:
+		return "Invalid Argument";
+	case NVML_ERROR_NOT_SUPPORTED:
+		return "Not Supported";
+	case NVML_ERROR_NO_PERMISSION:
+		return "Insufficient Permissions";
+	case NVML_ERROR_NOT_FOUND:
+		return "Not Found";
+	case NVML_ERROR_INSUFFICIENT_SIZE:
+		return "Insufficient Size";
+	case NVML_ERROR_DRIVER_NOT_LOADED:
+		return "Driver Not Loaded";
+	case NVML_ERROR_FUNCTION_NOT_FOUND:
+		return "Function Not Found";
+	case NVML_ERROR_GPU_IS_LOST:
+		return "GPU is lost";
+	case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+		return "Argument version mismatch";
+	default:
+		return "Unknown Error";
 	}
 }
 

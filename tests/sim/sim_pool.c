@@ -152,7 +152,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, struct sim_pool 
 	if (!s)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (!pool)
-		pool = current_pool[s->ctx->dev] ? current_pool[s->ctx->dev] : pool_default(s->ctx->dev);
+		pool = current_pool[s->ctx->dev] ? current_pool[s->ctx->dev]
+						 : pool_default(s->ctx->dev);
 	return sim_alloc_new((uint64_t *)dptr, bytesize, A_DEVICE, pool->dev, 0, pool);
 }
 

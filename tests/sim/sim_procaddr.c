@@ -21,10 +21,14 @@
 static const char *status_name(CUdriverProcAddressQueryResult st)
 {
 	switch (st) {
-	case CU_GET_PROC_ADDRESS_SUCCESS: return "found";
-	case CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND: return "not_found";
-	case CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT: return "version_not_sufficient";
-	default: return "?";
+	case CU_GET_PROC_ADDRESS_SUCCESS:
+		return "found";
+	case CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND:
+		return "not_found";
+	case CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT:
+		return "version_not_sufficient";
+	default:
+		return "?";
 	}
 }
 
@@ -53,7 +57,8 @@ static const struct sim_sym *resolve(const char *symbol, int version, cuuint64_t
 			const struct sim_sym *s = &sim_symtab[i];
 			if (s->per_thread && s->version <= version &&
 			    strncmp(s->name, best->name, n) == 0 &&
-			    (strcmp(s->name + n, "_ptsz") == 0 || strcmp(s->name + n, "_ptds") == 0))
+			    (strcmp(s->name + n, "_ptsz") == 0 ||
+			     strcmp(s->name + n, "_ptds") == 0))
 				return s;
 		}
 	}

@@ -156,7 +156,7 @@ uint64_t sim_migrate(uint64_t ptr, uint64_t bytes, int dst, uint64_t start, int 
 	uint64_t end_addr = ptr + bytes > a->base + a->size ? a->base + a->size : ptr + bytes;
 	uint32_t p0 = (uint32_t)((ptr - a->base) / SIM_PAGE);
 	uint32_t p1 = (uint32_t)((end_addr - a->base + SIM_PAGE - 1) / SIM_PAGE);
-	struct lru l = { 0 };
+	struct lru l = {0};
 	uint32_t own = p0; /* fallback victims: this range's pages, oldest first */
 	sim_lock();
 	struct sim_proc *me = sim_self_locked();
@@ -223,7 +223,7 @@ uint64_t sim_migrate(uint64_t ptr, uint64_t bytes, int dst, uint64_t start, int 
 		mv_ns = sim_xfer_ns(moved, sim_cfg.h2d_bps);
 	int cdev = dst >= 0 ? dst : from_dev;
 	if (cdev >= 0) {
-		struct sim_counters *cs[2] = { &sim_sh->gpu[cdev].c, &me->c[cdev] };
+		struct sim_counters *cs[2] = {&sim_sh->gpu[cdev].c, &me->c[cdev]};
 		for (int k = 0; k < 2; k++) {
 			struct sim_counters *c = cs[k];
 			c->evict_ns += ev_ns;
@@ -296,7 +296,7 @@ void sim_release_pages(struct sim_alloc *a)
 
 int sim_mem_reserve(int dev, uint64_t bytes)
 {
-	struct lru l = { 0 };
+	struct lru l = {0};
 	int ok;
 	sim_lock();
 	uint64_t ev = make_room(dev, bytes, &l, 0, 0, 0, &ok);

@@ -70,8 +70,8 @@ uint64_t nvshareSimNowNs(void)
 
 void sim_sleep_until(uint64_t t)
 {
-	struct timespec ts = { .tv_sec = (time_t)(t / 1000000000ULL),
-			       .tv_nsec = (long)(t % 1000000000ULL) };
+	struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ULL),
+			      .tv_nsec = (long)(t % 1000000000ULL)};
 	while (sim_now() < t && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 		;
 }
@@ -175,7 +175,8 @@ static void state_format(struct sim_shared *sh, uint32_t ngpus, uint64_t mem, si
 
 static size_t state_size(uint32_t ngpus, uint64_t mem)
 {
-	return sizeof(struct sim_shared) + (size_t)ngpus * nslots_for(mem) * sizeof(struct sim_slot);
+	return sizeof(struct sim_shared) +
+	       (size_t)ngpus * nslots_for(mem) * sizeof(struct sim_slot);
 }
 
 static struct sim_shared *map_existing(int fd)
@@ -277,8 +278,8 @@ static void state_init_once(void)
 		sim_sh = attach_file(dir, (uint32_t)ngpus, mem);
 	if (!sim_sh) {
 		size_t size = state_size((uint32_t)ngpus, mem);
-		void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
-				   MAP_NORESERVE, -1, 0);
+		void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (p == MAP_FAILED) {
 			fprintf(stderr, "[nvshare-sim] cannot map state\n");
 			abort();

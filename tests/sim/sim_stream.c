@@ -93,7 +93,7 @@ struct sim_stream *sim_stream_get(CUstream h, int per_thread)
 		}
 		if (!s) {
 			s = stream_new_locked(c, 2, CU_STREAM_NON_BLOCKING, 0);
-			pt_streams[free_i < 0 ? 0 : free_i] = (struct pt_entry){ c, s };
+			pt_streams[free_i < 0 ? 0 : free_i] = (struct pt_entry){c, s};
 		}
 	}
 	pthread_mutex_unlock(&sim_mu);
@@ -108,8 +108,8 @@ uint64_t sim_stream_ready(struct sim_stream *s)
 		t = s->tail;
 	if (s->kind == 1) {
 		for (size_t i = 0; i < nstreams; i++)
-			if (streams[i]->ctx == s->ctx && !(streams[i]->flags & CU_STREAM_NON_BLOCKING) &&
-			    streams[i]->tail > t)
+			if (streams[i]->ctx == s->ctx &&
+			    !(streams[i]->flags & CU_STREAM_NON_BLOCKING) && streams[i]->tail > t)
 				t = streams[i]->tail;
 	} else if (!(s->flags & CU_STREAM_NON_BLOCKING) && s->ctx->legacy &&
 		   s->ctx->legacy->tail > t) {
@@ -284,8 +284,14 @@ static CUresult stream_sync(CUstream h, int pt)
 	return CUDA_SUCCESS;
 }
 
-CUresult cuStreamSynchronize(CUstream hStream) { return stream_sync(hStream, 0); }
-CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return stream_sync(hStream, 1); }
+CUresult cuStreamSynchronize(CUstream hStream)
+{
+	return stream_sync(hStream, 0);
+}
+CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+	return stream_sync(hStream, 1);
+}
 
 static CUresult stream_query(CUstream h, int pt)
 {
@@ -296,23 +302,35 @@ static CUresult stream_query(CUstream h, int pt)
 	return sim_stream_ready(s) <= sim_now() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
-CUresult cuStreamQuery(CUstream hStream) { return stream_query(hStream, 0); }
-CUresult cuStreamQuery_ptsz(CUstream hStream) { return stream_query(hStream, 1); }
+CUresult cuStreamQuery(CUstream hStream)
+{
+	return stream_query(hStream, 0);
+}
+CUresult cuStreamQuery_ptsz(CUstream hStream)
+{
+	return stream_query(hStream, 1);
+}
 
-#define STREAM_GETTER(name, T, expr)                                    \
-	static CUresult name##_impl(CUstream h, T *out, int pt)         \
-	{                                                               \
-		SIM_REQUIRE_INIT();                                     \
-		struct sim_stream *s = sim_stream_get(h, pt);           \
-		if (!s)                                                 \
-			return CUDA_ERROR_INVALID_HANDLE;               \
-		if (!out)                                               \
-			return CUDA_ERROR_INVALID_VALUE;                \
-		*out = (expr);                                          \
-		return CUDA_SUCCESS;                                    \
-	}                                                               \
-	CUresult name(CUstream h, T *out) { return name##_impl(h, out, 0); } \
-	CUresult name##_ptsz(CUstream h, T *out) { return name##_impl(h, out, 1); }
+#define STREAM_GETTER(name, T, expr)                                                               \
+	static CUresult name##_impl(CUstream h, T *out, int pt)                                    \
+	{                                                                                          \
+		SIM_REQUIRE_INIT();                                                                \
+		struct sim_stream *s = sim_stream_get(h, pt);                                      \
+		if (!s)                                                                            \
+			return CUDA_ERROR_INVALID_HANDLE;                                          \
+		if (!out)                                                                          \
+			return CUDA_ERROR_INVALID_VALUE;                                           \
+		*out = (expr);                                                                     \
+		return CUDA_SUCCESS;                                                               \
+	}                                                                                          \
+	CUresult name(CUstream h, T *out)                                                          \
+	{                                                                                          \
+		return name##_impl(h, out, 0);                                                     \
+	}                                                                                          \
+	CUresult name##_ptsz(CUstream h, T *out)                                                   \
+	{                                                                                          \
+		return name##_impl(h, out, 1);                                                     \
+	}
 
 STREAM_GETTER(cuStreamGetPriority, int, s->prio)
 STREAM_GETTER(cuStreamGetFlags, unsigned int, s->flags)
@@ -395,10 +413,22 @@ static CUresult event_record(CUevent h, CUstream hs, int pt)
 	return CUDA_SUCCESS;
 }
 
-CUresult cuEventRecord(CUevent e, CUstream s) { return event_record(e, s, 0); }
-CUresult cuEventRecord_ptsz(CUevent e, CUstream s) { return event_record(e, s, 1); }
-CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned f) { return event_record(e, s, 0); }
-CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned f) { return event_record(e, s, 1); }
+CUresult cuEventRecord(CUevent e, CUstream s)
+{
+	return event_record(e, s, 0);
+}
+CUresult cuEventRecord_ptsz(CUevent e, CUstream s)
+{
+	return event_record(e, s, 1);
+}
+CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned f)
+{
+	return event_record(e, s, 0);
+}
+CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned f)
+{
+	return event_record(e, s, 1);
+}
 
 CUresult cuEventQuery(CUevent hEvent)
 {
@@ -421,7 +451,8 @@ CUresult cuEventSynchronize(CUevent hEvent)
 CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
 	struct sim_event *a = event_check(hStart), *b = event_check(hEnd);
-	if (!a || !b || (a->flags & CU_EVENT_DISABLE_TIMING) || (b->flags & CU_EVENT_DISABLE_TIMING))
+	if (!a || !b || (a->flags & CU_EVENT_DISABLE_TIMING) ||
+	    (b->flags & CU_EVENT_DISABLE_TIMING))
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (!pMilliseconds)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -453,8 +484,14 @@ static CUresult wait_event(CUstream hs, CUevent he, int pt)
 	return CUDA_SUCCESS;
 }
 
-CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int f) { return wait_event(s, e, 0); }
-CUresult cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned int f) { return wait_event(s, e, 1); }
+CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int f)
+{
+	return wait_event(s, e, 0);
+}
+CUresult cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned int f)
+{
+	return wait_event(s, e, 1);
+}
 
 CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
 {
@@ -509,10 +546,22 @@ static CUresult begin_capture(CUstream h, int pt, CUstreamCaptureMode mode)
 	return CUDA_SUCCESS;
 }
 
-CUresult cuStreamBeginCapture(CUstream h) { return begin_capture(h, 0, CU_STREAM_CAPTURE_MODE_GLOBAL); }
-CUresult cuStreamBeginCapture_ptsz(CUstream h) { return begin_capture(h, 1, CU_STREAM_CAPTURE_MODE_GLOBAL); }
-CUresult cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode m) { return begin_capture(h, 0, m); }
-CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode m) { return begin_capture(h, 1, m); }
+CUresult cuStreamBeginCapture(CUstream h)
+{
+	return begin_capture(h, 0, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+CUresult cuStreamBeginCapture_ptsz(CUstream h)
+{
+	return begin_capture(h, 1, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+CUresult cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode m)
+{
+	return begin_capture(h, 0, m);
+}
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode m)
+{
+	return begin_capture(h, 1, m);
+}
 
 static CUresult end_capture(CUstream h, CUgraph *pg, int pt)
 {
@@ -537,8 +586,14 @@ static CUresult end_capture(CUstream h, CUgraph *pg, int pt)
 	return CUDA_SUCCESS;
 }
 
-CUresult cuStreamEndCapture(CUstream h, CUgraph *g) { return end_capture(h, g, 0); }
-CUresult cuStreamEndCapture_ptsz(CUstream h, CUgraph *g) { return end_capture(h, g, 1); }
+CUresult cuStreamEndCapture(CUstream h, CUgraph *g)
+{
+	return end_capture(h, g, 0);
+}
+CUresult cuStreamEndCapture_ptsz(CUstream h, CUgraph *g)
+{
+	return end_capture(h, g, 1);
+}
 
 static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *st, int pt)
 {
@@ -552,12 +607,18 @@ static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *st, int pt)
 	return CUDA_SUCCESS;
 }
 
-CUresult cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *st) { return is_capturing(h, st, 0); }
-CUresult cuStreamIsCapturing_ptsz(CUstream h, CUstreamCaptureStatus *st) { return is_capturing(h, st, 1); }
+CUresult cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *st)
+{
+	return is_capturing(h, st, 0);
+}
+CUresult cuStreamIsCapturing_ptsz(CUstream h, CUstreamCaptureStatus *st)
+{
+	return is_capturing(h, st, 1);
+}
 
 static CUresult capture_info(CUstream h, int pt, CUstreamCaptureStatus *st, cuuint64_t *id,
-			     CUgraph *graph, const CUgraphNode **deps, const CUgraphEdgeData **edges,
-			     size_t *ndeps)
+			     CUgraph *graph, const CUgraphNode **deps,
+			     const CUgraphEdgeData **edges, size_t *ndeps)
 {
 	SIM_REQUIRE_INIT();
 	struct sim_stream *s = sim_stream_get(h, pt);

@@ -18,17 +18,17 @@ void sim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define CUDA_ERROR_NOT_SUPPORTED 801
 
-#define SIM_SYM(name, base, ver, pt)                               \
-	__attribute__((weak, noinline)) int name(void)             \
-	{                                                          \
-		sim_log("stub %s -> %d", #name, CUDA_ERROR_NOT_SUPPORTED); \
-		return CUDA_ERROR_NOT_SUPPORTED;                   \
+#define SIM_SYM(name, base, ver, pt)                                                               \
+	__attribute__((weak, noinline)) int name(void)                                             \
+	{                                                                                          \
+		sim_log("stub %s -> %d", #name, CUDA_ERROR_NOT_SUPPORTED);                         \
+		return CUDA_ERROR_NOT_SUPPORTED;                                                   \
 	}
 #include "sim_symtab.h"
 #undef SIM_SYM
 
 const struct sim_sym sim_symtab[] = {
-#define SIM_SYM(name, base, ver, pt) { #name, base, ver, pt, (void *)&name },
+#define SIM_SYM(name, base, ver, pt) {#name, base, ver, pt, (void *)&name},
 #include "sim_symtab.h"
 #undef SIM_SYM
 };

@@ -117,7 +117,8 @@ SIM_SYM(cuEventRecordWithFlags_ptsz, "cuEventRecordWithFlags", 11010, 1)
 SIM_SYM(cuEventRecord_ptsz, "cuEventRecord", 7000, 1)
 SIM_SYM(cuEventSynchronize, "cuEventSynchronize", 2000, 0)
 SIM_SYM(cuExternalMemoryGetMappedBuffer, "cuExternalMemoryGetMappedBuffer", 10000, 0)
-SIM_SYM(cuExternalMemoryGetMappedMipmappedArray, "cuExternalMemoryGetMappedMipmappedArray", 10000, 0)
+SIM_SYM(cuExternalMemoryGetMappedMipmappedArray, "cuExternalMemoryGetMappedMipmappedArray", 10000,
+	0)
 SIM_SYM(cuFlushGPUDirectRDMAWrites, "cuFlushGPUDirectRDMAWrites", 11030, 0)
 SIM_SYM(cuFuncGetAttribute, "cuFuncGetAttribute", 2020, 0)
 SIM_SYM(cuFuncGetModule, "cuFuncGetModule", 11000, 0)
@@ -171,8 +172,10 @@ SIM_SYM(cuGraphExecChildGraphNodeSetParams, "cuGraphExecChildGraphNodeSetParams"
 SIM_SYM(cuGraphExecDestroy, "cuGraphExecDestroy", 10000, 0)
 SIM_SYM(cuGraphExecEventRecordNodeSetEvent, "cuGraphExecEventRecordNodeSetEvent", 11010, 0)
 SIM_SYM(cuGraphExecEventWaitNodeSetEvent, "cuGraphExecEventWaitNodeSetEvent", 11010, 0)
-SIM_SYM(cuGraphExecExternalSemaphoresSignalNodeSetParams, "cuGraphExecExternalSemaphoresSignalNodeSetParams", 11020, 0)
-SIM_SYM(cuGraphExecExternalSemaphoresWaitNodeSetParams, "cuGraphExecExternalSemaphoresWaitNodeSetParams", 11020, 0)
+SIM_SYM(cuGraphExecExternalSemaphoresSignalNodeSetParams,
+	"cuGraphExecExternalSemaphoresSignalNodeSetParams", 11020, 0)
+SIM_SYM(cuGraphExecExternalSemaphoresWaitNodeSetParams,
+	"cuGraphExecExternalSemaphoresWaitNodeSetParams", 11020, 0)
 SIM_SYM(cuGraphExecGetFlags, "cuGraphExecGetFlags", 12000, 0)
 SIM_SYM(cuGraphExecHostNodeSetParams, "cuGraphExecHostNodeSetParams", 10020, 0)
 SIM_SYM(cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams", 10010, 0)
@@ -182,10 +185,14 @@ SIM_SYM(cuGraphExecMemsetNodeSetParams, "cuGraphExecMemsetNodeSetParams", 10020,
 SIM_SYM(cuGraphExecNodeSetParams, "cuGraphExecNodeSetParams", 12020, 0)
 SIM_SYM(cuGraphExecUpdate, "cuGraphExecUpdate", 10020, 0)
 SIM_SYM(cuGraphExecUpdate_v2, "cuGraphExecUpdate", 12000, 0)
-SIM_SYM(cuGraphExternalSemaphoresSignalNodeGetParams, "cuGraphExternalSemaphoresSignalNodeGetParams", 11020, 0)
-SIM_SYM(cuGraphExternalSemaphoresSignalNodeSetParams, "cuGraphExternalSemaphoresSignalNodeSetParams", 11020, 0)
-SIM_SYM(cuGraphExternalSemaphoresWaitNodeGetParams, "cuGraphExternalSemaphoresWaitNodeGetParams", 11020, 0)
-SIM_SYM(cuGraphExternalSemaphoresWaitNodeSetParams, "cuGraphExternalSemaphoresWaitNodeSetParams", 11020, 0)
+SIM_SYM(cuGraphExternalSemaphoresSignalNodeGetParams,
+	"cuGraphExternalSemaphoresSignalNodeGetParams", 11020, 0)
+SIM_SYM(cuGraphExternalSemaphoresSignalNodeSetParams,
+	"cuGraphExternalSemaphoresSignalNodeSetParams", 11020, 0)
+SIM_SYM(cuGraphExternalSemaphoresWaitNodeGetParams, "cuGraphExternalSemaphoresWaitNodeGetParams",
+	11020, 0)
+SIM_SYM(cuGraphExternalSemaphoresWaitNodeSetParams, "cuGraphExternalSemaphoresWaitNodeSetParams",
+	11020, 0)
 SIM_SYM(cuGraphGetEdges, "cuGraphGetEdges", 10000, 0)
 SIM_SYM(cuGraphGetEdges_v2, "cuGraphGetEdges", 12030, 0)
 SIM_SYM(cuGraphGetNodes, "cuGraphGetNodes", 10000, 0)
@@ -229,7 +236,8 @@ SIM_SYM(cuGraphUpload, "cuGraphUpload", 11010, 0)
 SIM_SYM(cuGraphUpload_ptsz, "cuGraphUpload", 11010, 1)
 SIM_SYM(cuGraphicsMapResources, "cuGraphicsMapResources", 3000, 0)
 SIM_SYM(cuGraphicsMapResources_ptsz, "cuGraphicsMapResources", 7000, 1)
-SIM_SYM(cuGraphicsResourceGetMappedMipmappedArray, "cuGraphicsResourceGetMappedMipmappedArray", 5000, 0)
+SIM_SYM(cuGraphicsResourceGetMappedMipmappedArray, "cuGraphicsResourceGetMappedMipmappedArray",
+	5000, 0)
 SIM_SYM(cuGraphicsResourceGetMappedPointer, "cuGraphicsResourceGetMappedPointer", 3000, 0)
 SIM_SYM(cuGraphicsResourceGetMappedPointer_v2, "cuGraphicsResourceGetMappedPointer", 3020, 0)
 SIM_SYM(cuGraphicsResourceSetMapFlags, "cuGraphicsResourceSetMapFlags", 3000, 0)
@@ -497,12 +505,16 @@ SIM_SYM(cuMulticastBindMem, "cuMulticastBindMem", 12010, 0)
 SIM_SYM(cuMulticastCreate, "cuMulticastCreate", 12010, 0)
 SIM_SYM(cuMulticastGetGranularity, "cuMulticastGetGranularity", 12010, 0)
 SIM_SYM(cuMulticastUnbind, "cuMulticastUnbind", 12010, 0)
-SIM_SYM(cuOccupancyAvailableDynamicSMemPerBlock, "cuOccupancyAvailableDynamicSMemPerBlock", 10020, 0)
-SIM_SYM(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, 0)
-SIM_SYM(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000, 0)
+SIM_SYM(cuOccupancyAvailableDynamicSMemPerBlock, "cuOccupancyAvailableDynamicSMemPerBlock", 10020,
+	0)
+SIM_SYM(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+	6050, 0)
+SIM_SYM(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+	"cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000, 0)
 SIM_SYM(cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters", 11070, 0)
 SIM_SYM(cuOccupancyMaxPotentialBlockSize, "cuOccupancyMaxPotentialBlockSize", 6050, 0)
-SIM_SYM(cuOccupancyMaxPotentialBlockSizeWithFlags, "cuOccupancyMaxPotentialBlockSizeWithFlags", 7000, 0)
+SIM_SYM(cuOccupancyMaxPotentialBlockSizeWithFlags, "cuOccupancyMaxPotentialBlockSizeWithFlags",
+	7000, 0)
 SIM_SYM(cuOccupancyMaxPotentialClusterSize, "cuOccupancyMaxPotentialClusterSize", 11070, 0)
 SIM_SYM(cuParamSetSize, "cuParamSetSize", 2000, 0)
 SIM_SYM(cuParamSetTexRef, "cuParamSetTexRef", 2000, 0)

@@ -6,8 +6,8 @@
 struct sim_sym {
 	const char *name; /* exported ELF name, e.g. "cuMemAlloc_v2" */
 	const char *base; /* what cuGetProcAddress callers ask for: "cuMemAlloc" */
-	int version;      /* CUDA version that introduced this ABI */
-	int per_thread;   /* _ptsz / _ptds variant */
+	int version;	  /* CUDA version that introduced this ABI */
+	int per_thread;	  /* _ptsz / _ptds variant */
 	void *addr;
 };
 extern const struct sim_sym sim_symtab[];

@@ -169,8 +169,8 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 	pthread_mutex_lock(&sim_mu);
 	struct sim_vmm *v = vmm_check(handle);
 	struct sim_alloc *a = sim_alloc_find_locked(ptr);
-	if (!v || !a || a->kind != A_VA || ptr + size > a->base + a->size || offset + size > v->size ||
-	    size % SIM_PAGE || offset % SIM_PAGE) {
+	if (!v || !a || a->kind != A_VA || ptr + size > a->base + a->size ||
+	    offset + size > v->size || size % SIM_PAGE || offset % SIM_PAGE) {
 		pthread_mutex_unlock(&sim_mu);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
@@ -203,8 +203,8 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 		pthread_mutex_unlock(&sim_mu);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
-	mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
-	     MAP_NORESERVE, -1, 0);
+	mmap((void *)(uintptr_t)ptr, size, PROT_NONE,
+	     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
 	sim_vmm_unmap_range(a, ptr, size);
 	pthread_mutex_unlock(&sim_mu);
 	return CUDA_SUCCESS;

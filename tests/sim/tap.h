@@ -7,24 +7,24 @@
 
 static int tap_n, tap_failed;
 
-#define OK(cond, ...)                                              \
-	do {                                                       \
-		int ok_ = !!(cond);                                \
-		printf("%sok %d - ", ok_ ? "" : "not ", ++tap_n);  \
-		printf(__VA_ARGS__);                               \
-		printf("\n");                                      \
-		if (!ok_) {                                        \
-			tap_failed++;                              \
-			printf("#   at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-		}                                                  \
-		fflush(stdout);                                    \
+#define OK(cond, ...)                                                                              \
+	do {                                                                                       \
+		int ok_ = !!(cond);                                                                \
+		printf("%sok %d - ", ok_ ? "" : "not ", ++tap_n);                                  \
+		printf(__VA_ARGS__);                                                               \
+		printf("\n");                                                                      \
+		if (!ok_) {                                                                        \
+			tap_failed++;                                                              \
+			printf("#   at %s:%d: %s\n", __FILE__, __LINE__, #cond);                   \
+		}                                                                                  \
+		fflush(stdout);                                                                    \
 	} while (0)
-#define DIAG(...)                          \
-	do {                               \
-		printf("# ");              \
-		printf(__VA_ARGS__);       \
-		printf("\n");              \
-		fflush(stdout);            \
+#define DIAG(...)                                                                                  \
+	do {                                                                                       \
+		printf("# ");                                                                      \
+		printf(__VA_ARGS__);                                                               \
+		printf("\n");                                                                      \
+		fflush(stdout);                                                                    \
 	} while (0)
 #define TAP_DONE() return tap_failed ? 1 : 0
 

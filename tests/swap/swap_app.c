@@ -38,13 +38,13 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-#define CK(call)                                                                          \
-	do {                                                                              \
-		CUresult rc_ = (call);                                                    \
-		if (rc_ != CUDA_SUCCESS) {                                                \
-			printf("DONE name=%s result=FAILED(%s=%d)\n", name, #call, (int)rc_); \
-			exit(1);                                                          \
-		}                                                                         \
+#define CK(call)                                                                                   \
+	do {                                                                                       \
+		CUresult rc_ = (call);                                                             \
+		if (rc_ != CUDA_SUCCESS) {                                                         \
+			printf("DONE name=%s result=FAILED(%s=%d)\n", name, #call, (int)rc_);      \
+			exit(1);                                                                   \
+		}                                                                                  \
 	} while (0)
 
 static uint64_t parse_size(const char *s)

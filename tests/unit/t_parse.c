@@ -147,7 +147,8 @@ static void test_cgroup_lines(void **state)
 	    "cri-containerd-abc123.scope",
 	    uid);
 	/* cgroup v2, guaranteed QoS (no QoS level), systemd */
-	pod("0::/kubepods.slice/kubepods-pod3f1c2a4b_5d6e_47f8_9a0b_1c2d3e4f5a6b.slice/x.scope", uid);
+	pod("0::/kubepods.slice/kubepods-pod3f1c2a4b_5d6e_47f8_9a0b_1c2d3e4f5a6b.slice/x.scope",
+	    uid);
 	/* cgroup v1, cgroupfs driver */
 	pod("11:memory:/kubepods/besteffort/pod3f1c2a4b-5d6e-47f8-9a0b-1c2d3e4f5a6b/"
 	    "0123456789abcdef",
@@ -203,11 +204,11 @@ static void test_env(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sizes),      cmocka_unit_test(test_sizes_rejected),
-		cmocka_unit_test(test_percent),    cmocka_unit_test(test_bool),
-		cmocka_unit_test(test_duration),   cmocka_unit_test(test_u64),
-		cmocka_unit_test(test_cgroup_lines), cmocka_unit_test(test_format_size),
-		cmocka_unit_test(test_env),
+	    cmocka_unit_test(test_sizes),	 cmocka_unit_test(test_sizes_rejected),
+	    cmocka_unit_test(test_percent),	 cmocka_unit_test(test_bool),
+	    cmocka_unit_test(test_duration),	 cmocka_unit_test(test_u64),
+	    cmocka_unit_test(test_cgroup_lines), cmocka_unit_test(test_format_size),
+	    cmocka_unit_test(test_env),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

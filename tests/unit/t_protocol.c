@@ -43,10 +43,11 @@ static void test_every_type_roundtrips(void **state)
 {
 	(void)state;
 	static const uint16_t types[] = {
-		NVS_MSG_HELLO, NVS_MSG_ATTACH_GPU, NVS_MSG_REQ_LOCK, NVS_MSG_LOCK_RELEASED,
-		NVS_MSG_MEM_UPDATE, NVS_MSG_SWAP_STATS, NVS_MSG_LOCK_OK, NVS_MSG_DROP_LOCK,
-		NVS_MSG_GPU_MODE, NVS_MSG_SET_LIMITS, NVS_MSG_WAITERS, NVS_MSG_WELCOME, NVS_MSG_SWAP_HINT,
-		NVS_MSG_CTL_SET, NVS_MSG_CTL_SET_CLIENT, NVS_MSG_CTL_STATUS, NVS_MSG_CTL_REPLY,
+	    NVS_MSG_HELLO,	NVS_MSG_ATTACH_GPU, NVS_MSG_REQ_LOCK,	    NVS_MSG_LOCK_RELEASED,
+	    NVS_MSG_MEM_UPDATE, NVS_MSG_SWAP_STATS, NVS_MSG_LOCK_OK,	    NVS_MSG_DROP_LOCK,
+	    NVS_MSG_GPU_MODE,	NVS_MSG_SET_LIMITS, NVS_MSG_WAITERS,	    NVS_MSG_WELCOME,
+	    NVS_MSG_SWAP_HINT,	NVS_MSG_CTL_SET,    NVS_MSG_CTL_SET_CLIENT, NVS_MSG_CTL_STATUS,
+	    NVS_MSG_CTL_REPLY,
 	};
 	uint8_t buf[2048];
 	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
@@ -285,18 +286,18 @@ static void test_mode_names(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_hello_roundtrip),
-		cmocka_unit_test(test_every_type_roundtrips),
-		cmocka_unit_test(test_attach_and_limits),
-		cmocka_unit_test(test_reply_text),
-		cmocka_unit_test(test_partial_frames_need_more),
-		cmocka_unit_test(test_two_frames_in_one_buffer),
-		cmocka_unit_test(test_malformed_rejected),
-		cmocka_unit_test(test_string_bounds),
-		cmocka_unit_test(test_random_bytes_never_crash),
-		cmocka_unit_test(test_registration_builders),
-		cmocka_unit_test(test_lock_builders),
-		cmocka_unit_test(test_mode_names),
+	    cmocka_unit_test(test_hello_roundtrip),
+	    cmocka_unit_test(test_every_type_roundtrips),
+	    cmocka_unit_test(test_attach_and_limits),
+	    cmocka_unit_test(test_reply_text),
+	    cmocka_unit_test(test_partial_frames_need_more),
+	    cmocka_unit_test(test_two_frames_in_one_buffer),
+	    cmocka_unit_test(test_malformed_rejected),
+	    cmocka_unit_test(test_string_bounds),
+	    cmocka_unit_test(test_random_bytes_never_crash),
+	    cmocka_unit_test(test_registration_builders),
+	    cmocka_unit_test(test_lock_builders),
+	    cmocka_unit_test(test_mode_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
