@@ -33,7 +33,7 @@ ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 TARGETS :=
 TEST_TARGETS :=
 
-.PHONY: all clean install test test-san format lint demo
+.PHONY: all clean install test test-long test-all test-san format lint demo
 all: targets
 
 include common/module.mk
@@ -62,8 +62,16 @@ $(B)/%.o: %.S
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
 
+# make test: the fast tier, in parallel (tests/run -j, default one job
+# per CPU); make test-long: fuzzing, the bench self-test, image builds.
 test: targets
-	NVS_BUILD=$(B) tests/run
+	NVS_BUILD=$(B) tests/run $(if $(J),-j $(J))
+
+test-long: targets
+	NVS_BUILD=$(B) tests/run --tier long $(if $(J),-j $(J))
+
+test-all: targets
+	NVS_BUILD=$(B) tests/run --tier all $(if $(J),-j $(J))
 
 # The README's main job: two clients sharing a GPU (real or simulated).
 demo: targets

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: long
 # bench/run --selftest: the GPU benchmark's whole pipeline (plan, schedulers
 # or their stand-ins, worker protocol, every scenario, report, results.json)
 # with fake workers, so a change that breaks the benchmark is caught here and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: long
 # Short libFuzzer runs of every fuzz target over its seed corpus (CI).
 # NVS_FUZZ_SECONDS per target (default 15: five runs stay under 90 s in
 # all). Longer runs: see module.mk and docs/reliability.md.

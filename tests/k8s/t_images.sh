@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: long
 # Container images (deploy/images): builds each image with buildah through
 # the real make targets (deploy/module.mk) on a base image made here from
 # the host's own files (no registry is reachable in CI), then runs each
