@@ -33,7 +33,7 @@ ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 TARGETS :=
 TEST_TARGETS :=
 
-.PHONY: all clean install test test-long test-all test-san format lint demo
+.PHONY: all clean install test test-long test-all test-san format lint lint-cppcheck lint-format lint-shell demo
 all: targets
 
 include common/module.mk
@@ -88,14 +88,28 @@ install: $(B)/libnvshare.so $(B)/nvshare-scheduler $(B)/nvsharectl
 	if [ -f $(B)/nvshare-device-plugin ]; then install -m 0755 $(B)/nvshare-device-plugin $(DESTDIR)$(PREFIX)/sbin/nvshare-device-plugin; fi
 
 SOURCES := $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+# Every bash script in the tree: *.sh, the run scripts, scripts/, .ci/run.
+SHELL_SCRIPTS := $(shell git ls-files '*.sh' 'scripts/*' '*/run' '.ci/run' 2>/dev/null | \
+	xargs -r grep -lE '^\#!.*(ba)?sh' 2>/dev/null)
 
 format:
 	clang-format -i $(SOURCES)
 
-lint:
+# make lint: what CI enforces. cppcheck, clang-format (no file may differ
+# from .clang-format's layout) and shellcheck (warnings and errors; style
+# notes are not enforced). .shellcheckrc holds shellcheck's settings.
+lint: lint-cppcheck lint-format lint-shell
+
+lint-cppcheck:
 	cppcheck --quiet --error-exitcode=1 --std=c11 --enable=warning,portability \
 	  --inline-suppr --suppress=missingIncludeSystem -I common -I client \
 	  common client scheduler ctl device-plugin tests/sim tests/k8s
+
+lint-format:
+	clang-format --dry-run -Werror $(SOURCES)
+
+lint-shell:
+	shellcheck -x -S warning $(SHELL_SCRIPTS)
 
 clean:
 	rm -rf build build-san

@@ -19,7 +19,7 @@ PKGS=(
   python3 python3-grpcio python3-protobuf  # fake kubelet in tests
   prometheus               # promtool check metrics, live scrape test
   clang libclang-rt-14-dev # libFuzzer targets
-  cppcheck clang-format    # make lint / format
+  cppcheck clang-format shellcheck  # make lint / format
   util-linux procps psmisc # setpriv, pkill, fuser in tests
   yamllint buildah         # manifest lint, image builds in tests
   openssl curl             # fake API server certificates, scrapes in tests

@@ -80,5 +80,9 @@ wait_for() {
   return 1
 }
 
+# lines_at_least FILE ERE N: FILE has at least N lines matching ERE (a
+# condition for wait_for: evaluated anew on every poll).
+lines_at_least() { [ "$(grep -cE "$2" "$1" 2>/dev/null)" -ge "$3" ]; }
+
 # wait_log SECONDS FILE PATTERN : waits until FILE has a line matching PATTERN.
 wait_log() { wait_for "$1" grep -qE "$3" "$2"; }

@@ -4,9 +4,10 @@
 # with a 4 GiB limit. Total GPU memory used stays far below the GPU's.
 #   tests/client/gpu_smoke.sh        (after: make build/libnvshare.so ...)
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 B=${NVS_BUILD:-build}
-export NVSHARE_SOCK_DIR=$(mktemp -d) # no scheduler: runs ungated
+NVSHARE_SOCK_DIR=$(mktemp -d) # no scheduler: runs ungated
+export NVSHARE_SOCK_DIR
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 echo "== probe_lookup (real driver)"
 NVS_FOREIGN_LIB=$B/tests/client/libforeign.so LD_PRELOAD=$B/libnvshare.so \

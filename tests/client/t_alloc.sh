@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Allocation conversion, limits and memory information on the simulated GPU
 # (16 GiB by default), through a program linked with -lcuda (plain link).
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 TC=$B/tests/client
 if [ ! -x "$TC/probe_alloc" ]; then ok "# SKIP simulated GPU not built"; echo "1..$_tap_n"; exit 0; fi
@@ -16,7 +17,6 @@ run() {
     case "$l" in "ok "*) ok "$c: ${l#ok - }";; "not ok "*) not_ok "$c: ${l#not ok - }";; esac
   done <<<"$out"
   check "$c: exited 0" [ $rc -eq 0 ]
-  LAST_OUT=$out
 }
 
 run convert

@@ -8,6 +8,7 @@
 # API calls (cudaMalloc must become managed) — only where the simulated
 # driver carries libcudart past its driver integrity check, which it does not
 # imitate (tests/sim/README.md); on a GPU tests/gpu/run case 5 checks it.
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 TC=$B/tests/client
 if [ ! -x "$TC/probe_cudart" ]; then ok "# SKIP libcudart.so.13 or the simulated GPU not built"; echo "1..$_tap_n"; exit 0; fi

@@ -3,6 +3,7 @@
 # RTLD_DEFAULT, cuGetProcAddress v1/_v2 with flags 0/2, probes, too-new
 # versions, pass-through, foreign cu* names, RTLD_NEXT from another preloaded
 # library), unknown driver variants, and the export/table/stub consistency.
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 TC=$B/tests/client
 

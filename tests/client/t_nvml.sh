@@ -2,6 +2,7 @@
 # NVML memory information under the preload: the limit is the total, own
 # usage the used; no limit: real values. NVML alone never contacts the
 # scheduler.
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 TC=$B/tests/client
 if [ ! -x "$TC/probe_nvml" ]; then ok "# SKIP simulated GPU not built"; echo "1..$_tap_n"; exit 0; fi

@@ -2,6 +2,7 @@
 # Scheduler interplay: a program that never touches CUDA never contacts the
 # scheduler; a CUDA program does; the scheduler's run-time memory limit is
 # applied, lowered below use and removed.
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 TC=$B/tests/client
 if [ ! -x "$TC/probe_alloc" ] || [ ! -x "$B/nvshare-scheduler" ]; then
@@ -15,7 +16,7 @@ check "no CUDA use: no HELLO at the scheduler" bash -c "! grep -q 'HELLO' '$T/sc
 
 mkdir -p "$T/steps"
 NVS_STEP_DIR=$T/steps LD_PRELOAD="$PRELOAD" "$TC/probe_alloc" runtime >"$T/rt.out" 2>"$T/rt.err" &
-pid=$!; _pids+=($pid)
+pid=$!; _pids+=("$pid")
 if wait_for 10 test -f "$T/steps/ready1"; then
   check "CUDA use: the client said HELLO" wait_log 5 "$T/scheduler.log" "HELLO"
   "$B/nvsharectl" --set-client "$pid" --memory-limit 256Mi >"$T/ctl1.out" 2>&1

@@ -5,7 +5,7 @@
 # all). Longer runs: see module.mk and docs/reliability.md.
 . "$(dirname "$0")/../lib.sh"
 secs=${NVS_FUZZ_SECONDS:-15}
-cd "$NVS_ROOT"
+cd "$NVS_ROOT" || exit 1
 if ! make -s fuzz >"$T/build.log" 2>&1; then
   not_ok "fuzz targets build (clang -fsanitize=fuzzer)"; sed 's/^/# /' "$T/build.log" | tail -20
   exit 1

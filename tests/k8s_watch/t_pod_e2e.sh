@@ -5,6 +5,7 @@
 # event) reaches the running process within a second: cuMemGetInfo and its
 # allocations follow the new memory limit, the quota its new core limit.
 # shellcheck disable=SC1091,SC2016 # libs by path; inner sh -c scripts
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 . "$NVS_ROOT/tests/sched/sched_lib.sh"
 . "$(dirname "$0")/k8s_lib.sh"

@@ -264,10 +264,15 @@ case_memory() {
   CPIDS+=($!)
   local pid=$!
   exec 7>"$C/m.in"
-  local n=0
-  cmd() { echo "$1" >&7; n=$((n + 1)); wait_for 5 test "$(grep -cE '^(ALLOC|FREE|INFO)' "$C/M.out")" -ge "$n"; tail -1 "$C/M.out"; }
-  local r i ok=1
-  for i in 1 2 3 4 5 6; do r=$(cmd alloc); case $r in "ALLOC ok"*) ;; *) ok=0;; esac; done
+  # Runs in $(...), so the count of replies so far is read, not kept.
+  cmd() {
+    local k; k=$(grep -cE '^(ALLOC|FREE|INFO)' "$C/M.out")
+    echo "$1" >&7
+    wait_for 5 lines_at_least "$C/M.out" '^(ALLOC|FREE|INFO)' $((k + 1))
+    tail -1 "$C/M.out"
+  }
+  local r ok=1
+  for _ in 1 2 3 4 5 6; do r=$(cmd alloc); case $r in "ALLOC ok"*) ;; *) ok=0;; esac; done
   [ $ok = 1 ] && res PASS "env limit 512 MiB: 6 x 64 MiB allocated" || res FAIL "env limit: 6 x 64 MiB ($r)"
   r=$(cmd info); case $r in *"total=536870912"*) res PASS "cuMemGetInfo total = 512 MiB";; *) res FAIL "cuMemGetInfo total = 512 MiB ($r)";; esac
   r=$(cmd alloc); r=$(cmd alloc); r=$(cmd alloc); case $r in "ALLOC fail"*) res PASS "9th 64 MiB refused at 512 MiB";; *) res FAIL "9th refused ($r)";; esac
@@ -276,13 +281,13 @@ case_memory() {
   wait_for 2 grep -q 'memory limit 256' "$C/M.err"
   r=$(cmd info); case $r in *"total=268435456"*) res PASS "lowered to 256 MiB: cuMemGetInfo total = 256 MiB";; *) res FAIL "lowered: total 256 MiB ($r)";; esac
   r=$(cmd alloc); case $r in "ALLOC fail used=469762048"*) res PASS "below current use: existing 448 MiB kept, new allocation refused";; *) res FAIL "lowered below use ($r)";; esac
-  for i in 1 2 3 4; do r=$(cmd free); done
+  for _ in 1 2 3 4; do r=$(cmd free); done
   r=$(cmd alloc); case $r in "ALLOC ok used=268435456"*) res PASS "after freeing to 192 MiB: allocation up to 256 MiB succeeds";; *) res FAIL "after freeing ($r)";; esac
   r=$(cmd alloc); case $r in "ALLOC fail"*) res PASS "and the next one fails";; *) res FAIL "next one ($r)";; esac
   "$CTL" --set-client "$pid" --memory-limit none >/dev/null 2>&1 || res FAIL "nvsharectl --memory-limit none"
   wait_for 2 grep -qE 'memory limit (none|removed)' "$C/M.err"
   sleep 0.2
-  ok=1; for i in 1 2 3 4 5 6 7 8; do r=$(cmd alloc); case $r in "ALLOC ok"*) ;; *) ok=0;; esac; done
+  ok=1; for _ in 1 2 3 4 5 6 7 8; do r=$(cmd alloc); case $r in "ALLOC ok"*) ;; *) ok=0;; esac; done
   [ $ok = 1 ] && res PASS "limit removed: 768 MiB allocated (more than the environment's 512)" || res FAIL "limit removed ($r)"
   r=$(cmd info); case $r in *"total=536870912"*) res FAIL "limit removed: total still 512 MiB ($r)";; *) res PASS "limit removed: cuMemGetInfo shows the GPU";; esac
   echo quit >&7

@@ -60,6 +60,6 @@ if setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null; then
   nob "$CTL" --set-client "$PID_R" --core-limit 10 >/dev/null 2>&1; rc=$?
   check "uid 65534 cannot change root's client's limits (exit 1)" [ "$rc" = 1 ]
 else
-  for i in 1 2 3 4 5 6 7 8; do ok "unprivileged status # skip setpriv cannot drop privileges here"; done
+  for _ in 1 2 3 4 5 6 7 8; do ok "unprivileged status # skip setpriv cannot drop privileges here"; done
 fi
 check "scheduler healthy" sched_alive

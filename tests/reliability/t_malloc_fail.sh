@@ -19,7 +19,7 @@ SCHED_PID=${_pids[-1]}
 wait_for 5 test -S "$NVSHARE_SOCK_DIR/scheduler.sock" || { not_ok "scheduler starts"; exit 1; }
 kill -USR2 "$SCHED_PID" # arm
 sleep 0.1
-for round in $(seq 8); do
+for _ in $(seq 8); do
   "$LG" --clients 16 --gpus 2 --cycles 1000 --stall-ms 500 >/dev/null 2>&1 &
   lg=$!
   "$FC" --gpu-uuid GPU-mf --script 'lock;hold 30ms;release;mem 1Gi;lock;release' >/dev/null 2>&1 &

@@ -69,5 +69,5 @@ if setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null; then
   check "refusal logged with the caller's uid" grep -q 'refused CTL_SET from pid [0-9]* uid 65534' "$T/scheduler.log"
   check "mode unchanged after refusal" json_has '"mode":"on"'
 else
-  for i in 1 2 3 4 5 6; do ok "unprivileged control # skip setpriv cannot drop privileges here"; done
+  for _ in 1 2 3 4 5 6; do ok "unprivileged control # skip setpriv cannot drop privileges here"; done
 fi

@@ -2,6 +2,7 @@
 # Start-up and shutdown: permissions, a second scheduler on the same socket
 # refuses, a stale socket is replaced, SIGTERM removes the socket, a killed
 # holder frees the lock, flags and --help.
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/sched_lib.sh"
 S_BIN=$B/nvshare-scheduler

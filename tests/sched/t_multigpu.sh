@@ -44,5 +44,5 @@ if [ -f "$B/tests/sim/libnvidia-ml.so.1" ]; then
   check "a client on NVML's GPU 1 is scheduled as gpu=1" \
     grep -qE "LOCK_OK client=[0-9]+ pid=$PID_N gpu=1" "$T/scheduler.log"
 else
-  for i in 1 2 3; do ok "NVML discovery # skip $B/tests/sim/libnvidia-ml.so.1 not built"; done
+  for _ in 1 2 3; do ok "NVML discovery # skip $B/tests/sim/libnvidia-ml.so.1 not built"; done
 fi

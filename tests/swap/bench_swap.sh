@@ -15,15 +15,12 @@ run() {  # label  NVSHARE_SWAP_OUT  NVSHARE_SWAP
   env NVSHARE_SCHED_MODE=auto NVSHARE_GPU_CAPACITY=512Mi NVSHARE_TQ=50ms NVSHARE_SWAP_OUT="$2" \
     "$B/nvshare-scheduler" >"$T/s.log" 2>&1 & local sp=$!
   wait_for 5 test -S "$NVSHARE_SOCK_DIR/scheduler.sock"
-  local t0; t0=$(date +%s%N)
   env NVSHARE_SWAP="$3" LD_PRELOAD="$PRELOAD" "$SAPP" --name A --ranges "$RANGES" --steps "$STEPS" --kernel-us 2000 --linger-ms 300 >"$T/A.out" 2>&1 & local a=$!
   sleep 0.2
   env NVSHARE_SWAP="$3" LD_PRELOAD="$PRELOAD" "$SAPP" --name B --ranges "$RANGES" --steps "$STEPS" --kernel-us 2000 --linger-ms 300 >"$T/B.out" 2>&1 & local b=$!
   wait_log 120 "$T/B.out" "^DONE"; wait_log 120 "$T/A.out" "^DONE"
   "$B/nvsharectl" --json >"$T/j.json"
   wait "$a" "$b"
-  local ms; ms=$(awk -v a="$(grep -oE ' t=[0-9.]+' "$T/A.out" | sed 's/.*=//')" -v b="$(grep -oE ' t=[0-9.]+' "$T/B.out" | sed 's/.*=//')" 'BEGIN { print (a > b ? a : b) }')
-  local st; st=$(grep -oE 'START|DONE' "$T/A.out" | head -1)
   python3 - "$T/j.json" "$T/A.out" "$T/B.out" "$1" "$(grep -c 'LOCK_OK' "$T/s.log")" <<'PY'
 import json, re, sys
 d = json.load(open(sys.argv[1])); g = d['gpus'][0]['swap']
