@@ -1,6 +1,7 @@
 #include "clients.h"
 
 #include "conn.h"
+#include "events.h"
 #include "gpus.h"
 #include "log.h"
 #include "parse.h"
@@ -47,6 +48,12 @@ void nvs_client_send_limits(struct client_gpu *cg)
 	m.u.limits.core_limit = cg->core_limit;
 	m.u.limits.mem_limit = cg->mem_limit;
 	nvs_client_send(cg->client, &m);
+	char mem[24] = "null";
+	if (cg->mem_limit != NVS_NO_LIMIT)
+		snprintf(mem, sizeof mem, "%llu", (unsigned long long)cg->mem_limit);
+	nvs_event("set_limits",
+		  "\"client\":%u,\"pid\":%d,\"gpu\":%d,\"core_limit\":%u,\"mem_limit\":%s",
+		  cg->client->id, (int)cg->client->pid, cg->gpu->index, cg->core_limit, mem);
 }
 
 /* Program names travel into logs and the status view: keep them
@@ -102,6 +109,9 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 		 cl->hello_mem_limit == NVS_NO_LIMIT
 		     ? "none"
 		     : nvs_format_size(cl->hello_mem_limit, b, sizeof b));
+	char name[2 * sizeof cl->name + 8];
+	nvs_event("hello", "\"client\":%u,\"pid\":%d,\"uid\":%d,\"name\":%s", cl->id, (int)cl->pid,
+		  (int)cl->uid, nvs_json_str(cl->name, name, sizeof name));
 }
 
 static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gpu *a)
@@ -149,6 +159,9 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 	char b[32];
 	NVS_INFO("ATTACH_GPU client=%u pid=%d gpu=%d cuda_dev=%u allocated=%s", cl->id,
 		 (int)cl->pid, g->index, a->local_gpu, nvs_format_size(a->allocated, b, sizeof b));
+	nvs_event("attach",
+		  "\"client\":%u,\"pid\":%d,\"gpu\":%d,\"cuda_dev\":%u,\"allocated\":%llu", cl->id,
+		  (int)cl->pid, g->index, a->local_gpu, (unsigned long long)a->allocated);
 	nvs_policy_attach(cg);
 	if (cl->core_override || cl->has_mem_override || cl->annot_core || cl->has_annot_mem)
 		nvs_client_send_limits(cg);
@@ -215,6 +228,7 @@ void nvs_client_msg(struct conn *c, const struct nvs_msg *m)
 void nvs_client_gone(struct client *cl)
 {
 	NVS_INFO("BYE client=%u pid=%d gpus=%u", cl->id, (int)cl->pid, cl->ngpus);
+	nvs_event("bye", "\"client\":%u,\"pid\":%d", cl->id, (int)cl->pid);
 	/* Detach first so that a hand-off never sends to this client. */
 	cl->conn = NULL;
 	for (unsigned i = 0; i < cl->ngpus; i++) {

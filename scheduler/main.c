@@ -2,6 +2,7 @@
  * nvshare-scheduler: command line, environment, signals; then the event
  * loop (server.c). Flags override the matching NVSHARE_* variables.
  */
+#include "events.h"
 #include "gpus.h"
 #include "k8s_watch.h"
 #include "log.h"
@@ -59,6 +60,8 @@ static void usage(FILE *f)
 	    "      --kube-token-file F   bearer token file          NVSHARE_KUBE_TOKEN_FILE\n"
 	    "      --kube-ca-file F      CA bundle (TLS verified)   NVSHARE_KUBE_CA_FILE\n"
 	    "      --no-kube             no Pod watch               NVSHARE_KUBE=0\n"
+	    "      --events FILE         append JSON-lines events   NVSHARE_EVENTS (off)\n"
+	    "                            (docs/events.md)\n"
 	    "  -v, --debug               verbose logs               NVSHARE_DEBUG=1\n"
 	    "  -V, --version             print the version\n"
 	    "  -h, --help                this text\n"
@@ -90,6 +93,7 @@ int main(int argc, char **argv)
 	nvs_config_from_env(&S.cfg);
 	nvs_metrics_config_from_env(&nvs_metrics_cfg);
 	nvs_k8s_config_from_env(&nvs_k8s_cfg);
+	const char *events_path = getenv("NVSHARE_EVENTS");
 	const char *proc_root = getenv("NVSHARE_PROC_ROOT");
 	if (proc_root && *proc_root && nvs_pod_set_proc_root(proc_root))
 		NVS_WARN("ignoring NVSHARE_PROC_ROOT: too long");
@@ -116,6 +120,7 @@ int main(int argc, char **argv)
 	    {"kube-token-file", required_argument, 0, 1003},
 	    {"kube-ca-file", required_argument, 0, 1004},
 	    {"no-kube", no_argument, 0, 1005},
+	    {"events", required_argument, 0, 1006},
 	    {"debug", no_argument, 0, 'v'},
 	    {"version", no_argument, 0, 'V'},
 	    {"help", no_argument, 0, 'h'},
@@ -195,6 +200,11 @@ int main(int argc, char **argv)
 		case 1005:
 			nvs_k8s_cfg.disabled = 1;
 			break;
+		case 1006:
+			if (!*optarg)
+				return bad_flag("--events", optarg, "a file path");
+			events_path = optarg;
+			break;
 		case 'v':
 			setenv("NVSHARE_DEBUG", "1", 1);
 			nvs_log_reload_env();
@@ -229,6 +239,9 @@ int main(int argc, char **argv)
 		 "%u ms, drop grace %u ms",
 		 NVS_VERSION, nvs_mode_name(S.cfg.mode), (unsigned long long)S.cfg.tq_ms,
 		 (unsigned long long)S.cfg.reserve, S.cfg.idle_release_ms, S.cfg.drop_grace_ms);
+	if (events_path && *events_path && nvs_events_open(events_path))
+		return 1;
+	nvs_event("start", "\"pid\":%d", (int)getpid());
 	if (nvs_server_open())
 		return 1;
 	if (S.cfg.use_nvml)

@@ -3,6 +3,7 @@
 #include "clients.h"
 #include "conn.h"
 #include "gpus.h"
+#include "events.h"
 #include "log.h"
 #include "parse.h"
 #include "quota.h"
@@ -17,6 +18,8 @@ const uint64_t nvs_wait_bucket_le_us[NVS_WAIT_BUCKETS - 1] = {
 
 #define CG_FMT "client=%u pid=%d gpu=%d"
 #define CG_ARGS(cg) (cg)->client->id, (int)(cg)->client->pid, (cg)->gpu->index
+/* The same three as event fields (events.h; names are an interface). */
+#define CG_EV "\"client\":%u,\"pid\":%d,\"gpu\":%d"
 
 static double ms(uint64_t ns)
 {
@@ -247,6 +250,8 @@ static void grant(struct gpu *g, struct client_gpu *cg, uint64_t now, int handof
 	evict_others(g, cg);
 	nvs_client_send(cg->client, &m);
 	NVS_INFO("LOCK_OK " CG_FMT " waited_ms=%.3f queue=%u", CG_ARGS(cg), ms(waited), g->qlen);
+	nvs_event("lock_ok", CG_EV ",\"waited_ms\":%.3f,\"queue\":%u,\"quantum_ms\":%u",
+		  CG_ARGS(cg), ms(waited), g->qlen, m.u.lock_ok.quantum_ms);
 	if (g->hook && g->hook->on_grant)
 		g->hook->on_grant(g, cg, now);
 	inform_holder(g);
@@ -331,6 +336,9 @@ void nvs_policy_drop(struct gpu *g, uint64_t now, const char *why)
 	send_drop(g, S.cfg.drop_grace_ms);
 	NVS_INFO("DROP_LOCK " CG_FMT " held_ms=%.3f waiters=%u grace_ms=%u reason=%s", CG_ARGS(h),
 		 ms(now - h->held_since_ns), g->qlen, S.cfg.drop_grace_ms, why);
+	nvs_event("drop_lock",
+		  CG_EV ",\"held_ms\":%.3f,\"waiters\":%u,\"grace_ms\":%u,\"reason\":\"%s\"",
+		  CG_ARGS(h), ms(now - h->held_since_ns), g->qlen, S.cfg.drop_grace_ms, why);
 }
 
 /* ---- mode ---- */
@@ -351,6 +359,7 @@ static void announce_mode(struct gpu *g)
 		if (cg->mode_sent != v) {
 			cg->mode_sent = v;
 			send_gpu(cg, NVS_MSG_GPU_MODE, (uint32_t)v);
+			nvs_event("gpu_mode_sent", CG_EV ",\"value\":%d", CG_ARGS(cg), v);
 		}
 }
 
@@ -380,14 +389,23 @@ static void reevaluate(struct gpu *g, uint64_t now)
 		    g->index, want, nvs_mode_name(g->mode),
 		    nvs_format_size(g->allocated_sum, a, sizeof a),
 		    nvs_format_size(nvs_gpu_capacity(g), c, sizeof c), g->nattached);
+		nvs_event("gpu_mode",
+			  "\"gpu\":%d,\"serialized\":%d,\"mode\":\"%s\",\"allocated\":%llu,"
+			  "\"capacity\":%llu,\"clients\":%u",
+			  g->index, want, nvs_mode_name(g->mode),
+			  (unsigned long long)g->allocated_sum,
+			  (unsigned long long)nvs_gpu_capacity(g), g->nattached);
 		if (!want) {
 			/* Concurrent: the lock means nothing any more. Clients
 			 * learn it from GPU_MODE(0); a LOCK_RELEASED still in
 			 * flight is ignored. */
 			struct client_gpu *h = end_hold(g, now);
-			if (h)
+			if (h) {
 				NVS_INFO("LOCK_RELEASED " CG_FMT " reason=gpu-concurrent",
 					 CG_ARGS(h));
+				nvs_event("lock_released", CG_EV ",\"reason\":\"gpu-concurrent\"",
+					  CG_ARGS(h));
+			}
 			while (g->qhead) {
 				struct client_gpu *cg = g->qhead;
 				q_remove(g, cg);
@@ -427,6 +445,7 @@ void nvs_policy_detach(struct client_gpu *cg)
 	if (was_holder) {
 		end_hold(g, now);
 		NVS_INFO("LOCK_RELEASED " CG_FMT " reason=disconnect", CG_ARGS(cg));
+		nvs_event("lock_released", CG_EV ",\"reason\":\"disconnect\"", CG_ARGS(cg));
 	} else if (cg->state == CG_WAITING) {
 		q_remove(g, cg);
 		cg->state = CG_IDLE;
@@ -494,6 +513,8 @@ void nvs_policy_req_lock(struct client_gpu *cg)
 	}
 	NVS_INFO("REQ_LOCK " CG_FMT " holder=%d queue=%u", CG_ARGS(cg),
 		 g->holder ? (int)g->holder->client->id : -1, g->qlen);
+	nvs_event("req_lock", CG_EV ",\"holder\":%d,\"queue\":%u", CG_ARGS(cg),
+		  g->holder ? (int)g->holder->client->id : -1, g->qlen);
 	cg->state = CG_WAITING;
 	cg->wait_since_ns = now;
 	q_push(g, cg);
@@ -538,6 +559,14 @@ void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_n
 	NVS_INFO(
 	    "LOCK_RELEASED " CG_FMT " held_ms=%.3f idle=%u dropped=%d drain_ms=%.3f waiters=%u",
 	    CG_ARGS(cg), ms(held), flags & NVS_RELEASED_IDLE, g->drop_sent, ms(drain_ns), g->qlen);
+	nvs_event("lock_released",
+		  CG_EV ",\"reason\":\"%s\",\"held_ms\":%.3f,\"drain_ms\":%.3f,"
+			"\"moved_mib\":%llu,\"waiters\":%u",
+		  CG_ARGS(cg),
+		  (flags & NVS_RELEASED_IDLE) ? "idle"
+		  : g->drop_sent	      ? "dropped"
+					      : "early",
+		  ms(held), ms(drain_ns), (unsigned long long)(moved >> 20), g->qlen);
 	if (g->hook && g->hook->on_drained)
 		g->hook->on_drained(g, cg, flags, drain_ns, now);
 	end_hold(g, now);
@@ -603,6 +632,7 @@ static void revoke(struct gpu *g, uint64_t now)
 	send_drop(g, 0);
 	end_hold(g, now);
 	NVS_INFO("LOCK_RELEASED " CG_FMT " reason=revoked", CG_ARGS(h));
+	nvs_event("lock_released", CG_EV ",\"reason\":\"revoked\"", CG_ARGS(h));
 	grant_next(g, now, 1);
 }
 

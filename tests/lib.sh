@@ -61,6 +61,41 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The scheduler's event stream (docs/events.md): every scheduler a test
+# starts appends its JSON lines here. Tests follow the scheduler through it,
+# not through its human log, whose wording is free to change.
+export NVSHARE_EVENTS=$T/events.jsonl
+
+# evpat EVENT [FIELD=VALUE]...: an ERE for EVENT lines with those fields
+# (VALUE is JSON as written: 3, "disconnect", [0-9]+). Fields are matched in
+# the order given, which must be the stream's order (docs/events.md).
+evpat() {
+  local p="\"event\":\"$1\""
+  shift
+  local kv
+  for kv in "$@"; do p+=".*\"${kv%%=*}\":${kv#*=}[,}]"; done
+  printf '%s' "$p"
+}
+# wait_event SECONDS EVENT [FIELD=VALUE]...: waits for such an event.
+wait_event() { local s=$1; shift; wait_for "$s" grep -qE "$(evpat "$@")" "$NVSHARE_EVENTS"; }
+# count_events EVENT [FIELD=VALUE]...: how many such events so far.
+count_events() { grep -cE "$(evpat "$@")" "$NVSHARE_EVENTS" 2>/dev/null; }
+# has_event EVENT [FIELD=VALUE]...: at least one such event.
+has_event() { grep -qE "$(evpat "$@")" "$NVSHARE_EVENTS" 2>/dev/null; }
+# wait_events SECONDS N EVENT [FIELD=VALUE]...: waits for at least N of them.
+wait_events() {
+  local s=$1 n=$2
+  shift 2
+  wait_for "$s" lines_at_least "$NVSHARE_EVENTS" "$(evpat "$@")" "$n"
+}
+# event_field FIELD EVENT [FIELD=VALUE]...: FIELD's value in each such event.
+event_field() {
+  local f=$1
+  shift
+  grep -E "$(evpat "$@")" "$NVSHARE_EVENTS" 2>/dev/null | grep -oE "\"$f\":(\"[^\"]*\"|[^,}]*)" |
+    sed -E "s/^\"$f\"://; s/^\"(.*)\"\$/\1/"
+}
+
 # start_scheduler [args...]: starts nvshare-scheduler on $NVSHARE_SOCK_DIR,
 # logging to $T/scheduler.log, and waits for its socket.
 start_scheduler() {

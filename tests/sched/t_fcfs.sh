@@ -13,7 +13,7 @@ for n in B C D; do
   fc $n --gpu-uuid GPU-fcfs --script 'lock;hold 50ms;release'
   # Queue strictly one after another.
   wait_ev 5 $n 'SENT REQ_LOCK'
-  wait_log 5 "$T/scheduler.log" "REQ_LOCK client=.* pid=$(eval echo \$PID_$n) "
+  wait_event 5 req_lock pid="$(eval echo \$PID_$n)"
 done
 for n in B C D; do wait_exit 10 "$(eval echo \$PID_$n)"; done
 tB=$(ev_time B 'LOCK_OK'); tC=$(ev_time C 'LOCK_OK'); tD=$(ev_time D 'LOCK_OK')
@@ -26,11 +26,12 @@ check "holder told WAITERS 1, 2, 3" \
   test "$(grep -oE 'WAITERS gpu=0 count=[0-9]+' "$T/A.out" | tr '\n' ' ')" = \
        "WAITERS gpu=0 count=1 WAITERS gpu=0 count=2 WAITERS gpu=0 count=3 "
 check "no DROP_LOCK with the default 30 s TQ" test "$(ev_count A DROP_LOCK)" = 0
-check "log names LOCK_OK with client, pid and gpu" \
-  grep -qE "LOCK_OK client=[0-9]+ pid=$PID_B gpu=0" "$T/scheduler.log"
-check "log names REQ_LOCK and LOCK_RELEASED" \
-  grep -qE "REQ_LOCK client=[0-9]+ pid=$PID_C gpu=0" "$T/scheduler.log"
-grep -qE "LOCK_RELEASED client=[0-9]+ pid=$PID_A gpu=0" "$T/scheduler.log" &&
-  ok "log names LOCK_RELEASED" || not_ok "log names LOCK_RELEASED"
+check "events name lock_ok with client, pid and gpu" \
+  has_event lock_ok client='[0-9]+' pid="$PID_B" gpu=0
+check "events name req_lock" has_event req_lock client='[0-9]+' pid="$PID_C" gpu=0
+check "events name lock_released, released by the holder" \
+  has_event lock_released pid="$PID_A" gpu=0 reason='"early"'
+check "events: B, C, D granted in that order" \
+  test "$(event_field pid lock_ok | tr '\n' ' ')" = "$PID_A $PID_B $PID_C $PID_D "
 check "status counts 3 hand-offs" \
   json_has '"handoffs":3'
