@@ -38,6 +38,10 @@ void nvs_config_reload(void)
 static void load_once(void)
 {
 	nvs_log_init("libnvshare");
+	/* The application's stderr is not ours: a warning that repeats (a
+	 * misbehaving scheduler, a loop of failing calls) appears at most
+	 * once per 10 s per call site, with a count of the ones left out. */
+	nvs_log_set_warn_interval(10ull * 1000000000ull);
 	nvs_config_reload();
 }
 

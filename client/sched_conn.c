@@ -30,12 +30,18 @@
 
 /* Reconnect period while the scheduler is absent (+-25 % jitter). */
 #define NVS_RECONNECT_MS 1000u
+/* While a thread waits for a grant, a PING goes out once a second of
+ * silence; NVSHARE_SCHED_TIMEOUT without any answer and the scheduler is
+ * taken for gone (docs/client-lock.md "A scheduler that stops answering"). */
+#define NVS_PING_NS 1000000000ull
+#define NVS_SCHED_TIMEOUT_DEFAULT_NS 10000000000ull
 #define NVS_OUTBUF_SIZE (64u * 1024u)
 
 /* Configuration read at start (nvs_sc_conn_configure). */
 static unsigned hello_core_limit = 100;
 static uint64_t hello_mem_limit = NVS_NO_LIMIT;
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static uint64_t sched_timeout_ns = NVS_SCHED_TIMEOUT_DEFAULT_NS; /* 0: never */
 
 /* Client-thread-only state. */
 static int sock = -1;
@@ -48,6 +54,10 @@ static uint32_t seq;
 static uint64_t next_connect_ns;
 static int warned_absent;
 static unsigned jitter_seed;
+static int ping_ok;	      /* this scheduler answers PINGs (its first PONG) */
+static uint64_t last_rx_ns;   /* when it last sent anything */
+static uint64_t ping_sent_ns; /* an unanswered PING (0: none) */
+static uint32_t ping_token;
 
 void nvs_sc_conn_configure(void)
 {
@@ -59,6 +69,23 @@ void nvs_sc_conn_configure(void)
 	uint64_t mem;
 	if (nvs_env_size("NVSHARE_GPU_MEMORY_LIMIT", 1ull << 20, &mem) == 1)
 		hello_mem_limit = mem;
+	uint64_t ms;
+	const char *t = getenv("NVSHARE_SCHED_TIMEOUT");
+	if (t && *t) {
+		/* Whole seconds ("10"), or a duration with a unit ("500ms",
+		 * "10s"); 0 turns the check off. */
+		char *end;
+		unsigned long long secs = strtoull(t, &end, 10);
+		if (*end == '\0' && secs <= 3600)
+			sched_timeout_ns = secs * 1000000000ull;
+		else if (nvs_parse_duration_ms(t, &ms) == 0 && ms <= 3600000ull)
+			sched_timeout_ns = ms * 1000000ull;
+		else
+			NVS_WARN(
+			    "ignoring NVSHARE_SCHED_TIMEOUT=\"%s\" (expected seconds 0..3600 or "
+			    "a duration such as 500ms); using %llu s",
+			    t, (unsigned long long)(sched_timeout_ns / 1000000000ull));
+	}
 	jitter_seed = (unsigned)getpid() ^ (unsigned)nvs_sc_now_ns();
 }
 
@@ -168,6 +195,8 @@ static void disconnect(const char *why)
 	inlen = outlen = 0;
 	out_overflow = 0;
 	nvs_sc_idle_watch_stop();
+	ping_ok = 0;
+	ping_sent_ns = 0;
 	pthread_mutex_lock(&nvs_sc.mu);
 	nvs_sc.connected = 0;
 	for (int i = 0; i < nvs_sc.ndev; i++) {
@@ -221,8 +250,11 @@ static void try_connect(void)
 
 	struct nvs_msg m;
 	nvs_msg_hello(&m, program_invocation_short_name, hello_core_limit, hello_mem_limit);
-	m.u.hello.flags = NVS_HELLO_SWAP_HINT;
+	m.u.hello.flags = NVS_HELLO_SWAP_HINT | (sched_timeout_ns ? NVS_HELLO_PING : 0);
 	queue_msg(&m);
+	ping_ok = 0;
+	ping_sent_ns = 0;
+	last_rx_ns = nvs_sc_now_ns();
 
 	pthread_mutex_lock(&nvs_sc.mu);
 	nvs_sc.connected = 1;
@@ -283,12 +315,63 @@ static void on_readable(void)
 				disconnect("protocol error");
 				return;
 			}
-			nvs_sc_handle_msg(&m);
+			/* Anything it sends proves the scheduler alive. */
+			last_rx_ns = nvs_sc_now_ns();
+			ping_sent_ns = 0;
+			if (m.type == NVS_MSG_PONG)
+				ping_ok = 1;
+			else
+				nvs_sc_handle_msg(&m);
 			off += used;
 		}
 		memmove(inbuf, inbuf + off, inlen - off);
 		inlen -= off;
 	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* Liveness                                                                */
+
+/*
+ * A thread waiting for LOCK_OK depends on the scheduler answering. A
+ * stopped (SIGSTOP), hung or silent scheduler keeps the connection open and
+ * would hold that thread forever; so while anyone waits, the client PINGs
+ * after a second of silence, and when nothing at all arrived for
+ * NVSHARE_SCHED_TIMEOUT after a PING, drops the connection as if it had
+ * been closed: the application runs ungated (one warning) and reconnects,
+ * which registers it again once the scheduler answers. Only schedulers
+ * that announced PONG are pinged. Returns the poll timeout in ms (-1:
+ * none).
+ */
+static int check_alive(void)
+{
+	if (!ping_ok || !sched_timeout_ns)
+		return -1;
+	int waiting = 0;
+	pthread_mutex_lock(&nvs_sc.mu);
+	for (int i = 0; i < nvs_sc.ndev; i++)
+		waiting |= nvs_sc.gpus[i].attached && nvs_sc.gpus[i].lock == L_REQUESTED;
+	pthread_mutex_unlock(&nvs_sc.mu);
+	if (!waiting) {
+		ping_sent_ns = 0;
+		return -1;
+	}
+	uint64_t now = nvs_sc_now_ns();
+	if (ping_sent_ns && now - ping_sent_ns >= sched_timeout_ns) {
+		char why[96];
+		snprintf(why, sizeof why, "no answer to a ping for %.1f s (NVSHARE_SCHED_TIMEOUT)",
+			 (double)(now - ping_sent_ns) / 1e9);
+		disconnect(why);
+		return 0;
+	}
+	if (!ping_sent_ns && now - last_rx_ns >= NVS_PING_NS) {
+		struct nvs_msg m;
+		nvs_msg_gpu(&m, NVS_MSG_PING, 0, ++ping_token);
+		queue_msg(&m);
+		ping_sent_ns = now;
+	}
+	uint64_t next = ping_sent_ns ? ping_sent_ns + sched_timeout_ns : last_rx_ns + NVS_PING_NS;
+	return next > now ? (int)((next - now + 999999) / 1000000) : 0;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -319,6 +402,8 @@ void *nvs_sc_thread_main(void *arg)
 		int timeout = -1;
 		if (sock >= 0)
 			timeout = nvs_sc_idle_tick();
+		if (sock >= 0)
+			timeout = min_timeout(timeout, check_alive());
 		if (out_overflow)
 			disconnect("send buffer full");
 		flush_out();

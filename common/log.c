@@ -3,6 +3,7 @@
 #include "parse.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,29 +36,74 @@ int nvs_log_debug_enabled(void)
 	return debug_enabled;
 }
 
-void nvs_log(enum nvs_log_level level, const char *fmt, ...)
+static void vlog(enum nvs_log_level level, unsigned suppressed, const char *fmt, va_list ap)
 {
 	static const char *names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
-	if (level == NVS_LOG_DEBUG && !nvs_log_debug_enabled())
-		return;
 	char line[1024];
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	struct tm tm;
-	localtime_r(&ts.tv_sec, &tm);
-	int n = snprintf(line, sizeof line, "[nvshare][%s] %02d:%02d:%02d.%03ld %s ", component,
-			 tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, names[level]);
+	gmtime_r(&ts.tv_sec, &tm); /* ISO-8601 UTC: log collectors need no zone guess */
+	int n =
+	    snprintf(line, sizeof line, "[nvshare][%s] %04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s ",
+		     component, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+		     tm.tm_sec, ts.tv_nsec / 1000000, names[level]);
 	if (n < 0)
 		return;
-	va_list ap;
-	va_start(ap, fmt);
 	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-	va_end(ap);
 	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+	if (suppressed && len < sizeof line - 1) {
+		int k =
+		    snprintf(line + len, sizeof line - len - 1, " (%u similar line%s suppressed)",
+			     suppressed, suppressed == 1 ? "" : "s");
+		len += k < 0 ? 0 : (size_t)k;
+	}
 	if (len > sizeof line - 2)
 		len = sizeof line - 2;
 	line[len++] = '\n';
 	/* One write(2) per line so concurrent lines do not interleave. */
 	ssize_t w = write(STDERR_FILENO, line, len);
 	(void)w;
+}
+
+void nvs_log(enum nvs_log_level level, const char *fmt, ...)
+{
+	if (level == NVS_LOG_DEBUG && !nvs_log_debug_enabled())
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vlog(level, 0, fmt, ap);
+	va_end(ap);
+}
+
+static _Atomic unsigned long long warn_interval_ns;
+
+void nvs_log_set_warn_interval(unsigned long long ns)
+{
+	atomic_store(&warn_interval_ns, ns);
+}
+
+void nvs_log_site(struct nvs_log_site *site, enum nvs_log_level level, const char *fmt, ...)
+{
+	unsigned long long iv = atomic_load(&warn_interval_ns);
+	unsigned suppressed = 0;
+	if (iv) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		unsigned long long now =
+		    (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+		unsigned long long next = __atomic_load_n(&site->next_ns, __ATOMIC_RELAXED);
+		/* One thread wins the slot; the others count themselves. */
+		if (now < next ||
+		    !__atomic_compare_exchange_n(&site->next_ns, &next, now + iv, 0,
+						 __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+			__atomic_fetch_add(&site->suppressed, 1, __ATOMIC_RELAXED);
+			return;
+		}
+		suppressed = __atomic_exchange_n(&site->suppressed, 0, __ATOMIC_RELAXED);
+	}
+	va_list ap;
+	va_start(ap, fmt);
+	vlog(level, suppressed, fmt, ap);
+	va_end(ap);
 }

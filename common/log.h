@@ -21,13 +21,33 @@ int nvs_log_debug_enabled(void);
 
 void nvs_log(enum nvs_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/*
+ * Repeated warnings. Each NVS_WARN call site keeps its own limiter: once
+ * nvs_log_set_warn_interval(ns) is set (the client library sets 10 s), a
+ * site logs at most once per interval and its next line says how many were
+ * suppressed meanwhile. An application's stderr must not fill because a
+ * scheduler (or anything else) misbehaves in a loop. 0 (the default): every
+ * warning is logged.
+ */
+struct nvs_log_site {
+	unsigned long long next_ns; /* atomic */
+	unsigned suppressed;	    /* atomic */
+};
+void nvs_log_set_warn_interval(unsigned long long ns);
+void nvs_log_site(struct nvs_log_site *site, enum nvs_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 #define NVS_DEBUG(...)                                                                             \
 	do {                                                                                       \
 		if (nvs_log_debug_enabled())                                                       \
 			nvs_log(NVS_LOG_DEBUG, __VA_ARGS__);                                       \
 	} while (0)
 #define NVS_INFO(...) nvs_log(NVS_LOG_INFO, __VA_ARGS__)
-#define NVS_WARN(...) nvs_log(NVS_LOG_WARN, __VA_ARGS__)
+#define NVS_WARN(...)                                                                              \
+	do {                                                                                       \
+		static struct nvs_log_site nvs_site_;                                              \
+		nvs_log_site(&nvs_site_, NVS_LOG_WARN, __VA_ARGS__);                               \
+	} while (0)
 #define NVS_ERROR(...) nvs_log(NVS_LOG_ERROR, __VA_ARGS__)
 
 #endif

@@ -102,6 +102,8 @@ static void encode_payload(const struct nvs_msg *m, struct wr *w)
 	case NVS_MSG_WAITERS:
 	case NVS_MSG_GPU_MODE:
 	case NVS_MSG_SWAP_HINT:
+	case NVS_MSG_PING:
+	case NVS_MSG_PONG:
 		U32(m->u.gpu.local_gpu);
 		U32(m->u.gpu.value);
 		break;
@@ -211,6 +213,8 @@ static void decode_payload(struct nvs_msg *m, struct rd *r)
 	case NVS_MSG_WAITERS:
 	case NVS_MSG_GPU_MODE:
 	case NVS_MSG_SWAP_HINT:
+	case NVS_MSG_PING:
+	case NVS_MSG_PONG:
 		m->u.gpu.local_gpu = (uint32_t)get(r, 4);
 		m->u.gpu.value = (uint32_t)get(r, 4);
 		break;
@@ -374,6 +378,10 @@ const char *nvs_msg_type_name(unsigned type)
 		return "WELCOME";
 	case NVS_MSG_SWAP_HINT:
 		return "SWAP_HINT";
+	case NVS_MSG_PING:
+		return "PING";
+	case NVS_MSG_PONG:
+		return "PONG";
 	case NVS_MSG_CTL_SET:
 		return "CTL_SET";
 	case NVS_MSG_CTL_SET_CLIENT:

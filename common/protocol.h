@@ -38,6 +38,7 @@ enum nvs_msg_type {
 	NVS_MSG_LOCK_RELEASED = 4, /* client drained and gave the GPU back */
 	NVS_MSG_MEM_UPDATE = 5,	   /* client's allocated bytes on a GPU changed */
 	NVS_MSG_SWAP_STATS = 6,	   /* bytes/time swapped in and out */
+	NVS_MSG_PING = 7,	   /* are you there? (HELLO flag NVS_HELLO_PING) */
 	/* scheduler -> client */
 	NVS_MSG_LOCK_OK = 32,	 /* lock granted */
 	NVS_MSG_DROP_LOCK = 33,	 /* release the lock soon */
@@ -46,6 +47,7 @@ enum nvs_msg_type {
 	NVS_MSG_WAITERS = 36,	 /* number of clients waiting for this GPU */
 	NVS_MSG_WELCOME = 37,	 /* reply to HELLO */
 	NVS_MSG_SWAP_HINT = 38,	 /* MiB to move to the host on an idle release */
+	NVS_MSG_PONG = 39,	 /* answer to PING (and, once, "I answer PINGs") */
 	/* control (nvsharectl) <-> scheduler */
 	NVS_MSG_CTL_SET = 64,	     /* change a GPU setting */
 	NVS_MSG_CTL_SET_CLIENT = 65, /* change a client's limits */
@@ -93,6 +95,10 @@ static inline uint32_t nvs_swap_mib(uint64_t bytes)
 
 /* HELLO flags: what the client understands. */
 #define NVS_HELLO_SWAP_HINT 0x1u /* SWAP_HINT (below); others are not sent it */
+/* PING / PONG. A scheduler that knows them sends one PONG(0) after WELCOME
+ * to a client that set this flag; the client sends PINGs only after that
+ * PONG, so an older scheduler never sees a type it would close on. */
+#define NVS_HELLO_PING 0x2u
 
 /* LOCK_RELEASED flags. Bit 0: an idle release (not asked). Bits 8..31 (same
  * shift as DROP_LOCK): the MiB an idle release moved to the host, as the
@@ -125,10 +131,11 @@ struct nvs_attach_gpu {
 	char uuid[NVS_UUID_LEN]; /* "GPU-xxxxxxxx-..." */
 };
 
-/* REQ_LOCK, WAITERS, GPU_MODE and SWAP_HINT share this layout. */
+/* REQ_LOCK, WAITERS, GPU_MODE, SWAP_HINT, PING and PONG share this layout. */
 struct nvs_gpu_msg {
-	uint32_t local_gpu;
-	uint32_t value; /* WAITERS: count; GPU_MODE: NVS_GPU_MODE_*; SWAP_HINT: MiB */
+	uint32_t local_gpu; /* PING, PONG: 0 */
+	uint32_t value;	    /* WAITERS: count; GPU_MODE: NVS_GPU_MODE_*; SWAP_HINT: MiB;
+			     * PING: a token that PONG echoes */
 };
 
 struct nvs_lock_ok {

@@ -103,6 +103,11 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 	m.u.welcome.client_id = cl->id;
 	m.u.welcome.idle_release_ms = S.cfg.idle_release_ms;
 	conn_send(c, &m);
+	if (h->flags & NVS_HELLO_PING) {
+		/* "I answer PINGs": only now may the client send them. */
+		nvs_msg_gpu(&m, NVS_MSG_PONG, 0, 0);
+		conn_send(c, &m);
+	}
 	char b[32];
 	NVS_INFO("HELLO client=%u pid=%d uid=%d name=\"%s\" core_limit=%u mem_limit=%s", cl->id,
 		 (int)cl->pid, (int)cl->uid, cl->name, cl->hello_core_limit,
@@ -180,6 +185,17 @@ void nvs_client_msg(struct conn *c, const struct nvs_msg *m)
 	}
 	if (m->type == NVS_MSG_ATTACH_GPU) {
 		attach(c, cl, &m->u.attach);
+		return;
+	}
+	if (m->type == NVS_MSG_PING) {
+		/* A waiting client checks we still answer (docs/client-lock.md
+		 * "A scheduler that stops answering"). One small reply per
+		 * request; a peer that does not read is cut off by conn.c's
+		 * output bound like any other. */
+		struct nvs_msg p;
+		nvs_msg_gpu(&p, NVS_MSG_PONG, 0, m->u.gpu.value);
+		conn_send(c, &p);
+		nvs_event("ping", "\"client\":%u,\"pid\":%d", cl->id, (int)cl->pid);
 		return;
 	}
 	/* Every other client message names an attached GPU first. */

@@ -156,6 +156,7 @@ static void dispatch(struct conn *c, const struct nvs_msg *m)
 	case NVS_MSG_LOCK_RELEASED:
 	case NVS_MSG_MEM_UPDATE:
 	case NVS_MSG_SWAP_STATS:
+	case NVS_MSG_PING:
 		if (c->kind == CONN_CTL) {
 			conn_doom(c, "client message %s on a control connection",
 				  nvs_msg_type_name(m->type));

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# A scheduler that stops answering must not hang the application
+# (docs/client-lock.md "A scheduler that stops answering"): a client waiting
+# for the lock pings, and after NVSHARE_SCHED_TIMEOUT without an answer runs
+# ungated, warns once, finishes with correct results, and registers again
+# when the scheduler answers. Also: a scheduler flooding DROP_LOCK does not
+# flood the application's stderr.
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../e2e/e2e_lib.sh"
+FAKE=$NVS_ROOT/tests/reliability/fake_sched.py
+export NVSHARE_SCHED_TIMEOUT=2
+
+# 1. The real scheduler, stopped (SIGSTOP) while B waits behind A.
+export NVSHARE_SCHED_MODE=on NVSHARE_TQ=30
+start_scheduler || { not_ok "scheduler starts"; show_logs; exit 1; }
+app A --alloc 16Mi --kernels 100000 --kernel-us 2000
+wait_event 10 lock_ok pid="$PID_A"
+app B --alloc 16Mi --kernels 400 --kernel-us 2000
+check "B waits behind A" wait_event 10 req_lock pid="$PID_B"
+# While the scheduler answers, B keeps waiting: three pings answered (3 s
+# of waiting, longer than the timeout), no progress, no warning.
+check "B's pings are answered" wait_events 10 3 ping pid="$PID_B"
+check "... and B still waits, without a warning" \
+  test "$(grep -c '^PROGRESS name=B' "$T/B.out")" = 0 -a "$(grep -c 'no answer' "$T/B.err")" = 0
+kill -STOP "$SCHED_PID"
+stopped=$(date +%s%N)
+check "B runs ungated once the scheduler stopped answering" wait_log 10 "$T/B.out" "^PROGRESS name=B "
+ran=$(date +%s%N)
+diag "B ran $(( (ran - stopped) / 1000000 )) ms after SIGSTOP (NVSHARE_SCHED_TIMEOUT=2)"
+silence=$(grep -oE 'no answer to a ping for [0-9.]+ s' "$T/B.err" | grep -oE '[0-9.]+' | head -1)
+check "B gave up after the timeout, not later (${silence:-?} s of silence)" \
+  awk -v s="${silence:-99}" 'BEGIN { exit !(s >= 2 && s < 2.5) }'
+check "one warning, naming NVSHARE_SCHED_TIMEOUT" \
+  test "$(grep -c 'NVSHARE_SCHED_TIMEOUT' "$T/B.err")" = 1
+n_hello=$(count_events hello pid="$PID_B")
+kill -CONT "$SCHED_PID"
+check "B registers again once the scheduler answers" \
+  wait_events 10 $((n_hello + 1)) hello pid="$PID_B"
+check "... and is gated again (waits behind A)" \
+  wait_events 10 2 req_lock pid="$PID_B"
+kill -KILL "$PID_A"
+check "B finishes" app_wait B 30
+check "B's results are correct" app_ok B
+wait "$PID_B"
+check "B exits 0" test $? = 0
+kill -TERM "$SCHED_PID"
+wait "$SCHED_PID" 2>/dev/null
+
+# 2. A scheduler that says "serialized" and never grants nor answers.
+rm -f "$NVSHARE_SOCK_DIR/scheduler.sock"
+mkdir -p "$NVSHARE_SOCK_DIR"
+bg python3 "$FAKE" "$NVSHARE_SOCK_DIR/scheduler.sock" silent --ready "$T/fake1"
+wait_for 5 test -e "$T/fake1"
+app C --alloc 16Mi --kernels 50 --kernel-us 2000
+check "C, told serialized and never granted, runs ungated and finishes" app_wait C 10
+check "C's results are correct" app_ok C
+check "C warned once" test "$(grep -c 'no answer to a ping' "$T/C.err")" = 1
+kill -TERM "${_pids[-2]}" 2>/dev/null
+
+# 3. A DROP_LOCK flood: the application's stderr stays short.
+rm -f "$NVSHARE_SOCK_DIR/scheduler.sock"
+bg python3 "$FAKE" "$NVSHARE_SOCK_DIR/scheduler.sock" dropflood --ready "$T/fake2"
+wait_for 5 test -e "$T/fake2"
+app D --alloc 16Mi --kernels 20000 --kernel-us 10
+check "the flood was sent (2000 grants, each revoked at once)" wait_for 20 test -e "$T/fake2.flooded"
+check "D finishes" app_wait D 20
+check "D's results are correct" app_ok D
+nrev=$(grep -c 'lock revoked' "$T/D.err")
+check "2000 revocations, one warning line ($nrev)" test "$nrev" = 1
+finish

@@ -1,0 +1,155 @@
+/* Logging: ISO-8601 UTC timestamps, and the per-call-site limiter that keeps
+ * a repeated warning from flooding an application's stderr. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+/* Runs fn with stderr sent to a temporary file; returns what it wrote
+ * (malloc'ed). */
+static char *capture(void (*fn)(void))
+{
+	char path[] = "/tmp/nvs-t_log.XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	unlink(path);
+	int saved = dup(STDERR_FILENO);
+	dup2(fd, STDERR_FILENO);
+	fn();
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	off_t len = lseek(fd, 0, SEEK_END);
+	char *buf = calloc(1, (size_t)len + 1);
+	assert_non_null(buf);
+	assert_int_equal(pread(fd, buf, (size_t)len, 0), len);
+	close(fd);
+	return buf;
+}
+
+static int count_lines(const char *s)
+{
+	int n = 0;
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+static void one_site(int i)
+{
+	NVS_WARN("repeated warning %d", i);
+}
+
+static void burst(void)
+{
+	for (int i = 0; i < 1000; i++)
+		one_site(i);
+}
+
+static void after_interval(void)
+{
+	struct timespec ts = {0, 60 * 1000000L}; /* > the 50 ms interval */
+	nanosleep(&ts, NULL);
+	one_site(1000);
+}
+
+static void test_repeats_limited(void **state)
+{
+	(void)state;
+	nvs_log_set_warn_interval(50ull * 1000000ull);
+	char *out = capture(burst);
+	assert_int_equal(count_lines(out), 1);
+	assert_non_null(strstr(out, "repeated warning 0\n"));
+	free(out);
+	out = capture(after_interval);
+	assert_int_equal(count_lines(out), 1);
+	assert_non_null(strstr(out, "repeated warning 1000 (999 similar lines suppressed)\n"));
+	free(out);
+	nvs_log_set_warn_interval(0);
+}
+
+static void site_a(void)
+{
+	NVS_WARN("warning a");
+}
+
+static void site_b(void)
+{
+	NVS_WARN("warning b");
+}
+
+static void two_sites(void)
+{
+	site_a();
+	site_b();
+	site_a();
+	site_b();
+}
+
+static void test_sites_independent(void **state)
+{
+	(void)state;
+	nvs_log_set_warn_interval(10ull * 1000000000ull);
+	char *out = capture(two_sites);
+	assert_int_equal(count_lines(out), 2);
+	assert_non_null(strstr(out, "warning a\n"));
+	assert_non_null(strstr(out, "warning b\n"));
+	free(out);
+	nvs_log_set_warn_interval(0);
+}
+
+static void unlimited(void)
+{
+	for (int i = 0; i < 5; i++)
+		one_site(i);
+}
+
+static void test_default_unlimited(void **state)
+{
+	(void)state;
+	char *out = capture(unlimited);
+	assert_int_equal(count_lines(out), 5);
+	free(out);
+}
+
+static void info_line(void)
+{
+	NVS_INFO("stamp");
+}
+
+static void test_iso8601_utc(void **state)
+{
+	(void)state;
+	char *out = capture(info_line);
+	/* [nvshare][test] 2026-11-25T02:00:24.802Z INFO stamp */
+	int y, mo, d, h, mi, s, ms;
+	char z;
+	assert_int_equal(sscanf(out, "[nvshare][test] %4d-%2d-%2dT%2d:%2d:%2d.%3d%c INFO stamp", &y,
+				&mo, &d, &h, &mi, &s, &ms, &z),
+			 8);
+	assert_int_equal(z, 'Z');
+	time_t now = time(NULL);
+	struct tm tm;
+	gmtime_r(&now, &tm);
+	assert_int_equal(y, tm.tm_year + 1900);
+	free(out);
+}
+
+int main(void)
+{
+	nvs_log_init("test");
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_default_unlimited),
+	    cmocka_unit_test(test_repeats_limited),
+	    cmocka_unit_test(test_sites_independent),
+	    cmocka_unit_test(test_iso8601_utc),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
