@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Soak: runs the fast test tier N times in a row beside two CPU-burning
+# processes, and stops at the first failure. A test that fails only on a
+# busy machine is a defect (docs/testing.md); this is how we look for them.
+#
+#   scripts/soak-tests.sh [-n 20] [--san] [-j N] [--burners 2] [words...]
+#
+# --san runs the ASan+UBSan build (build-san/, made here if missing).
+# Words select tests as in tests/run. Prints one line per round and a
+# summary; exit 0 iff every round passed. Logs of a failing round stay in
+# $NVS_BUILD/soak/round-K.log.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+rounds=20 san=0 burners=2 jobs=() words=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-n) rounds=$2; shift 2 ;;
+	--san) san=1; shift ;;
+	--burners) burners=$2; shift 2 ;;
+	-j) jobs=(-j "$2"); shift 2 ;;
+	-h | --help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) words+=("$1"); shift ;;
+	esac
+done
+case "$rounds$burners" in *[!0-9]*)
+	echo "soak-tests: -n and --burners take numbers" >&2
+	exit 2
+	;;
+esac
+if [ "$san" = 1 ]; then
+	export NVS_BUILD=build-san NVS_TEST_TIMEOUT=${NVS_TEST_TIMEOUT:-600}
+	make -s -j"$(nproc)" SAN=1 >/dev/null || exit 1
+else
+	export NVS_BUILD=${NVS_BUILD:-build}
+	make -s -j"$(nproc)" >/dev/null || exit 1
+fi
+out=$NVS_BUILD/soak
+mkdir -p "$out"
+
+burner_pids=()
+stop_burners() {
+	local p
+	for p in "${burner_pids[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${burner_pids[@]}"; do wait "$p" 2>/dev/null; done
+	burner_pids=()
+}
+trap stop_burners EXIT
+for _ in $(seq "$burners"); do
+	# Bounded, so a killed soak leaves nothing spinning for long.
+	timeout -k 5 36000 sh -c 'while :; do :; done' &
+	burner_pids+=($!)
+done
+
+passed=0 start=$(date +%s)
+for k in $(seq "$rounds"); do
+	t0=$(date +%s)
+	tests/run "${jobs[@]}" "${words[@]}" >"$out/round-$k.log" 2>&1
+	rc=$?
+	last=$(tail -1 "$out/round-$k.log")
+	printf 'round %2d/%d: %s (%ss)\n' "$k" "$rounds" "$last" "$(($(date +%s) - t0))"
+	if [ "$rc" -ne 0 ]; then
+		grep -E '^(FAIL|     )' "$out/round-$k.log" | head -40
+		echo "soak: round $k failed after $passed good rounds; log: $out/round-$k.log"
+		exit 1
+	fi
+	rm -f "$out/round-$k.log"
+	passed=$((passed + 1))
+done
+echo "soak: $passed/$rounds rounds passed with $burners CPU burners ($NVS_BUILD, $(($(date +%s) - start)) s)"
