@@ -27,3 +27,22 @@ $(B)/client/exports.checked: $(B)/libnvshare.so client/check_exports.sh client/e
 	@touch $@
 
 TARGETS += $(B)/libnvshare.so $(B)/client/exports.checked
+
+# make gen: regenerate the mechanical parts of the client from the table
+# and the toolkit's cudaTypedefs.h (client/tools/gen_hooks.py; the output is
+# committed, the build needs no Python). make check-gen (CI) regenerates into
+# a temporary directory and fails when a committed file is stale.
+CLIENT_GEN := hooks_launch.inc hooks_memcpy.inc hooks_legacy.inc cuda_compat.h
+.PHONY: gen check-gen
+gen:
+	python3 client/tools/gen_hooks.py $(CUDA_HOME)
+	clang-format -i client/cuda_compat.h
+
+check-gen:
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
+	python3 client/tools/gen_hooks.py $(CUDA_HOME) "$$d" >/dev/null && \
+	clang-format --assume-filename=client/cuda_compat.h <"$$d/cuda_compat.h" >"$$d/f.h" && \
+	mv "$$d/f.h" "$$d/cuda_compat.h" && \
+	for f in $(CLIENT_GEN); do \
+	  cmp -s "$$d/$$f" "client/$$f" || { echo "client/$$f is stale: run make gen" >&2; exit 1; }; \
+	done && echo "generated client files are up to date"

@@ -27,4 +27,4 @@ $(B)/device-plugin/plugin.o: $(DP_GEN)/deviceplugin.pb-c.h
 
 $(B)/nvshare-device-plugin: $(DP_OBJS) $(COMMON_OBJS)
 	@test -n "$(DP_LIBS)" || { echo "pkg-config finds no grpc/libprotobuf-c: apt-get install libgrpc-dev libprotobuf-c-dev" >&2; exit 1; }
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ -Wl,--as-needed $(DP_LIBS) -ldl -lpthread
+	$(CC) $(LDFLAGS_ALL) $(PIE_LDFLAGS) -o $@ $^ -Wl,--as-needed $(DP_LIBS) -ldl -lpthread

@@ -2,7 +2,11 @@
 """Developer tool: regenerates the mechanical parts of the client from
 client/entry_points.def and CUDA's cudaTypedefs.h.
 
-  client/tools/gen_hooks.py [CUDA_HOME]
+  client/tools/gen_hooks.py [CUDA_HOME [OUT_DIR]]
+
+(`make gen` runs it and clang-formats the header; `make check-gen`, in CI,
+regenerates into a temporary directory and fails when the committed files
+differ.) OUT_DIR defaults to client/.
 
 Writes client/hooks_launch.inc and client/hooks_memcpy.inc (gate-then-forward
 wrappers for the LAUNCH and COPY families), client/hooks_legacy.inc (the LEGACY family: 32-bit v1 ABIs,
@@ -17,6 +21,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CUDA = sys.argv[1] if len(sys.argv) > 1 else "/usr/local/cuda"
+OUT = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "client")
 td = open(os.path.join(CUDA, "include", "cudaTypedefs.h")).read()
 istart = td.index("#if defined(__CUDA_API_VERSION_INTERNAL)")
 
@@ -52,7 +57,7 @@ for family, fname in (("LAUNCH", "hooks_launch.inc"), ("COPY", "hooks_memcpy.inc
     member = ("abi_" + name) if ren else name
     out.append("CUresult CUDAAPI nvs_wrap_%s(%s)\n{\n\tNVS_GATED_PROLOGUE(%s);\n\treturn nvs_real.%s(%s);\n}\n"
                % (name, args, member, member, ", ".join(names)))
-  open(os.path.join(ROOT, "client", fname), "w").write("\n".join(out))
+  open(os.path.join(OUT, fname), "w").write("\n".join(out))
 
 out = [hdr]
 compat = [hdr, "#ifndef NVSHARE_CLIENT_CUDA_COMPAT_H\n#define NVSHARE_CLIENT_CUDA_COMPAT_H\n\n#include <cuda.h>\n",
@@ -75,6 +80,6 @@ for name, pfn, fam, ren in entries:
     out.append("CUresult CUDAAPI nvs_wrap_%s(%s)\n{\n\t%s\n\treturn nvs_legacy_refused(\"%s\");\n}\n"
                % (name, args, " ".join("(void)%s;" % n for n in names), name))
 compat.append("\n#endif\n")
-open(os.path.join(ROOT, "client", "hooks_legacy.inc"), "w").write("\n".join(out))
-open(os.path.join(ROOT, "client", "cuda_compat.h"), "w").write("\n".join(compat))
+open(os.path.join(OUT, "hooks_legacy.inc"), "w").write("\n".join(out))
+open(os.path.join(OUT, "cuda_compat.h"), "w").write("\n".join(compat))
 print("%d entries" % len(entries))

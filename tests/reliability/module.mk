@@ -13,4 +13,4 @@ $(B)/tests/reliability/load_gen: $(B)/tests/reliability/load_gen.o $(COMMON_OBJS
 # runtime (see malloc_fail.c's header).
 $(B)/tests/reliability/%.so: tests/reliability/%.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -g -fPIC -shared -D_GNU_SOURCE -o $@ $< -ldl
+	$(CC) -std=gnu11 $(WARN) -O2 -g -fPIC -shared -D_GNU_SOURCE -o $@ $< -ldl
