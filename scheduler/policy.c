@@ -206,6 +206,8 @@ static void inform_holder(struct gpu *g)
 		h->hint_sent_mib = mib;
 		send_gpu(h, NVS_MSG_SWAP_HINT, mib);
 		NVS_DEBUG("SWAP_HINT " CG_FMT " mib=%u waiters=%u", CG_ARGS(h), mib, g->qlen);
+		nvs_event("swap_hint", CG_EV ",\"mib\":%u,\"waiters\":%u", CG_ARGS(h), mib,
+			  g->qlen);
 	}
 }
 
