@@ -223,6 +223,7 @@ int nvs_k8s_start(void)
 		base_url[--n] = '\0';
 	if (!kc->node_name[0]) {
 		NVS_ERROR("k8s: --kube-api needs --node-name (or NODE_NAME)");
+		watch_event("off", "needs-node-name");
 		return -1;
 	}
 	if (fit(token_file, sizeof token_file, "%s",

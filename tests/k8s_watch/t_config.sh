@@ -68,8 +68,9 @@ stop_sched
 # Flags and the environment.
 newlog
 "$B/nvshare-scheduler" --no-nvml --kube-api "$API_URL" >"$T/err.log" 2>&1; rc=$?
-check "--kube-api without a node name: exit 1, says so" \
-  sh -c "test $rc = 1 && grep -q 'needs --node-name' '$T/err.log'"
+check "--kube-api without a node name: exit 1 (k8s_watch off needs-node-name)" \
+  test "$rc" = 1 -a "$(count_events k8s_watch state='"off"' reason='"needs-node-name"')" = 1
+check "... and tells the operator" grep -q 'needs --node-name' "$T/err.log"
 "$B/nvshare-scheduler" --node-name "" >/dev/null 2>&1; rc=$?
 check "--node-name '': usage error (2)" test "$rc" = 2
 unset KUBERNETES_SERVICE_HOST
