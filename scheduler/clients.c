@@ -68,11 +68,13 @@ static void sanitize(char *s)
 static void hello(struct conn *c, const struct nvs_hello *h)
 {
 	if (c->kind != CONN_NEW) {
+		conn_reason(c, "second-hello");
 		conn_doom(c, "second HELLO on one connection");
 		return;
 	}
 	struct client *cl = calloc(1, sizeof *cl);
 	if (!cl) {
+		conn_reason(c, "out-of-memory");
 		conn_doom(c, "out of memory");
 		return;
 	}
@@ -125,6 +127,7 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 	if (cg) {
 		/* Re-registration of the same device: only memory may change. */
 		if (strcmp(cg->gpu->uuid, a->uuid)) {
+			conn_reason(c, "bad-attach");
 			conn_doom(c, "ATTACH_GPU %u: UUID %s differs from the attached %s",
 				  a->local_gpu, a->uuid, cg->gpu->uuid);
 			return;
@@ -135,23 +138,27 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 		return;
 	}
 	if (cl->ngpus >= NVS_SCHED_MAX_GPUS) {
+		conn_reason(c, "bad-attach");
 		conn_doom(c, "more than %d GPUs attached", NVS_SCHED_MAX_GPUS);
 		return;
 	}
 	struct gpu *g = nvs_gpu_by_uuid(a->uuid, a->total_mem);
 	if (!g) {
+		conn_reason(c, "bad-attach");
 		conn_doom(c, "ATTACH_GPU %u: bad UUID \"%s\" or GPU table full", a->local_gpu,
 			  a->uuid);
 		return;
 	}
 	for (unsigned i = 0; i < cl->ngpus; i++)
 		if (cl->gpus[i]->gpu == g) {
+			conn_reason(c, "bad-attach");
 			conn_doom(c, "ATTACH_GPU %u: GPU %s already attached as %u", a->local_gpu,
 				  a->uuid, cl->gpus[i]->local_gpu);
 			return;
 		}
 	cg = calloc(1, sizeof *cg);
 	if (!cg) {
+		conn_reason(c, "out-of-memory");
 		conn_doom(c, "out of memory");
 		return;
 	}
@@ -180,6 +187,7 @@ void nvs_client_msg(struct conn *c, const struct nvs_msg *m)
 	}
 	struct client *cl = c->client;
 	if (!cl) {
+		conn_reason(c, "before-hello");
 		conn_doom(c, "%s before HELLO", nvs_msg_type_name(m->type));
 		return;
 	}
@@ -215,6 +223,7 @@ void nvs_client_msg(struct conn *c, const struct nvs_msg *m)
 	}
 	struct client_gpu *cg = find_gpu(cl, local);
 	if (!cg) {
+		conn_reason(c, "gpu-not-attached");
 		conn_doom(c, "%s for GPU %u, which is not attached", nvs_msg_type_name(m->type),
 			  local);
 		return;

@@ -2,6 +2,7 @@
 
 #include "clients.h"
 #include "control.h"
+#include "events.h"
 #include "log.h"
 #include "server.h"
 #include "state.h"
@@ -52,6 +53,12 @@ unsigned conn_count(void)
 	return nconns;
 }
 
+void conn_reason(struct conn *c, const char *code)
+{
+	if (!c->doomed && !c->reason)
+		c->reason = code;
+}
+
 void conn_doom(struct conn *c, const char *fmt, ...)
 {
 	if (c->doomed)
@@ -89,6 +96,7 @@ static void flush(struct conn *c)
 			set_want_out(c, 1);
 			return;
 		}
+		conn_reason(c, "write-error");
 		conn_doom(c, "write failed: %s", n < 0 ? strerror(errno) : "closed");
 		return;
 	}
@@ -105,6 +113,7 @@ void conn_send(struct conn *c, const struct nvs_msg *m)
 	if (pending + need > NVS_SCHED_OUTBUF_MAX + IN_MAX) {
 		c->slow = 1;
 		S.conns_closed_slow++;
+		conn_reason(c, "not-reading");
 		conn_doom(c, "peer is not reading: %zu bytes of output pending", pending);
 		return;
 	}
@@ -119,6 +128,7 @@ void conn_send(struct conn *c, const struct nvs_msg *m)
 			cap *= 2;
 		uint8_t *p = realloc(c->out, cap);
 		if (!p) {
+			conn_reason(c, "out-of-memory");
 			conn_doom(c, "out of memory");
 			return;
 		}
@@ -134,6 +144,7 @@ void conn_send(struct conn *c, const struct nvs_msg *m)
 	if (pending + n > NVS_SCHED_OUTBUF_MAX) {
 		c->slow = 1;
 		S.conns_closed_slow++;
+		conn_reason(c, "not-reading");
 		conn_doom(c, "peer is not reading: %zu bytes of output pending", pending + n);
 		return;
 	}
@@ -158,6 +169,7 @@ static void dispatch(struct conn *c, const struct nvs_msg *m)
 	case NVS_MSG_SWAP_STATS:
 	case NVS_MSG_PING:
 		if (c->kind == CONN_CTL) {
+			conn_reason(c, "client-msg-on-control");
 			conn_doom(c, "client message %s on a control connection",
 				  nvs_msg_type_name(m->type));
 			return;
@@ -168,6 +180,7 @@ static void dispatch(struct conn *c, const struct nvs_msg *m)
 	case NVS_MSG_CTL_SET_CLIENT:
 	case NVS_MSG_CTL_STATUS:
 		if (c->kind == CONN_CLIENT) {
+			conn_reason(c, "control-msg-on-client");
 			conn_doom(c, "control message %s on a client connection",
 				  nvs_msg_type_name(m->type));
 			return;
@@ -176,6 +189,7 @@ static void dispatch(struct conn *c, const struct nvs_msg *m)
 		nvs_control_msg(c, m);
 		return;
 	default:
+		conn_reason(c, "scheduler-only-msg");
 		conn_doom(c, "%s is sent by the scheduler, not to it", nvs_msg_type_name(m->type));
 	}
 }
@@ -190,6 +204,7 @@ void conn_on_readable(struct conn *c)
 			cap = IN_MAX;
 		uint8_t *p = realloc(c->in, cap);
 		if (!p) {
+			conn_reason(c, "out-of-memory");
 			conn_doom(c, "out of memory");
 			return;
 		}
@@ -202,8 +217,10 @@ void conn_on_readable(struct conn *c)
 		return;
 	}
 	if (n < 0) {
-		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+			conn_reason(c, "read-error");
 			conn_doom(c, "read failed: %s", strerror(errno));
+		}
 		return;
 	}
 	c->in_len += (size_t)n;
@@ -217,6 +234,7 @@ void conn_on_readable(struct conn *c)
 			break;
 		if (r == NVS_DECODE_BAD) {
 			S.conns_closed_bad++;
+			conn_reason(c, "malformed-frame");
 			conn_doom(c,
 				  "malformed frame (bad magic, version, length, type or payload)");
 			break;
@@ -238,6 +256,7 @@ void conn_on_readable(struct conn *c)
 		if (need > c->in_cap && need <= IN_MAX) {
 			uint8_t *p = realloc(c->in, need);
 			if (!p) {
+				conn_reason(c, "out-of-memory");
 				conn_doom(c, "out of memory");
 				return;
 			}
@@ -278,9 +297,20 @@ void conn_reap(void)
 							  : "new";
 		if (!strcmp(c->why, "closed by peer") || !strcmp(c->why, "scheduler shutting down"))
 			NVS_DEBUG("conn %u (%s, pid %d): %s", c->id, kind, (int)c->pid, c->why);
-		else
+		else {
 			NVS_WARN("closing conn %u (%s, pid %d, uid %d): %s", c->id, kind,
 				 (int)c->pid, (int)c->uid, c->why);
+			/* Same rate as the line above (issue 17 limits both). The
+			 * detail may quote what the peer sent: escaped. */
+			char d[2 * sizeof c->why + 8];
+			nvs_json_str(c->why, d, sizeof d);
+			nvs_event(
+			    "conn_closed",
+			    "\"conn\":%u,\"kind\":\"%s\",\"pid\":%d,\"uid\":%d,\"reason\":\"%s\","
+			    "\"detail\":%s",
+			    c->id, kind, (int)c->pid, (int)c->uid, c->reason ? c->reason : "other",
+			    d);
+		}
 		conn_free(c);
 	}
 }

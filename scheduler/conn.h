@@ -34,6 +34,7 @@ struct conn {
 	int doomed;
 	int slow; /* doomed for not reading */
 	char why[128];
+	const char *reason; /* stable code for the conn_closed event, or NULL */
 	uint8_t *in;
 	size_t in_len, in_cap;
 	uint8_t *out;
@@ -53,6 +54,10 @@ void conn_send(struct conn *c, const struct nvs_msg *m);
 /* Marks c to be closed after the current event batch; the first reason
  * wins and is logged then. */
 void conn_doom(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Names why c is about to be doomed with a stable code (a string
+ * literal, lower-case-with-dashes) for the conn_closed event; call it just
+ * before conn_doom(). The first reason wins, as for conn_doom(). */
+void conn_reason(struct conn *c, const char *code);
 void conn_on_readable(struct conn *c);
 void conn_on_writable(struct conn *c);
 /* Frees every doomed connection (client state first). */

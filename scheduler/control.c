@@ -2,6 +2,7 @@
 
 #include "clients.h"
 #include "conn.h"
+#include "events.h"
 #include "gpus.h"
 #include "log.h"
 #include "parse.h"
@@ -262,6 +263,8 @@ void nvs_control_msg(struct conn *c, const struct nvs_msg *m)
 	if (!authorized(c)) {
 		NVS_WARN("refused %s from pid %d uid %d: not root or uid %d",
 			 nvs_msg_type_name(m->type), (int)c->pid, (int)c->uid, (int)S.euid);
+		nvs_event("ctl_refused", "\"conn\":%u,\"pid\":%d,\"uid\":%d,\"msg\":\"%s\"", c->id,
+			  (int)c->pid, (int)c->uid, nvs_msg_type_name(m->type));
 		reply(c, m->seq, -EPERM,
 		      "permission denied: changing scheduler settings needs root or uid %d "
 		      "(you are uid %d)",

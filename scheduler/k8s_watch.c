@@ -6,6 +6,7 @@
  */
 #include "k8s_watch.h"
 
+#include "events.h"
 #include "k8s_json.h"
 #include "log.h"
 #include "pod_identity.h"
@@ -89,6 +90,14 @@ static void set_state(const char *s)
 	__atomic_store_n(&state_name, s, __ATOMIC_RELAXED);
 }
 
+/* k8s_watch event: the watch's state ("off", "on", "backoff", "relisting")
+ * and a stable reason code. Called from the loop and the watch thread
+ * (one write(2) per line: safe from both). */
+static void watch_event(const char *state, const char *reason)
+{
+	nvs_event("k8s_watch", "\"state\":\"%s\",\"reason\":\"%s\"", state, reason);
+}
+
 const char *nvs_k8s_state(void)
 {
 	return __atomic_load_n(&state_name, __ATOMIC_RELAXED);
@@ -158,8 +167,12 @@ static int read_token(void)
 		return 0;
 	int had = token[0] != '\0';
 	memcpy(token, buf, len + 1);
-	if (had)
+	if (had) {
 		NVS_INFO("k8s: token re-read from %s (changed)", token_file);
+		char fq[2 * sizeof token_file];
+		nvs_event("k8s_token_changed", "\"file\":%s",
+			  nvs_json_str(token_file, fq, sizeof fq));
+	}
 	return 1;
 }
 
@@ -179,6 +192,7 @@ int nvs_k8s_start(void)
 	struct nvs_k8s_config *kc = &nvs_k8s_cfg;
 	if (kc->disabled) {
 		NVS_INFO("k8s: Pod watch disabled (--no-kube)");
+		watch_event("off", "disabled");
 		return 0;
 	}
 	const char *host = getenv("KUBERNETES_SERVICE_HOST");
@@ -189,11 +203,13 @@ int nvs_k8s_start(void)
 	} else {
 		if (!kc->node_name[0]) {
 			NVS_INFO("k8s: Pod watch off (no NODE_NAME and no --kube-api)");
+			watch_event("off", "no-node-name");
 			return 0;
 		}
 		if (!host || !*host) {
 			NVS_INFO("k8s: Pod watch off: NODE_NAME is set but KUBERNETES_SERVICE_HOST "
 				 "is not (not in a cluster; use --kube-api)");
+			watch_event("off", "not-in-cluster");
 			return 0;
 		}
 		/* IPv6 literals go in brackets. */
@@ -207,6 +223,7 @@ int nvs_k8s_start(void)
 		base_url[--n] = '\0';
 	if (!kc->node_name[0]) {
 		NVS_ERROR("k8s: --kube-api needs --node-name (or NODE_NAME)");
+		watch_event("off", "needs-node-name");
 		return -1;
 	}
 	if (fit(token_file, sizeof token_file, "%s",
@@ -216,6 +233,7 @@ int nvs_k8s_start(void)
 		goto too_long;
 	if (!kc->api[0] && access(token_file, R_OK)) {
 		NVS_INFO("k8s: Pod watch off: no service-account token at %s", token_file);
+		watch_event("off", "no-token");
 		return 0;
 	}
 	if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
@@ -241,6 +259,13 @@ int nvs_k8s_start(void)
 	started = 1;
 	NVS_INFO("k8s: watching Pods of node %s at %s (CA %s, token %s)", kc->node_name, base_url,
 		 ca_file, token_file);
+	{
+		char nq[2 * sizeof kc->node_name], uq[2 * sizeof base_url];
+		nvs_event("k8s_watch",
+			  "\"state\":\"on\",\"reason\":\"started\",\"node\":%s,\"api\":%s",
+			  nvs_json_str(kc->node_name, nq, sizeof nq),
+			  nvs_json_str(base_url, uq, sizeof uq));
+	}
 	return 0;
 too_long:
 	NVS_ERROR("k8s: API server URL or file path too long");
@@ -350,6 +375,7 @@ static int on_line(const char *line, size_t len, void *arg)
 			if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
 				*c = '?';
 		NVS_WARN("k8s: skipping a malformed watch event (%zu bytes: %s...)", len, ex);
+		nvs_event("k8s_event_malformed", "\"bytes\":%zu", len);
 		free(ev);
 		return 0;
 	}
@@ -358,9 +384,13 @@ static int on_line(const char *line, size_t len, void *arg)
 	case NVS_K8S_ERROR:
 		if (ev->code == 410) {
 			NVS_INFO("k8s: watch ERROR 410 (%s): re-listing", ev->message);
+			watch_event("relisting", "error-410");
 			x->relist = 1;
 		} else {
 			NVS_WARN("k8s: watch ERROR event code %d: %s", ev->code, ev->message);
+			nvs_event("k8s_request_failed",
+				  "\"op\":\"watch\",\"reason\":\"error-event\",\"http_status\":%d",
+				  ev->code);
 			x->error_event = 1;
 		}
 		stop = 1;
@@ -458,13 +488,35 @@ static CURLcode get(struct xfer *x, const char *url)
 /* Result of one LIST or WATCH round. */
 enum { RES_OK, RES_RELIST, RES_AUTH, RES_FAIL, RES_STOP };
 
+/* A stable reason code for a curl failure (k8s_request_failed). */
+static const char *curl_reason(CURLcode r)
+{
+	switch (r) {
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CACERT_BADFILE:
+		return "tls";
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_CONNECT:
+		return "connect";
+	case CURLE_OPERATION_TIMEDOUT:
+		return "timeout";
+	default:
+		return "curl";
+	}
+}
+
 /* Logs a failed request: curl error or HTTP status + the Status message. */
 static void log_failure(const char *what, CURLcode r, const struct xfer *x)
 {
 	if (is_stopping())
 		return;
+	const char *op = !strcmp(what, "LIST") ? "list" : "watch";
 	if (r != CURLE_OK && r != CURLE_WRITE_ERROR && !(x->status && x->status != 200)) {
 		NVS_WARN("k8s: %s: %s", what, curl_easy_strerror(r));
+		nvs_event("k8s_request_failed", "\"op\":\"%s\",\"reason\":\"%s\",\"curl_code\":%d",
+			  op, curl_reason(r), (int)r);
 		return;
 	}
 	char msg[200] = "";
@@ -481,6 +533,10 @@ static void log_failure(const char *what, CURLcode r, const struct xfer *x)
 		cJSON_Delete(j);
 	}
 	NVS_WARN("k8s: %s: HTTP %ld%s%s", what, x->status, msg[0] ? ": " : "", msg);
+	char mq[2 * sizeof msg];
+	nvs_event("k8s_request_failed",
+		  "\"op\":\"%s\",\"reason\":\"http\",\"http_status\":%ld,\"message\":%s", op,
+		  x->status, nvs_json_str(msg, mq, sizeof mq));
 }
 
 static void list_item(const struct nvs_k8s_pod *p, void *arg)
@@ -527,6 +583,7 @@ static int do_list(void)
 			}
 		} else if (x.status == 410) {
 			NVS_INFO("k8s: LIST continuation expired (410): listing again");
+			watch_event("relisting", "continue-410");
 			res = RES_RELIST;
 		} else {
 			if (x.too_big)
@@ -546,6 +603,11 @@ static int do_list(void)
 	need_list = 0;
 	NVS_INFO("k8s: LIST: %u pod(s) on node %s%s, resourceVersion %s", total,
 		 nvs_k8s_cfg.node_name, skipped ? " (some without a usable uid skipped)" : "", rv);
+	{
+		char rq[2 * sizeof rv];
+		nvs_event("k8s_list", "\"pods\":%u,\"skipped\":%d,\"resource_version\":%s", total,
+			  skipped ? 1 : 0, nvs_json_str(rv, rq, sizeof rq));
+	}
 	return RES_OK;
 }
 
@@ -580,9 +642,11 @@ static int do_watch(uint64_t *lasted_ns, unsigned long *nevents)
 	if (is_stopping()) {
 		res = RES_STOP;
 	} else if (x.relist || x.status == 410) {
-		if (x.status == 410)
+		if (x.status == 410) {
 			NVS_INFO("k8s: WATCH: 410 Gone (resourceVersion %s too old): re-listing",
 				 rv);
+			watch_event("relisting", "http-410");
+		}
 		res = RES_RELIST;
 	} else if (x.status == 401) {
 		log_failure("WATCH", r, &x);
@@ -630,6 +694,8 @@ static int back_off(void)
 	uint64_t d = backoff_ms / 2 + (uint64_t)random() % (backoff_ms / 2 + 1);
 	set_state("backoff");
 	NVS_INFO("k8s: retrying in %llu ms", (unsigned long long)d);
+	nvs_event("k8s_watch", "\"state\":\"backoff\",\"reason\":\"retry\",\"delay_ms\":%llu",
+		  (unsigned long long)d);
 	return nap(d);
 }
 
@@ -763,6 +829,14 @@ static void merge(struct nvs_k8s_cached_pod *e, const char *ann, const struct nv
 			NVS_WARN("pod %s/%s: ignoring invalid annotation %s=\"%s\" (expected %s); "
 				 "keeping %s",
 				 e->ns, e->name, ann, l->raw, expected, b);
+			/* Pod fields are the Pod author's: escaped. */
+			char nsq[2 * sizeof e->ns], nq[2 * sizeof e->name], vq[2 * sizeof l->raw];
+			nvs_event("pod_annotation_invalid",
+				  "\"namespace\":%s,\"pod\":%s,\"key\":\"%s\",\"value\":%s,"
+				  "\"keeping\":%s",
+				  nvs_json_str(e->ns, nsq, sizeof nsq),
+				  nvs_json_str(e->name, nq, sizeof nq), ann,
+				  nvs_json_str(l->raw, vq, sizeof vq), *has ? b : "null");
 		}
 		return;
 	}
@@ -802,6 +876,15 @@ static void upsert(const struct kmsg *m)
 	nvs_pod_changed(e);
 }
 
+/* pod_deleted: a Pod left the cache (its fields are escaped). */
+static void pod_event(const struct nvs_k8s_cached_pod *e, const char *reason)
+{
+	char nsq[2 * sizeof e->ns], nq[2 * sizeof e->name], uq[2 * sizeof e->uid];
+	nvs_event("pod_deleted", "\"namespace\":%s,\"pod\":%s,\"uid\":%s,\"reason\":\"%s\"",
+		  nvs_json_str(e->ns, nsq, sizeof nsq), nvs_json_str(e->name, nq, sizeof nq),
+		  nvs_json_str(e->uid, uq, sizeof uq), reason);
+}
+
 static void remove_pod(struct nvs_k8s_cached_pod *e)
 {
 	nvs_pod_removed(e);
@@ -825,8 +908,10 @@ void nvs_k8s_on_event(void)
 			upsert(m);
 			break;
 		case KM_DELETE:
-			if ((e = find(m->pod.uid)))
+			if ((e = find(m->pod.uid))) {
+				pod_event(e, "deleted");
 				remove_pod(e);
+			}
 			break;
 		case KM_RESYNC_BEGIN:
 			for (e = cache; e; e = e->next)
@@ -838,6 +923,7 @@ void nvs_k8s_on_event(void)
 				if (!e->mark) {
 					NVS_INFO("k8s: pod %s/%s is gone (not in the new LIST)",
 						 e->ns, e->name);
+					pod_event(e, "not-listed");
 					remove_pod(e);
 				}
 				e = n;

@@ -10,6 +10,7 @@
  */
 #include "metrics.h"
 
+#include "events.h"
 #include "log.h"
 #include "metrics_snap.h"
 #include "nvml_api.h"
@@ -436,6 +437,18 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ---- start / stop (loop thread) ---- */
 
+/* metrics_listening / metrics_failed: {"addr":..., "port":N[, "reason":...]}
+ * (port: the bound one, so that --metrics-port 0 can be found). */
+static void metrics_event(const char *name, const char *reason, unsigned port)
+{
+	char a[2 * sizeof nvs_metrics_cfg.addr + 8];
+	nvs_json_str(nvs_metrics_cfg.addr, a, sizeof a);
+	if (reason)
+		nvs_event(name, "\"addr\":%s,\"port\":%u,\"reason\":\"%s\"", a, port, reason);
+	else
+		nvs_event(name, "\"addr\":%s,\"port\":%u", a, port);
+}
+
 int nvs_metrics_start(void)
 {
 	const struct nvs_metrics_config *mc = &nvs_metrics_cfg;
@@ -449,6 +462,7 @@ int nvs_metrics_start(void)
 	if (af < 0) {
 		NVS_ERROR("metrics: bad address \"%s\": exporter NOT started, scheduling goes on",
 			  mc->addr);
+		metrics_event("metrics_failed", "bad-address", mc->port);
 		return -1;
 	}
 	{
@@ -479,6 +493,7 @@ int nvs_metrics_start(void)
 		NVS_ERROR("metrics: cannot listen on %s port %u (in use? see above): exporter NOT "
 			  "started, scheduling goes on",
 			  mc->addr, mc->port);
+		metrics_event("metrics_failed", "listen", mc->port);
 		pthread_mutex_lock(&mu);
 		struct msnap *s = cur;
 		cur = NULL;
@@ -492,6 +507,7 @@ int nvs_metrics_start(void)
 		port = di->port;
 	NVS_INFO("metrics: serving http://%s%s%s:%u/metrics", af == AF_INET6 ? "[" : "", mc->addr,
 		 af == AF_INET6 ? "]" : "", port);
+	metrics_event("metrics_listening", NULL, port);
 	return 0;
 }
 

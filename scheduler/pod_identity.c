@@ -1,6 +1,7 @@
 #include "pod_identity.h"
 
 #include "clients.h"
+#include "events.h"
 #include "k8s_watch.h"
 #include "log.h"
 #include "parse.h"
@@ -103,9 +104,13 @@ void nvs_pod_identify(struct client *cl)
 	const struct nvs_k8s_cached_pod *p = nvs_k8s_pod_lookup(cl->pod_uid);
 	if (p)
 		apply(cl, p);
-	else
+	else {
 		NVS_INFO("client=%u pid=%d is in pod uid %s (not known to the watch yet)", cl->id,
 			 (int)cl->pid, cl->pod_uid);
+		char uq[2 * sizeof cl->pod_uid];
+		nvs_event("pod_unknown", "\"client\":%u,\"pid\":%d,\"pod_uid\":%s", cl->id,
+			  (int)cl->pid, nvs_json_str(cl->pod_uid, uq, sizeof uq));
+	}
 }
 
 static int in_pod(const struct client *cl, const struct nvs_k8s_cached_pod *p)

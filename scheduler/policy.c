@@ -206,6 +206,8 @@ static void inform_holder(struct gpu *g)
 		h->hint_sent_mib = mib;
 		send_gpu(h, NVS_MSG_SWAP_HINT, mib);
 		NVS_DEBUG("SWAP_HINT " CG_FMT " mib=%u waiters=%u", CG_ARGS(h), mib, g->qlen);
+		nvs_event("swap_hint", CG_EV ",\"mib\":%u,\"waiters\":%u", CG_ARGS(h), mib,
+			  g->qlen);
 	}
 }
 
@@ -533,6 +535,7 @@ void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_n
 		NVS_INFO("LOCK_RELEASED " CG_FMT
 			 " ignored: not the holder (revoked or not serialized)",
 			 CG_ARGS(cg));
+		nvs_event("lock_release_ignored", CG_EV ",\"reason\":\"not-holder\"", CG_ARGS(cg));
 		return;
 	}
 	uint64_t held = now - cg->held_since_ns;
@@ -627,6 +630,8 @@ static void revoke(struct gpu *g, uint64_t now)
 	NVS_WARN("REVOKE " CG_FMT " held_ms=%.3f: no LOCK_RELEASED within %u ms of DROP_LOCK; "
 		 "lock goes to the next waiter",
 		 CG_ARGS(h), ms(now - h->held_since_ns), S.cfg.drop_grace_ms);
+	nvs_event("revoke", CG_EV ",\"held_ms\":%.3f,\"grace_ms\":%u", CG_ARGS(h),
+		  ms(now - h->held_since_ns), S.cfg.drop_grace_ms);
 	/* DROP_LOCK with grace 0 tells the client it no longer holds the
 	 * lock; its late LOCK_RELEASED is ignored and it may REQ_LOCK again. */
 	send_drop(g, 0);

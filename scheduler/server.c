@@ -1,6 +1,7 @@
 #include "server.h"
 
 #include "conn.h"
+#include "events.h"
 #include "k8s_watch.h"
 #include "log.h"
 #include "metrics.h"
@@ -51,6 +52,18 @@ static int make_dirs(const char *dir)
 	return 0;
 }
 
+/* An event about the socket path: {"path":..., "reason":...} (reason
+ * left out when NULL). The path is the operator's, escaped all the same. */
+static void sock_event(const char *name, const char *reason)
+{
+	char p[2 * sizeof S.sock_path + 8];
+	nvs_json_str(S.sock_path, p, sizeof p);
+	if (reason)
+		nvs_event(name, "\"path\":%s,\"reason\":\"%s\"", p, reason);
+	else
+		nvs_event(name, "\"path\":%s", p);
+}
+
 static int someone_listens(const char *path)
 {
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -76,10 +89,12 @@ static int take_lock_file(const char *dir, int loud)
 		return -1;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		if (loud)
+		if (loud) {
 			NVS_ERROR(
 			    "another nvshare-scheduler is already running on %s (%s is locked)",
 			    S.sock_path, lock_path);
+			sock_event("socket_blocked", "locked");
+		}
 		close(fd);
 		return -1;
 	}
@@ -102,18 +117,23 @@ static int bind_socket(ino_t *ino, int loud)
 	struct stat st;
 	if (lstat(S.sock_path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
-			if (loud)
+			if (loud) {
 				NVS_ERROR("%s exists and is not a socket: refusing to remove it",
 					  S.sock_path);
+				sock_event("socket_blocked", "not-a-socket");
+			}
 			return -1;
 		}
 		if (someone_listens(S.sock_path)) {
-			if (loud)
+			if (loud) {
 				NVS_ERROR("another nvshare-scheduler is already listening on %s",
 					  S.sock_path);
+				sock_event("socket_blocked", "in-use");
+			}
 			return -1;
 		}
 		NVS_INFO("removing stale socket %s", S.sock_path);
+		sock_event("stale_socket_removed", NULL);
 		unlink(S.sock_path);
 	}
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -175,6 +195,7 @@ int nvs_server_open(void)
 		return -1;
 	}
 	NVS_INFO("listening on %s", S.sock_path);
+	sock_event("listening", NULL);
 	return 0;
 }
 
@@ -199,9 +220,11 @@ static void check_socket(uint64_t now)
 	int r = lstat(S.sock_path, &st);
 	if (r == 0 && S_ISSOCK(st.st_mode) && st.st_ino == sock_ino)
 		return;
-	if (!sock_lost_logged)
+	if (!sock_lost_logged) {
 		NVS_ERROR("socket %s was %s while running: re-creating it (clients reconnect)",
 			  S.sock_path, r < 0 ? "removed" : "replaced");
+		sock_event("socket_lost", r < 0 ? "removed" : "replaced");
+	}
 	int loud = !sock_lost_logged;
 	ino_t ino = 0;
 	int fd = -1, lfd = -1;
@@ -250,6 +273,7 @@ static void check_socket(uint64_t now)
 	sock_lost_logged = 0;
 	S.sock_recreated++;
 	NVS_WARN("re-created %s; listening again", S.sock_path);
+	sock_event("socket_recreated", NULL);
 }
 
 /* Out of file descriptors and the spare one could not be used: stop
@@ -278,6 +302,9 @@ static void log_refusal(void)
 	NVS_WARN("out of file descriptors (%u connections open): refusing a connection "
 		 "(%u more refused since the last line; %llu in all)",
 		 conn_count(), quiet, (unsigned long long)S.accept_refused);
+	nvs_event("conn_refused",
+		  "\"reason\":\"out-of-fds\",\"open\":%u,\"quiet\":%u,\"refused\":%llu",
+		  conn_count(), quiet, (unsigned long long)S.accept_refused);
 	last_ns = now;
 	quiet = 0;
 }
@@ -383,6 +410,7 @@ int nvs_server_run(void)
 				if (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
 					NVS_INFO("signal %u (%s): shutting down", si.ssi_signo,
 						 strsignal((int)si.ssi_signo));
+					nvs_event("shutdown", "\"signal\":%u", si.ssi_signo);
 					return 0;
 				}
 			} else {

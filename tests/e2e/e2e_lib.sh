@@ -2,7 +2,7 @@
 # Helpers for the end-to-end tests (sourced after tests/lib.sh): run sim_app
 # under libnvshare.so on the simulated GPU, and read what it printed.
 APP=$B/tests/e2e/sim_app
-SLOG=$T/scheduler.log
+SLOG=$T/scheduler.log # the human log: shown on failure, never asserted on
 
 # app NAME [sim_app args...]: starts sim_app in the background, stdout in
 # $T/NAME.out, stderr (the library's log) in $T/NAME.err; sets PID_NAME.
@@ -32,15 +32,15 @@ switches() {
       print t, n }' | sort -n | awk '{ if (NR > 1 && $2 != last) s++; last = $2 } END { print s + 0 }'
 }
 
-# lock_owners: the client ids of the LOCK_OK lines in the scheduler log, in order.
-lock_owners() { grep -oE 'LOCK_OK client=[0-9]+' "$SLOG" | sed 's/.*=//' | tr '\n' ' '; }
+# lock_owners: the client ids of the lock_ok events, in order.
+lock_owners() { event_field client lock_ok | tr '\n' ' '; }
 
-# alternations: how many LOCK_OK lines go to a different client than the previous one.
+# alternations: how many grants go to a different client than the previous one.
 alternations() { lock_owners | awk '{ for (i = 2; i <= NF; i++) if ($i != $(i-1)) s++ } END { print s + 0 }'; }
 
 show_logs() {
   local f
-  for f in "$T"/*.out "$T"/*.err "$SLOG"; do
+  for f in "$T"/*.out "$T"/*.err "$SLOG" "$NVSHARE_EVENTS"; do
     [ -f "$f" ] || continue
     echo "# ---- $(basename "$f") (last 15 lines)"
     tail -n 15 "$f" | sed 's/^/#   /'

@@ -23,13 +23,14 @@ check "both finish" sh -c "grep -q '^DONE' '$T/A.out' && grep -q '^DONE' '$T/B.o
 alt=$(alternations)
 check "LOCK_OK alternates ($alt)" [ "$alt" -ge 3 ]
 check "every DROP_LOCK answered by a drained LOCK_RELEASED" \
-  [ "$(grep -c 'DROP_LOCK client=.*tq-expired' "$SLOG")" -eq "$(grep -c 'LOCK_RELEASED client=.*dropped=1' "$SLOG")" ]
-nreq=$(grep -c "REQ_LOCK client=" "$SLOG"); nok=$(grep -c "LOCK_OK client=" "$SLOG")
+  [ "$(count_events drop_lock reason='"tq-expired"')" -eq "$(count_events lock_released reason='"dropped"')" ]
+nreq=$(count_events req_lock); nok=$(count_events lock_ok)
 check "REQ_LOCK once per wait, not per call or thread ($nreq REQ_LOCK, $nok LOCK_OK)" [ "$nreq" -le $((nok + 2)) ]
 sw=$(switches A B)
 check "gated calls ran in turns ($sw switches, $nok grants)" [ "$sw" -le $((nok + 2)) ]
 kill "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
-mv "$SLOG" "$T/scheduler-1.log"
+# Each phase reads only its own scheduler's log and events.
+mv "$SLOG" "$T/scheduler-1.log"; mv "$NVSHARE_EVENTS" "$T/events-1.jsonl"
 
 # 2. Idle release latency: A idles with B waiting; 30 s quantum.
 NVSHARE_TQ=30 start_scheduler || { not_ok "scheduler restarts"; show_logs; exit 1; }
@@ -41,25 +42,25 @@ idle_from=$(awk '$1 == "IDLE" { for (i = 2; i <= NF; i++) if ($i ~ /^from=/) pri
 b_first=$(first_t E PROGRESS)
 lat=$(awk -v a="$idle_from" -v b="$b_first" 'BEGIN { printf "%.2f", b - a - 2 }')
 diag "idle release: D idle from $idle_from, E's first call done $b_first: $lat ms"
-check "idle release (idle=1) seen" grep -q "LOCK_RELEASED client=1 .*idle=1" "$SLOG"
+check "idle release seen" has_event lock_released client=1 reason='"idle"'
 check "E runs within 50 ms of D's last call ($lat ms)" awk -v l="$lat" 'BEGIN { exit !(l > 0 && l <= 50) }'
 kill "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
-mv "$SLOG" "$T/scheduler-2.log"
+mv "$SLOG" "$T/scheduler-2.log"; mv "$NVSHARE_EVENTS" "$T/events-2.jsonl"
 
 # 3. No scheduler at start, then one appears, is killed, and comes back.
 probe C --kernels 1500 --kernel-us 2000
 check "runs ungated without a scheduler" wait_log 10 "$T/C.out" "kernel=20/"
 check "one warning" grep -q "scheduler not reachable at .*running ungated, will retry" "$T/C.err"
 start_scheduler
-check "registers when the scheduler appears" wait_log 10 "$SLOG" "HELLO client=1 "
-check "gets the lock" wait_log 10 "$SLOG" "LOCK_OK client=1 "
+check "registers when the scheduler appears" wait_event 10 hello client=1
+check "gets the lock" wait_event 10 lock_ok client=1
 kill -KILL "$SCHED_PID"
 check "notices the loss" wait_log 10 "$T/C.err" "connection lost"
 n1=$(grep -c PROGRESS "$T/C.out"); sleep 0.2; n2=$(grep -c PROGRESS "$T/C.out")
 check "keeps running ($n1 -> $n2)" [ "$n2" -gt "$n1" ]
 start_scheduler
-check "re-registers with the restarted scheduler" wait_for 10 sh -c "[ \$(grep -c 'HELLO client=1 ' '$SLOG') -ge 2 ]"
-check "is gated again" wait_for 10 sh -c "[ \$(grep -c 'LOCK_OK client=1 ' '$SLOG') -ge 2 ]"
+check "re-registers with the restarted scheduler" wait_events 10 2 hello client=1
+check "is gated again" wait_events 10 2 lock_ok client=1
 app_wait C 30
 check "finishes" grep -q "^DONE name=C " "$T/C.out"
 check "exit status 0" wait "$PID_C"

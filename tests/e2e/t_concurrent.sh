@@ -10,9 +10,11 @@ app B --alloc 16Mi --kernels 400 --kernel-us 1000
 app_wait A 60; app_wait B 60
 check "A finished" app_ok A
 check "B finished" app_ok B
-check "both attached" [ "$(grep -c 'ATTACH_GPU client=' "$SLOG")" -eq 2 ]
-check "GPU stayed concurrent" sh -c "! grep -q 'serialized=1' '$SLOG'"
-check "no lock traffic" sh -c "! grep -qE 'REQ_LOCK|LOCK_OK|DROP_LOCK' '$SLOG'"
+# Both finished (DONE above): the whole run is in the event stream.
+check "both attached" [ "$(count_events attach)" -eq 2 ]
+check "GPU stayed concurrent" [ "$(count_events gpu_mode serialized=1)" -eq 0 ]
+check "no lock traffic" \
+  [ "$(count_events req_lock)" -eq 0 -a "$(count_events lock_ok)" -eq 0 -a "$(count_events drop_lock)" -eq 0 ]
 sw=$(switches A B)
 check "kernels interleaved ($sw switches)" [ "$sw" -ge 20 ]
 finish

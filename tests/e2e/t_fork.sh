@@ -11,9 +11,9 @@ app A --alloc 16Mi --kernels 150 --kernel-us 2000 --fork-child-kernels 100
 app_wait A 60
 check "child finished" grep -qE "^DONE name=A-child .*result=ok" "$T/A.out"
 check "parent finished, memory intact, child exited 0" app_ok A
-pids=$(grep -oE 'HELLO client=[0-9]+ pid=[0-9]+' "$SLOG" | sed 's/.*pid=//' | sort -u | wc -l)
+pids=$(event_field pid hello | sort -u | wc -l)
 check "parent and child registered separately ($pids pids)" [ "$pids" -eq 2 ]
-nh=$(grep -c "HELLO client=" "$SLOG")
+nh=$(count_events hello)
 check "parent did not reconnect ($nh HELLO)" [ "$nh" -eq 2 ]
 check "no connection lost" sh -c "! grep -q 'connection lost' '$T/A.err'"
 alt=$(alternations)

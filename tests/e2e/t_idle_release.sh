@@ -15,8 +15,8 @@ app_wait B 30; app_wait A 30
 
 check "A finished" app_ok A
 check "B finished" app_ok B
-check "B queued behind A" grep -qE "REQ_LOCK client=2 .*holder=1" "$SLOG"
-check "A released the lock for idleness" grep -qE "LOCK_RELEASED client=1 .*idle=1" "$SLOG"
+check "B queued behind A" has_event req_lock client=2 holder=1
+check "A released the lock for idleness" has_event lock_released client=1 reason='"idle"'
 idle_from=$(awk '$1 == "IDLE" { for (i = 2; i <= NF; i++) if ($i ~ /^from=/) print substr($i, 6) }' "$T/A.out")
 b_first=$(first_t B PROGRESS)
 b_start=$(first_t B START)

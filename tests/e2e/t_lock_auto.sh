@@ -12,11 +12,11 @@ app_wait A 60; app_wait B 60
 
 check "A finished, memory intact" app_ok A
 check "B finished, memory intact" app_ok B
-check "GPU switched to serialized (64Mi + 64Mi > 100Mi)" grep -q "GPU_MODE gpu=0 serialized=1" "$SLOG"
+check "GPU switched to serialized (64Mi + 64Mi > 100Mi)" has_event gpu_mode gpu=0 serialized=1
 diag "LOCK_OK owners: $(lock_owners)"
 alt=$(alternations)
 check "LOCK_OK alternates between the two clients ($alt hand-offs)" [ "$alt" -ge 2 ]
-nlock=$(grep -c "LOCK_OK client=" "$SLOG")
+nlock=$(count_events lock_ok)
 sw=$(switches A B)
 check "kernels ran in turns ($sw switches for $nlock grants)" [ "$sw" -le $((nlock + 4)) ]
 check "no client lost its connection" sh -c "! grep -q 'connection lost' '$T/A.err' '$T/B.err'"

@@ -23,7 +23,9 @@ else
   start_api tok "$T/pods.json" || { not_ok "fake API server"; exit 1; }
 fi
 stop_sched() { kill -TERM "$SCHED_PID" 2>/dev/null; wait_exit 5 "$SCHED_PID"; }
-newlog() { : >"$T/scheduler.log"; }
+# Each phase starts with an empty log and event stream (the previous
+# scheduler has exited).
+newlog() { : >"$T/scheduler.log"; : >"$NVSHARE_EVENTS"; }
 
 # In-cluster configuration from the environment (paths overridden: the
 # real service-account directory is not ours to write in a test).
@@ -33,16 +35,18 @@ KUBERNETES_SERVICE_HOST=$host KUBERNETES_SERVICE_PORT=$API_PORT NODE_NAME=node-1
   NVSHARE_KUBE_TOKEN_FILE=$T/token NVSHARE_KUBE_CA_FILE=$T/ca.crt NVSHARE_PROC_ROOT=$PROC \
   start_scheduler --no-nvml --metrics --metrics-addr 127.0.0.1 --metrics-port 0
 if [ $v6 = 1 ]; then
-  check "in-cluster env: IPv6 service host in brackets" wait_log 5 "$T/scheduler.log" "k8s: watching Pods of node node-1 at https://\[::1\]:$API_PORT "
+  check "in-cluster env: IPv6 service host in brackets" \
+    wait_event 5 k8s_watch state='"on"' node='"node-1"' api="\"https://\\[::1\\]:$API_PORT\""
 else
-  check "in-cluster env: service host and port" wait_log 5 "$T/scheduler.log" "k8s: watching Pods of node node-1 at https://127.0.0.1:$API_PORT "
+  check "in-cluster env: service host and port" \
+    wait_event 5 k8s_watch state='"on"' node='"node-1"' api="\"https://127\\.0\\.0\\.1:$API_PORT\""
 fi
-check "in-cluster env: LIST with the token and CA from the environment" wait_log 5 "$T/scheduler.log" "k8s: LIST: 1 pod"
+check "in-cluster env: LIST with the token and CA from the environment" wait_event 5 k8s_list pods=1
 fcpod A "$(cg_systemd_v2 "$UA")" --gpu-uuid GPU-cfg-0 --script 'hold 30s'
 check "NVSHARE_PROC_ROOT: client A found in its pod and limited (30%, 1Gi)" \
   wait_for 3 limits_are A 30 $((1 << 30))
-wait_log 5 "$T/scheduler.log" 'metrics: serving http://127.0.0.1:[0-9]+/metrics'
-MPORT=$(grep -oE 'metrics: serving http://127.0.0.1:[0-9]+' "$T/scheduler.log" | tail -1 | sed 's/.*://')
+wait_event 5 metrics_listening
+MPORT=$(event_field port metrics_listening | tail -1)
 sleep 0.3
 m=$(curl -sf --max-time 5 "http://127.0.0.1:$MPORT/metrics")
 # shellcheck disable=SC2016 # expanded by the inner shell
@@ -55,29 +59,32 @@ stop_sched
 newlog
 start_scheduler --no-nvml --kube-api "$API_URL" --kube-token-file "$T/token" \
   --kube-ca-file "$T/other-ca.crt" --node-name node-1
-check "wrong CA: the TLS handshake is refused (logged)" \
-  wait_log 5 "$T/scheduler.log" "k8s: LIST: .*(certificate|SSL)"
-check "... and retried with back-off" wait_log 5 "$T/scheduler.log" "k8s: retrying in [0-9]+ ms"
+check "wrong CA: the TLS handshake is refused (k8s_request_failed tls)" \
+  wait_event 5 k8s_request_failed op='"list"' reason='"tls"'
+check "... and retried with back-off" wait_event 5 k8s_watch state='"backoff"' reason='"retry"'
 check "... the scheduler keeps serving" sched_alive
 stop_sched
 
 # Flags and the environment.
 newlog
 "$B/nvshare-scheduler" --no-nvml --kube-api "$API_URL" >"$T/err.log" 2>&1; rc=$?
-check "--kube-api without a node name: exit 1, says so" \
-  sh -c "test $rc = 1 && grep -q 'needs --node-name' '$T/err.log'"
+check "--kube-api without a node name: exit 1 (k8s_watch off needs-node-name)" \
+  test "$rc" = 1 -a "$(count_events k8s_watch state='"off"' reason='"needs-node-name"')" = 1
+check "... and tells the operator" grep -q 'needs --node-name' "$T/err.log"
 "$B/nvshare-scheduler" --node-name "" >/dev/null 2>&1; rc=$?
 check "--node-name '': usage error (2)" test "$rc" = 2
 unset KUBERNETES_SERVICE_HOST
 NODE_NAME=node-1 start_scheduler --no-nvml
-check "NODE_NAME outside a cluster: watch off, logged" wait_log 3 "$T/scheduler.log" "Pod watch off: NODE_NAME is set but KUBERNETES_SERVICE_HOST is not"
+check "NODE_NAME outside a cluster: watch off (event)" \
+  wait_event 3 k8s_watch state='"off"' reason='"not-in-cluster"'
 check "--json: watch off" json_has '"kube":{"watch":"off","pods":0}'
 stop_sched
 newlog
 start_scheduler --no-nvml --no-kube --kube-api "$API_URL" --node-name node-1 --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token"
-check "--no-kube: watch disabled" wait_log 3 "$T/scheduler.log" "Pod watch disabled"
+check "--no-kube: watch disabled" wait_event 3 k8s_watch state='"off"' reason='"disabled"'
 stop_sched
 newlog
 KUBERNETES_SERVICE_HOST=127.0.0.1 NODE_NAME=node-1 NVSHARE_KUBE_TOKEN_FILE=$T/missing start_scheduler --no-nvml
-check "in cluster without a token file: watch off, logged" wait_log 3 "$T/scheduler.log" "Pod watch off: no service-account token at $T/missing"
+check "in cluster without a token file: watch off (event)" \
+  wait_event 3 k8s_watch state='"off"' reason='"no-token"'
 stop_sched

@@ -8,11 +8,15 @@ free_port() {
 }
 
 # start_metrics_scheduler [args...]: a scheduler with the exporter on
-# 127.0.0.1 and a port of the kernel's choice; sets MPORT from its log.
+# 127.0.0.1 and a port of the kernel's choice; sets MPORT from its
+# metrics_listening event (the last one: an earlier scheduler of the same
+# test may have had its own).
 start_metrics_scheduler() {
+  local n
+  n=$(count_events metrics_listening)
   start_scheduler --metrics --metrics-addr 127.0.0.1 --metrics-port 0 "$@" || return 1
-  wait_log 5 "$T/scheduler.log" 'metrics: serving http://127.0.0.1:[0-9]+/metrics' || return 1
-  MPORT=$(grep -oE 'metrics: serving http://127.0.0.1:[0-9]+' "$T/scheduler.log" | tail -1 | sed 's/.*://')
+  wait_events 5 $((n + 1)) metrics_listening addr='"127.0.0.1"' || return 1
+  MPORT=$(event_field port metrics_listening | tail -1)
   MURL=http://127.0.0.1:$MPORT
 }
 

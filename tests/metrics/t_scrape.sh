@@ -6,8 +6,8 @@
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/metrics_lib.sh"
 
-# Off by default: no "serving" line, nothing listening on the default port
-# from this scheduler.
+# Off by default: no metrics_listening event, nothing listening on the
+# default port from this scheduler.
 # A's 50 % core limit must not cut its 4 s hold: a 20 s quota window gives
 # it 10 s (compute quotas, docs/quotas.md).
 export NVSHARE_COMPUTE_WINDOW_MS=20000
@@ -16,12 +16,15 @@ export NVSHARE_COMPUTE_WINDOW_MS=20000
 export NVSHARE_QUOTA_SLICE_MS=20000
 start_scheduler
 check "scheduler starts without metrics" test -S "$NVSHARE_SOCK_DIR/scheduler.sock"
-check "exporter off by default" sh -c "! grep -q 'metrics: serving' '$T/scheduler.log'"
+# The Pod watch starts after the exporter would have: its k8s_watch event
+# proves the moment passed.
+wait_event 5 k8s_watch
+check "exporter off by default" test "$(count_events metrics_listening)" = 0
 kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
 mv "$T/scheduler.log" "$T/scheduler-off.log"
 
 start_metrics_scheduler --mode on
-check "exporter serving (port from the log: ${MPORT:-none})" test -n "${MPORT:-}"
+check "exporter serving (port from the event: ${MPORT:-none})" test -n "${MPORT:-}"
 check "/healthz says ok" sh -c "curl -sf --max-time 5 '$MURL/healthz' | grep -qx ok"
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$MURL/nope")
 check "unknown path: 404 ($code)" test "$code" = 404
@@ -98,7 +101,8 @@ check "lock waits in the histogram (count >= 2)" \
   test "$(metric_value "nvshare_lock_wait_seconds_count{$G}" "$T/m3.txt")" -ge 2
 check "promtool accepts the scrape after hand-offs" promtool check metrics <"$T/m3.txt"
 
-# Port taken: a second scheduler (own socket dir) logs it and schedules on.
+# Port taken: a second scheduler (own socket dir) reports it (event) and
+# schedules on.
 SOCK1=$NVSHARE_SOCK_DIR
 export NVSHARE_SOCK_DIR=$T/sock2
 mkdir -p "$NVSHARE_SOCK_DIR"
@@ -107,7 +111,8 @@ bg env NVSHARE_METRICS_ENABLE=1 NVSHARE_METRICS_ADDR=127.0.0.1 NVSHARE_METRICS_P
 # shellcheck disable=SC2154 # _pids: tests/lib.sh
 S2=${_pids[-1]}
 wait_for 5 test -S "$NVSHARE_SOCK_DIR/scheduler.sock"
-check "port in use: error logged" wait_log 5 "$T/scheduler2.log" 'metrics: cannot listen on 127.0.0.1 port '"$MPORT"'.*NOT started, scheduling goes on'
+check "port in use: metrics_failed event" \
+  wait_event 5 metrics_failed addr='"127.0.0.1"' port="$MPORT" reason='"listen"'
 check "port in use: scheduler still running" kill -0 "$S2"
 "$FC" --gpu-uuid GPU-x --alloc 1Gi --script 'lock;release;exit' >"$T/D.out" 2>&1
 check "port in use: scheduler still grants locks" grep -q LOCK_OK "$T/D.out"

@@ -8,32 +8,36 @@
 # CTL_SET_CLIENT refused to other uids: tests/sched/t_ctl.sh.)
 . "$(dirname "$0")/../lib.sh"
 . "$NVS_ROOT/tests/sched/sched_lib.sh"
-SLOG=$T/scheduler.log
 
 start_scheduler --no-nvml --mode on || { not_ok "scheduler starts"; exit 1; }
 fc A --name victim --gpu-uuid GPU-iso --alloc 1Gi --script 'lock;hold 3s;release;hold 100ms'
 check "A holds GPU-iso" wait_ev 5 A LOCK_OK
 # B: same GPU, its own local ordinal 0 - the same number A uses.
 fc B --name intruder --gpu-uuid GPU-iso --alloc 2Gi --script 'release;idle_release;mem 8Gi;req;hold 1s;release;hold 200ms'
-wait_ev 5 B 'SENT REQ_LOCK'; sleep 0.2
+# B's messages are handled in order: its queued REQ_LOCK (the last) proves
+# the scheduler has handled the ones before.
+wait_event 5 req_lock client=2 pid="$PID_B"
 check "B's LOCK_RELEASED for 'GPU 0' is its own, ignored (B holds nothing)" \
-  grep -qE "LOCK_RELEASED client=2 pid=$PID_B gpu=0 ignored: not the holder" "$SLOG"
+  has_event lock_release_ignored client=2 pid="$PID_B" gpu=0 reason='"not-holder"'
 json=$("$CTL" --json)
 check "A is still the holder" grep -qE '"holder":\{"client":1,' <<<"$json"
 a_json=$(grep -oE "\"pid\":$PID_A,\"uid\".*" <<<"$json")
 check "B's MEM_UPDATE changed only B's memory (A still 1Gi, B 8Gi)" \
   sh -c "echo '$a_json' | grep -qE '\"allocated\":1073741824' && echo '$json' | grep -qF '\"allocated\":8589934592'"
-check "B's REQ_LOCK queued B behind A, did not take the lock" grep -qE "REQ_LOCK client=2 pid=$PID_B gpu=0 holder=1" "$SLOG"
-check "B got no LOCK_OK while A held" sh -c "! grep -q 'LOCK_OK client=2 ' '$SLOG'"
+check "B's REQ_LOCK queued B behind A, did not take the lock" has_event req_lock client=2 pid="$PID_B" gpu=0 holder=1
+# (A was still the holder in the status read after B's REQ_LOCK)
+check "B got no LOCK_OK while A held" test "$(count_events lock_ok client=2)" = 0
 # C: another GPU attached as its ordinal 0, releasing "GPU 0".
 fc C --gpu-uuid GPU-other --script 'release;hold 100ms'
 wait_exit 5 "$PID_C"
+# Its connection's end (bye) comes after every message it sent.
+wait_event 5 bye client=3 pid="$PID_C"
 check "C's release applies to its own GPU (GPU-other), ignored there" \
-  grep -qE "LOCK_RELEASED client=3 pid=$PID_C gpu=1 ignored" "$SLOG"
+  has_event lock_release_ignored client=3 pid="$PID_C" gpu=1
 # D: a message for an ordinal it never attached: closed, nothing else touched.
 fc D --gpu-uuid GPU-other --script 'raw notattached;wait CLOSED 2s'
 wait_exit 5 "$PID_D"
-check "D (unattached ordinal) is disconnected" grep -q 'REQ_LOCK for GPU 77, which is not attached' "$SLOG"
+check "D (unattached ordinal) is disconnected" has_event conn_closed pid="$PID_D" reason='"gpu-not-attached"'
 check "A still holds after all of it" json_has '"holder":{"client":1,'
 check "A finishes its hold and releases normally" wait_exit 6 "$PID_A"
 check "... exit 0" [ "$RC" = 0 ]

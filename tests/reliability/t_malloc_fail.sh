@@ -33,8 +33,9 @@ check "scheduler survived 8 rounds of load with 30 % allocation failures" kill -
 kill -USR2 "$SCHED_PID" # disarm: it reports the count
 check "allocations did fail" wait_log 3 "$SLOG" "malloc_fail: [1-9][0-9]* of [0-9]+ calls failed"
 diag "$(grep -m1 'malloc_fail:' "$SLOG")"
-diag "connections dropped for out of memory: $(grep -c 'out of memory' "$SLOG")"
-check "failures were handled (out of memory logged, connection dropped)" grep -q 'out of memory' "$SLOG"
+diag "connections dropped for out of memory: $(count_events conn_closed reason='"out-of-memory"')"
+check "failures were handled (connection dropped: conn_closed out-of-memory)" \
+  has_event conn_closed reason='"out-of-memory"'
 check "no sanitizer report, no crash" sh -c "! grep -qE 'AddressSanitizer|runtime error|SEGV' '$SLOG'"
 check "status answers after the failures" sched_alive
 out=$("$LG" --clients 32 --gpus 2 --cycles 5000 2>&1); rc=$?

@@ -12,14 +12,14 @@
 export NVSHARE_SCHED_MODE=on
 start_scheduler --no-nvml --tq 200ms --drop-grace-ms 500 || { not_ok "scheduler starts"; show_logs; exit 1; }
 app A --alloc 16Mi --kernels 1500 --kernel-us 2000
-check "A holds the lock" wait_log 10 "$SLOG" "LOCK_OK client=1 "
+check "A holds the lock" wait_event 10 lock_ok client=1
 app B --alloc 16Mi --kernels 100 --kernel-us 2000
-check "B waits behind A" wait_log 10 "$SLOG" "REQ_LOCK client=2 .*holder=1"
+check "B waits behind A" wait_event 10 req_lock client=2 holder=1
 kill -STOP "$PID_A"
 t_stop=$(date +%s%N)
-check "A (stopped) is asked to drop after the quantum" wait_log 5 "$SLOG" "DROP_LOCK client=1 .*reason=tq-expired"
-check "A is revoked after the grace" wait_log 5 "$SLOG" "REVOKE client=1 pid=$PID_A gpu=0"
-check "B gets the lock" wait_log 5 "$SLOG" "LOCK_OK client=2 "
+check "A (stopped) is asked to drop after the quantum" wait_event 5 drop_lock client=1 reason='"tq-expired"'
+check "A is revoked after the grace" wait_event 5 revoke client=1 pid="$PID_A" gpu=0
+check "B gets the lock" wait_event 5 lock_ok client=2
 t_b=$(date +%s%N)
 diag "SIGSTOP -> B's LOCK_OK seen: $(( (t_b - t_stop) / 1000000 )) ms (TQ 200 + grace 500)"
 check "B finishes while A is stopped" app_wait B 20
@@ -30,15 +30,19 @@ check "holder stats show the revocation for A's client" \
   sh -c "$CTL --json | grep -qE '\"pid\":$PID_A,.*\"revocations\":1'"
 n_before=$(grep -c PROGRESS "$T/A.out")
 kill -CONT "$PID_A"
-check "A asks again after SIGCONT" wait_for 10 sh -c "[ \$(grep -c 'REQ_LOCK client=1 ' '$SLOG') -ge 1 ] && [ \$(grep -c 'LOCK_OK client=1 ' '$SLOG') -ge 2 ]"
+asked_again() { has_event req_lock client=1 && [ "$(count_events lock_ok client=1)" -ge 2 ]; }
+check "A asks again after SIGCONT" wait_for 10 asked_again
 check "A finishes" app_wait A 30
 check "A's work is complete and its memory intact" app_ok A
 check "A exits 0" wait "$PID_A"
 n_after=$(grep -c PROGRESS "$T/A.out")
 diag "A: $n_before kernels before SIGCONT, $n_after in all"
 check "A did all 1500 kernels" [ "$n_after" = 1500 ]
-check "A's late LOCK_RELEASED was ignored" grep -q "LOCK_RELEASED client=1 .*ignored: not the holder" "$SLOG"
-during_b=$(sed -n '/LOCK_OK client=2 /,/LOCK_RELEASED client=2 /p' "$SLOG" | grep -c 'LOCK_OK client=1 ')
+# A's connection ended (bye) after every message it sent.
+wait_event 5 bye client=1
+check "A's late LOCK_RELEASED was ignored" has_event lock_release_ignored client=1 reason='"not-holder"'
+during_b=$(sed -nE "/$(evpat lock_ok client=2)/,/$(evpat lock_released client=2)/p" "$NVSHARE_EVENTS" |
+  grep -cE "$(evpat lock_ok client=1)")
 check "A never got the lock while B held it" [ "$during_b" = 0 ]
 check "scheduler healthy" sched_alive
 finish

@@ -23,7 +23,8 @@ wait_ev 2 B 'GPU_MODE gpu=0 value=1'
 check "B too" test "$(ev_count B 'GPU_MODE gpu=0 value=1')" = 1
 check "serialized client gets the lock" wait_ev 2 A 'LOCK_OK'
 check "status: serialized, A holds" sh -c "$CTL --json | grep -q '\"serialized\":true' && $CTL --json | grep -q '\"holder\":{\"client\":1'"
-check "switch logged" grep -qE 'GPU_MODE gpu=0 serialized=1 mode=auto allocated=12Gi capacity=10Gi' "$T/scheduler.log"
+check "switch in the events (12Gi of 10Gi)" \
+  has_event gpu_mode gpu=0 serialized=1 mode='"auto"' allocated=$((12 << 30)) capacity=$((10 << 30))
 
 # C leaves: 8Gi fits again -> concurrent, A's lock is dropped silently.
 wait_exit 5 "$PID_C"

@@ -19,6 +19,7 @@ check "socket is 0666 (any uid in a container may connect)" test "$(stat -c %a "
 
 "$S_BIN" --no-nvml >"$T/second.log" 2>&1; rc=$?
 check "second scheduler on the same directory exits 1" test "$rc" = 1
+check "... an event says why (socket_blocked locked)" has_event socket_blocked reason='"locked"'
 check "... with a clear message" grep -q 'another nvshare-scheduler is already' "$T/second.log"
 check "first scheduler unaffected" sched_alive
 check "socket still there" test -S "$SOCK"
@@ -26,16 +27,16 @@ check "socket still there" test -S "$SOCK"
 kill -TERM "$SCHED_PID"; wait_exit 5 "$SCHED_PID"
 check "SIGTERM: exit 0" test "$RC" = 0
 check "SIGTERM: socket removed" test ! -e "$SOCK"
-check "shutdown logged" grep -q 'shutting down' "$T/scheduler.log"
+check "shutdown event names SIGTERM" has_event shutdown signal=15
 
 # A scheduler killed with SIGKILL leaves a stale socket; the next removes it.
 start_scheduler --no-nvml
 kill -KILL "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
 check "SIGKILL leaves the socket file" test -S "$SOCK"
 start_scheduler --no-nvml
-# (the stale file satisfies start_scheduler's wait: wait for the log)
-check "stale socket replaced" wait_log 5 "$T/scheduler.log" 'removing stale socket'
-wait_for 5 sh -c "test \$(grep -c 'listening on' '$T/scheduler.log') = 3"
+# (the stale file satisfies start_scheduler's wait: wait for the event)
+check "stale socket replaced" wait_event 5 stale_socket_removed path="\"$SOCK\""
+check "third scheduler listening" wait_events 5 3 listening path="\"$SOCK\""
 check "new scheduler answers" sched_alive
 
 # Another directory via the flag; SIGINT also shuts down cleanly.
@@ -53,5 +54,5 @@ fc W --gpu-uuid GPU-life --script 'lock;release'
 wait_ev 5 K 'WAITERS gpu=0 count=1'
 kill -KILL "$PID_K"
 check "waiter got LOCK_OK after the holder was killed" wait_ev 2 W LOCK_OK
-check "disconnect release logged" grep -qE "LOCK_RELEASED client=[0-9]+ pid=$PID_K gpu=0 reason=disconnect" "$T/scheduler.log"
+check "disconnect release in the events" has_event lock_released pid="$PID_K" gpu=0 reason='"disconnect"'
 check "killed holder is gone from the status" sh -c "! $CTL --json | grep -q '\"pid\":$PID_K'"

@@ -29,11 +29,16 @@ tH=$(ev_time H 'SENT LOCK_RELEASED'); tW=$(ev_time W 'LOCK_OK')
 check "waiter's grant came after the holder's release" test "${tW:-0}" -gt "${tH:-0}"
 check "scheduler still running and answering" sched_alive
 check "malformed frames counted" sh -c "$CTL --json | grep -qE '\"closed_malformed\":[5-9]'"
-check "reasons logged" grep -q 'malformed frame' "$T/scheduler.log"
-check "violation logged: REQ_LOCK for a GPU not attached" \
-  grep -q 'REQ_LOCK for GPU 77, which is not attached' "$T/scheduler.log"
-check "violation logged: control message on a client connection" \
-  grep -q 'control message CTL_STATUS on a client connection' "$T/scheduler.log"
+# Each close is in the event stream with a stable reason (the raw runs
+# above waited for CLOSED, so their events are written).
+check "events: malformed frames closed (conn_closed reason malformed-frame)" \
+  test "$(count_events conn_closed reason='"malformed-frame"')" -ge 5
+check "events: REQ_LOCK for a GPU not attached" \
+  has_event conn_closed kind='"client"' reason='"gpu-not-attached"'
+check "events: control message on a client connection" \
+  has_event conn_closed kind='"client"' reason='"control-msg-on-client"'
+check "events: a second HELLO" has_event conn_closed reason='"second-hello"'
+check "events: a scheduler-only message type" has_event conn_closed reason='"scheduler-only-msg"'
 
 # Without HELLO: a lock request, garbage; on a control connection (it sent
 # CTL_STATUS first): a HELLO.
@@ -43,7 +48,7 @@ check "REQ_LOCK before HELLO closes the connection" test $? = 0
 check "garbage before HELLO closes the connection" test $? = 0
 "$FC" --no-hello --script "raw ctl;wait CTL_REPLY 3s;raw hello2;wait CLOSED 3s" >"$T/pre3.out" 2>&1
 check "control connection answered, then closed on a client HELLO" test $? = 0
-check "violation logged: client message on a control connection" \
-  grep -q 'client message HELLO on a control connection' "$T/scheduler.log"
-check "violation logged: message before HELLO" grep -q 'REQ_LOCK before HELLO' "$T/scheduler.log"
+check "events: client message on a control connection" \
+  has_event conn_closed kind='"control"' reason='"client-msg-on-control"'
+check "events: message before HELLO" has_event conn_closed kind='"new"' reason='"before-hello"'
 check "scheduler still running after all of it" sched_alive

@@ -21,7 +21,7 @@ check "GPU 0 waiter granted when GPU 0 is released" test "${tX:-0}" -gt "${rel0:
 check "GPU 1 waiter granted only when GPU 1 is released" test "${tY:-0}" -gt "${rel1:-0}"
 check "GPU 2 client not held up by the others ($(ms_between "$t0" "${tZ:-0}") ms)" test "${tZ:-0}" -lt "${rel0:-0}"
 check "status lists 3 GPUs" test "$(status_json | grep -o '"uuid":"GPU-m[0-2]"' | wc -l)" = 3
-check "log names the GPU index" grep -qE "LOCK_OK client=[0-9]+ pid=$PID_Y gpu=1" "$T/scheduler.log"
+check "events name the GPU index" has_event lock_ok pid="$PID_Y" gpu=1
 
 # Per-GPU settings.
 "$CTL" -g 1 -S off >/dev/null && "$CTL" -g 0 -T 0.15 >/dev/null
@@ -42,7 +42,7 @@ if [ -f "$B/tests/sim/libnvidia-ml.so.1" ]; then
   check "NVML: memory 8Gi" sh -c 'echo "$0" | grep -q "\"total_memory\":8589934592"' "$j"
   fc N --gpu-uuid "$u1" --script 'lock;release'
   check "a client on NVML's GPU 1 is scheduled as gpu=1" \
-    grep -qE "LOCK_OK client=[0-9]+ pid=$PID_N gpu=1" "$T/scheduler.log"
+    has_event lock_ok pid="$PID_N" gpu=1
 else
   for _ in 1 2 3; do ok "NVML discovery # skip $B/tests/sim/libnvidia-ml.so.1 not built"; done
 fi

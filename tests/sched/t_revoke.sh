@@ -25,12 +25,13 @@ check "DROP_LOCK resent at half the grace (got $r ms)" test "$r" -ge 180 -a "$r"
 check "holder told it was revoked (DROP_LOCK grace 0)" test -n "$t_rev"
 g=$(ms_between "${t_drop:-0}" "${t_b:-0}")
 check "waiter got the lock when the grace ran out (${g} ms after DROP)" test "$g" -ge 390 -a "$g" -le 600
-check "revocation logged" grep -qE "REVOKE client=1 pid=$PID_A gpu=0" "$T/scheduler.log"
+check "revocation in the events" has_event revoke client=1 pid="$PID_A" gpu=0 grace_ms=400
+check "... and the lock released as revoked" has_event lock_released pid="$PID_A" reason='"revoked"'
 check "status counts one revocation" json_has '"revocations":1'
 
 wait_exit 5 "$PID_A"
 check "revoked client's late LOCK_RELEASED is ignored" \
-  grep -qE "LOCK_RELEASED client=1 pid=$PID_A gpu=0 ignored" "$T/scheduler.log"
+  has_event lock_release_ignored client=1 pid="$PID_A" gpu=0 reason='"not-holder"'
 check "revoked client queued again and got the lock after the waiter" \
   test "$(ev_count A 'LOCK_OK')" = 2 -a "$RC" = 0
 check "scheduler still healthy" sched_alive

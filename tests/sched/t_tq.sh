@@ -23,11 +23,11 @@ q=$(ms_between "$t_ok" "$t_drop")
 diag "first quantum: ${q} ms"
 check "first DROP_LOCK after ~300 ms (got $q ms)" test "$q" -ge 290 -a "$q" -le 450
 # Grants alternate between the two clients.
-seq=$(grep -oE 'LOCK_OK client=[0-9]+' "$T/scheduler.log" | awk '{print $2}' | tr '\n' ' ')
+seq=$(event_field client lock_ok | tr '\n' ' ')
 diag "grant order: $seq"
 alt=$(echo "$seq" | awk '{ for (i = 2; i <= NF; i++) if ($i == $(i-1)) bad=1; print bad ? "no" : "yes" }')
 check "grants alternate A, B, A, B..." test "$alt" = yes
-check "drops logged with reason tq-expired" grep -q 'DROP_LOCK client=.*reason=tq-expired' "$T/scheduler.log"
+check "drops carry reason tq-expired" has_event drop_lock gpu=0 reason='"tq-expired"'
 
 # A lone client keeps the lock past any number of quanta.
 fc L --gpu-uuid GPU-tq --script 'work 900ms'

@@ -11,9 +11,9 @@
 STEPS=${1:-150}
 export NVSHARE_SIM_MEM=512Mi
 run() {  # label  NVSHARE_SWAP_OUT  NVSHARE_SWAP
-  rm -rf "$NVSHARE_SIM_STATE_DIR" "$NVSHARE_SOCK_DIR"; mkdir -p "$NVSHARE_SIM_STATE_DIR"
+  rm -rf "$NVSHARE_SIM_STATE_DIR" "$NVSHARE_SOCK_DIR" "$T/s.events.jsonl"; mkdir -p "$NVSHARE_SIM_STATE_DIR"
   env NVSHARE_SCHED_MODE=auto NVSHARE_GPU_CAPACITY=512Mi NVSHARE_TQ=50ms NVSHARE_SWAP_OUT="$2" \
-    "$B/nvshare-scheduler" >"$T/s.log" 2>&1 & local sp=$!
+    NVSHARE_EVENTS="$T/s.events.jsonl" "$B/nvshare-scheduler" >"$T/s.log" 2>&1 & local sp=$!
   wait_for 5 test -S "$NVSHARE_SOCK_DIR/scheduler.sock"
   env NVSHARE_SWAP="$3" LD_PRELOAD="$PRELOAD" "$SAPP" --name A --ranges "$RANGES" --steps "$STEPS" --kernel-us 2000 --linger-ms 300 >"$T/A.out" 2>&1 & local a=$!
   sleep 0.2
@@ -21,7 +21,7 @@ run() {  # label  NVSHARE_SWAP_OUT  NVSHARE_SWAP
   wait_log 120 "$T/B.out" "^DONE"; wait_log 120 "$T/A.out" "^DONE"
   "$B/nvsharectl" --json >"$T/j.json"
   wait "$a" "$b"
-  python3 - "$T/j.json" "$T/A.out" "$T/B.out" "$1" "$(grep -c 'LOCK_OK' "$T/s.log")" <<'PY'
+  python3 - "$T/j.json" "$T/A.out" "$T/B.out" "$1" "$(NVSHARE_EVENTS=$T/s.events.jsonl count_events lock_ok)" <<'PY'
 import json, re, sys
 d = json.load(open(sys.argv[1])); g = d['gpus'][0]['swap']
 def f(p, k): return int(re.search(k + r'=(\d+)', open(p).read()).group(1))

@@ -2,7 +2,7 @@
 # Helpers for the swap tests (sourced after tests/lib.sh and
 # tests/metrics/metrics_lib.sh).
 SAPP=$B/tests/swap/swap_app
-SLOG=$T/scheduler.log
+SLOG=$T/scheduler.log # the human log: shown on failure, never asserted on
 RANGES=16Mi,64Mi,256Mi
 
 # job NAME [swap_app args...]: starts swap_app under libnvshare.so.
@@ -24,7 +24,7 @@ status_py() {
 }
 show_logs() {
   local f
-  for f in "$T"/*.out "$T"/*.err "$SLOG"; do
+  for f in "$T"/*.out "$T"/*.err "$SLOG" "$NVSHARE_EVENTS"; do
     [ -f "$f" ] || continue
     echo "# ---- $(basename "$f") (last 12 lines)"
     tail -n 12 "$f" | sed 's/^/#   /'

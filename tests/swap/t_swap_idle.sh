@@ -25,14 +25,16 @@ NVSHARE_DEBUG=1 job B --steps 8 --kernel-us 2000 --pause-after 3 --pause-ms 3000
 job_wait A 60; job_wait B 60
 check "A finished, every byte of its 3 ranges intact" job_ok A
 check "B finished, every byte of its 3 ranges intact" job_ok B
-pid_of() { grep -oE "HELLO client=$1 pid=[0-9]+" "$SLOG" | head -1 | sed 's/.*pid=//'; }
+pid_of() { event_field pid hello client="$1" | head -1; }
 pa=$(pid_of 1) pb=$(pid_of 2)
 check "B released the lock idle while A waited" \
-  grep -qE "LOCK_RELEASED client=2 pid=$pb .*idle=1 .*waiters=1" "$SLOG"
-check "nobody was asked to drop (the quantum never ended)" sh -c "! grep -q 'DROP_LOCK client' '$SLOG'"
+  has_event lock_released client=2 pid="$pb" reason='"idle"' waiters=1
+# (both finished above: the whole run is in the stream)
+check "nobody was asked to drop (the quantum never ended)" test "$(count_events drop_lock)" = 0
 # The last SWAP_HINT B got before its first idle release.
-hint=$(awk '/SWAP_HINT client=2 / { h = $0; sub(/.*mib=/, "", h); sub(/ .*/, "", h) }
-  /LOCK_RELEASED client=2 .*idle=1/ { print h; exit }' "$SLOG")
+hint=$(awk -v h_re="$(evpat swap_hint client=2)" -v r_re="$(evpat lock_released client=2 reason='"idle"')" '
+  $0 ~ h_re { h = $0; sub(/.*"mib":/, "", h); sub(/[,}].*/, "", h) }
+  $0 ~ r_re { print h; exit }' "$NVSHARE_EVENTS")
 line=$(grep -m1 'swap-out of' "$T/B.err" | sed 's/.*GPU/GPU/')
 diag "B: last SWAP_HINT $hint MiB; $line"
 check "SWAP_HINT to B: 160 MiB (A's 336 MiB beyond its 176 MiB left on the GPU)" test "$hint" = 160

@@ -19,7 +19,7 @@ job_wait A 60; job_wait B 60
 
 check "A finished, every byte of its 3 ranges intact" job_ok A
 check "B finished, every byte of its 3 ranges intact" job_ok B
-nlock=$(grep -c "LOCK_OK client=" "$SLOG")
+nlock=$(count_events lock_ok)
 check "the GPU was serialized and handed off ($nlock grants)" [ "$nlock" -ge 4 ]
 fa=$(jfield A fault_bytes); fb=$(jfield B fault_bytes)
 check "no fault migration: every hold started with its ranges resident (A $fa, B $fb bytes)" \
@@ -50,7 +50,7 @@ tq=$(status_py "d['gpus'][0]['tq_ms'], d['gpus'][0]['tq_effective_ms'], d['gpus'
 diag "tq_ms, tq_effective_ms, last swap ns: $tq"
 check "adaptive quantum: effective TQ = 10 x last swap time > TQ ($tq)" \
   python3 -c "t, e, s = ${tq// /,}; import sys; sys.exit(not (e > t and abs(e - 10 * s / 1e6) <= 1))"
-held=$(grep -oE "DROP_LOCK .*held_ms=[0-9.]+" "$SLOG" | tail -2 | head -1 | sed 's/.*held_ms=//')
+held=$(event_field held_ms drop_lock | tail -2 | head -1)
 check "holds last the stretched quantum ($held ms)" awk -v h="$held" 'BEGIN { exit !(h > 100) }'
 "$B/nvsharectl" >"$T/ctl.txt"
 check "nvsharectl shows the swap table" grep -q "^SWAP" "$T/ctl.txt"
