@@ -55,7 +55,8 @@ check "registers when the scheduler appears" wait_log 10 "$SLOG" "HELLO client=1
 check "gets the lock" wait_log 10 "$SLOG" "LOCK_OK client=1 "
 kill -KILL "$SCHED_PID"
 check "notices the loss" wait_log 10 "$T/C.err" "connection lost"
-n1=$(grep -c PROGRESS "$T/C.out"); sleep 0.2; n2=$(grep -c PROGRESS "$T/C.out")
+n1=$(grep -c PROGRESS "$T/C.out")
+wait_for 10 lines_at_least "$T/C.out" PROGRESS $((n1 + 1)); n2=$(grep -c PROGRESS "$T/C.out")
 check "keeps running ($n1 -> $n2)" [ "$n2" -gt "$n1" ]
 start_scheduler
 check "re-registers with the restarted scheduler" wait_for 10 sh -c "[ \$(grep -c 'HELLO client=1 ' '$SLOG') -ge 2 ]"

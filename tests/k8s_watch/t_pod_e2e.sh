@@ -48,8 +48,12 @@ check "new compute limit 60% in the process" wait_log 2 "$T/app.err" 'GPU 0: com
 api_cmd "{\"op\":\"modify\",\"uid\":\"$UP\",\"annotations\":{\"nvshare.com/gpu-core-limit\":\"lots\"}}"
 check "an invalid value is logged by the scheduler and ignored" \
   wait_log 2 "$T/scheduler.log" 'nvshare.com/gpu-core-limit.*lots'
-sleep 0.3
-check "the process keeps 60% (no new compute limit line)" \
-  test "$(grep -c 'GPU 0: compute limit' "$T/app.err")" = 2
+# Not after a sleep: a later valid change (61 %) is the marker. The
+# scheduler's messages reach the process in order, so a limit sent for the
+# invalid value would have been applied (and logged) before 61 %.
+api_cmd "{\"op\":\"modify\",\"uid\":\"$UP\",\"annotations\":{\"nvshare.com/gpu-core-limit\":\"61\"}}"
+check "a later valid change (61%) reaches the process" wait_log 10 "$T/app.err" 'GPU 0: compute limit 61%'
+check "the process kept 60% until then (no compute limit line for the invalid value)" \
+  test "$(grep -c 'GPU 0: compute limit' "$T/app.err")" = 3
 check "the app is still running, unharmed" kill -0 "$APP_PID"
 echo "1..$_tap_n"

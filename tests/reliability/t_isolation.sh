@@ -15,7 +15,11 @@ fc A --name victim --gpu-uuid GPU-iso --alloc 1Gi --script 'lock;hold 3s;release
 check "A holds GPU-iso" wait_ev 5 A LOCK_OK
 # B: same GPU, its own local ordinal 0 - the same number A uses.
 fc B --name intruder --gpu-uuid GPU-iso --alloc 2Gi --script 'release;idle_release;mem 8Gi;req;hold 1s;release;hold 200ms'
-wait_ev 5 B 'SENT REQ_LOCK'; sleep 0.2
+wait_ev 5 B 'SENT REQ_LOCK'
+# REQ_LOCK is B's last message: once the scheduler has logged it, it has
+# handled the ones before it, and a LOCK_OK would have been logged with it.
+check "the scheduler handled B's messages (its REQ_LOCK logged)" \
+  wait_log 10 "$SLOG" "REQ_LOCK client=2 pid=$PID_B "
 check "B's LOCK_RELEASED for 'GPU 0' is its own, ignored (B holds nothing)" \
   grep -qE "LOCK_RELEASED client=2 pid=$PID_B gpu=0 ignored: not the holder" "$SLOG"
 json=$("$CTL" --json)
