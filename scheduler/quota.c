@@ -598,6 +598,7 @@ void nvs_quota_view(const struct client_gpu *cg, uint64_t now, struct nvs_quota_
 		v->window_elapsed_ns = now > g->q_window_start_ns ? now - g->q_window_start_ns : 0;
 		v->used_ns = billed(cg, now);
 		v->last_used_ns = cg->q.last_used_ns;
+		v->billed_ns = cg->q.total_ns + holding_ns(cg, now);
 	}
 	v->throttled = cg->q.throttled;
 	v->throttled_ns = nvs_quota_throttled_ns(cg, now);

@@ -67,6 +67,9 @@ struct nvs_quota_view {
 	uint64_t window_elapsed_ns;
 	uint64_t used_ns;      /* billed in the current window */
 	uint64_t last_used_ns; /* billed in the previous window */
+	uint64_t billed_ns;    /* billed since the quota started on this GPU, the
+				* running hold included: two snapshots give the
+				* billed share of any interval between them */
 	int throttled;
 	uint64_t throttled_ns; /* total time kept from the lock by its quota */
 };

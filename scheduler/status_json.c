@@ -164,6 +164,7 @@ static cJSON *client_json(const struct client *cl, uint64_t now)
 		num(qj, "window_elapsed_ns", qv.window_elapsed_ns);
 		num(qj, "used_ns", qv.used_ns);
 		num(qj, "last_used_ns", qv.last_used_ns);
+		num(qj, "billed_ns", qv.billed_ns);
 		cJSON_AddNumberToObject(qj, "share_current",
 					(double)qv.used_ns / (double)qv.window_ns);
 		cJSON_AddNumberToObject(qj, "share_last",
@@ -190,6 +191,9 @@ cJSON *nvs_status_json(uint64_t now)
 	num(root, "pid", (uint64_t)getpid());
 	cJSON_AddStringToObject(root, "socket", S.sock_path);
 	num(root, "uptime_ns", now - S.start_ns);
+	/* The snapshot's CLOCK_MONOTONIC time: clients and tests can line
+	 * cumulative counters (billed_ns, held_ns) up with their own clock. */
+	num(root, "now_ns", now);
 	cJSON_AddBoolToObject(root, "nvml", S.nvml_ok);
 	cJSON *d = cJSON_AddObjectToObject(root, "defaults");
 	cJSON_AddStringToObject(d, "mode", nvs_mode_name(S.cfg.mode));

@@ -9,10 +9,10 @@ if [ ! -x "$TC/probe_alloc" ] || [ ! -x "$B/nvshare-scheduler" ]; then
   ok "# SKIP simulated GPU or scheduler not built"; echo "1..$_tap_n"; exit 0
 fi
 start_scheduler
-LD_PRELOAD="$PRELOAD" "$TC/probe_alloc" nocuda >/dev/null 2>"$T/nocuda.err"
-LD_PRELOAD="$PRELOAD" sh -c 'true'
-sleep 0.3
-check "no CUDA use: no HELLO at the scheduler" bash -c "! grep -q 'HELLO' '$T/scheduler.log'"
+LD_PRELOAD="$PRELOAD" "$TC/probe_alloc" nocuda >/dev/null 2>"$T/nocuda.err" &
+np1=$!; wait "$np1"
+LD_PRELOAD="$PRELOAD" sh -c 'true' &
+np2=$!; wait "$np2"
 
 mkdir -p "$T/steps"
 NVS_STEP_DIR=$T/steps LD_PRELOAD="$PRELOAD" "$TC/probe_alloc" runtime >"$T/rt.out" 2>"$T/rt.err" &
@@ -21,6 +21,11 @@ if wait_for 10 test -f "$T/steps/ready1"; then
   check "CUDA use: the client said HELLO" wait_log 5 "$T/scheduler.log" "HELLO"
   "$B/nvsharectl" --set-client "$pid" --memory-limit 256Mi >"$T/ctl1.out" 2>&1
   check "nvsharectl set a 256 MiB limit" [ $? -eq 0 ]
+  # Not after a sleep: the two processes above had ended before this
+  # client started, so anything they sent was queued ahead of its HELLO,
+  # and the scheduler has answered nvsharectl since that HELLO.
+  check "no CUDA use: no HELLO at the scheduler" \
+    bash -c "! grep -qE 'HELLO client=[0-9]+ pid=($np1|$np2) ' '$T/scheduler.log'"
   if wait_for 15 test -f "$T/steps/ready2"; then
     "$B/nvsharectl" --set-client "$pid" --memory-limit none >"$T/ctl2.out" 2>&1
   fi

@@ -46,8 +46,6 @@ fcpod S "$(cg_systemd_v2 "$UM")" --gpu-uuid GPU-k8s-0 --script 'hold 60s'
 check "static pod client (cgroup has the config.mirror uid) gets 512 MiB" \
   wait_for 3 limits_are S 100 $((512 * MI))
 fcpod N "0::/user.slice/user-0.slice/session-1.scope" --gpu-uuid GPU-k8s-0 --script 'hold 60s'
-sleep 0.3
-check "client B (cgroupfs, v1), pod without annotations: no SET_LIMITS" test "$(nlimits B)" = 0
 j=$(status_json)
 check "--json: A's pod (uid, name, namespace, annotation limits)" \
   sh -c 'echo "$0" | grep -qF "\"pod\":{\"uid\":\"$1\",\"name\":\"trainer\",\"namespace\":\"team-a\",\"core_limit\":40,\"mem_limit\":$2}"' "$j" "$UA" $((2 * GI))
@@ -76,6 +74,10 @@ check "an event split over 3 chunks (30 ms apart) applies: 60%, 4096 MiB" wait_f
 diag "split event latency: $(latency_us A "$UA" 60 $((4 * GI))) us (includes 60 ms of gaps)"
 api_cmd "{\"op\":\"modify\",\"uid\":\"$UB\",\"annotations\":{\"nvshare.com/gpu-memory-limit\":\"3Gi\"}}"
 check "B: annotation added later beats its env limit (1Gi -> 3Gi)" wait_for 3 limits_are B 100 $((3 * GI))
+# Not after a sleep: messages to B arrive in order, so once B has this
+# SET_LIMITS any sent for its annotation-less pod earlier came before it.
+check "client B (cgroupfs, v1), pod without annotations: no SET_LIMITS before that one" \
+  test "$(nlimits B)" = 1
 
 # --- invalid values --------------------------------------------------------
 n=$(nlimits A)
@@ -110,9 +112,16 @@ check "--json names the late pod" json_has '"name":"late","namespace":"team-c"'
 wait_for 3 limits_are C 10 $NONE
 n=$(nlimits C)
 api_cmd "{\"op\":\"modify\",\"uid\":\"$UC\",\"annotations\":{\"nvshare.com/gpu-core-limit\":\"90\"}}"
-wait_for 3 json_has '"namespace":"team-c","core_limit":90'
+check "the annotation change reached the scheduler (--json: 90)" \
+  wait_for 3 json_has '"namespace":"team-c","core_limit":90'
+# Not after a sleep: a later ctl change (11 %) is the marker. Messages to
+# C arrive in order, so a SET_LIMITS for the annotation would come first.
+"$CTL" --set-client "$PID_C" --core-limit 11 >/dev/null
+wait_for 3 limits_are C 11 $NONE
 check "an annotation change under a ctl override sends nothing (ctl > annotation)" \
-  sh -c "sleep 0.2; test $(nlimits C) = $n && grep -qE ' SET_LIMITS .*core_limit=10 ' '$T/C.out'"
+  sh -c "test $(nlimits C) = $((n + 1)) && grep -E ' SET_LIMITS ' '$T/C.out' | tail -2 | head -1 | grep -qE 'core_limit=10 '"
+"$CTL" --set-client "$PID_C" --core-limit 10 >/dev/null
+check "ctl override back to 10%" wait_for 3 limits_are C 10 $NONE
 
 # --- bookmark, early close, reconnect --------------------------------------
 api_cmd '{"op":"bookmark"}'

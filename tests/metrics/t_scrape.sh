@@ -43,13 +43,14 @@ wait_ev() { wait_for "$1" grep -qE "$3" "$T/$2.out"; }
 wait_ev 5 A 'MARK HELD'
 fc B --gpu-uuid "$U" --alloc 1Gi --name waiter-b --script 'lock;hold 300ms;release;hold 10s'
 fc C --gpu-uuid "$U" --alloc 1Gi --name waiter-c --script 'lock;hold 300ms;release;hold 10s'
-sleep 0.5 # > one publish period
-
-scrape >"$T/m1.txt"
+# Not a sleep of one publish period: the metrics are published
+# periodically, so wait for a scrape that shows both waiters.
+G='gpu="0",uuid="'$U'"'
+queued() { scrape >"$T/m1.txt" && [ "$(metric_value "nvshare_gpu_queue_length{$G}" "$T/m1.txt")" = 2 ]; }
+wait_for 10 queued
 check "scrape while holding/waiting" test -s "$T/m1.txt"
 if promtool check metrics <"$T/m1.txt" >"$T/lint1" 2>&1; then ok "promtool accepts the scrape (hold + waiters)"
 else not_ok "promtool accepts the scrape (hold + waiters)"; sed 's/^/# /' "$T/lint1"; fi
-G='gpu="0",uuid="'$U'"'
 check "queue length 2" test "$(metric_value "nvshare_gpu_queue_length{$G}" "$T/m1.txt")" = 2
 check "one running client" test "$(metric_value "nvshare_scheduler_running_clients{$G}" "$T/m1.txt")" = 1
 check "3 clients" test "$(metric_value nvshare_scheduler_clients "$T/m1.txt")" = 3
@@ -75,9 +76,11 @@ fi
 
 # Held time advances without events (the 1 s refresh while a GPU is held).
 h1=$(grep -E '^nvshare_client_lock_held_seconds_total\{' "$T/m1.txt" | sort -t' ' -k2 -g | tail -1 | awk '{print $2}')
-sleep 1.3
-scrape >"$T/m2.txt"
-h2=$(grep -E '^nvshare_client_lock_held_seconds_total\{' "$T/m2.txt" | sort -t' ' -k2 -g | tail -1 | awk '{print $2}')
+# Waits (up to 3 s) for a scrape 0.5 s further on, rather than a fixed 1.3 s.
+held_max() { grep -E '^nvshare_client_lock_held_seconds_total\{' "$1" | sort -t' ' -k2 -g | tail -1 | awk '{print $2}'; }
+advanced() { scrape >"$T/m2.txt" && awk -v a="$h1" -v b="$(held_max "$T/m2.txt")" 'BEGIN{exit !(b > a + 0.5)}'; }
+wait_for 3 advanced
+h2=$(held_max "$T/m2.txt")
 check "held seconds of the holder advance while it holds ($h1 -> $h2)" \
   awk -v a="$h1" -v b="$h2" 'BEGIN{exit !(b > a + 0.5)}'
 
@@ -86,15 +89,17 @@ for _ in $(seq 1 20); do
   (exec 3<>"/dev/tcp/127.0.0.1/$MPORT" && printf 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n' >&3 && exec 3>&-) 2>/dev/null
   (exec 3<>"/dev/tcp/127.0.0.1/$MPORT" && printf 'GET /met' >&3 && exec 3>&-) 2>/dev/null
   curl -s --max-time 5 --limit-rate 1k -o /dev/null "$MURL/metrics" & cpid=$!
-  sleep 0.01; kill -KILL $cpid 2>/dev/null; wait $cpid 2>/dev/null
+  sleep 0.01 # lets curl connect and start reading: the abort is the test
+  kill -KILL $cpid 2>/dev/null; wait $cpid 2>/dev/null
 done
 check "scheduler alive after 60 aborted requests" kill -0 "$SCHED_PID"
 check "still serving after aborted requests" sh -c "curl -sf --max-time 5 '$MURL/metrics' | promtool check metrics"
 
 # Hand-offs and waits after A releases.
 wait_for 8 grep -q 'LOCK_OK' "$T/C.out"
-sleep 0.5
-scrape >"$T/m3.txt"
+# The next publish after C's grant, not a fixed 0.5 s.
+handed() { scrape >"$T/m3.txt" && [ "$(metric_value "nvshare_gpu_handoffs_total{$G}" "$T/m3.txt")" -ge 2 ]; }
+wait_for 10 handed
 check "hand-offs counted (>= 2)" \
   test "$(metric_value "nvshare_gpu_handoffs_total{$G}" "$T/m3.txt")" -ge 2
 check "lock waits in the histogram (count >= 2)" \

@@ -12,7 +12,9 @@
  * (nvshareSimGetProcStats). The share over [t1, t2] is
  * (busy2 - busy1) / (t2 - t1). Prints "IDLE name=A t=<ms>" and stays
  * connected, doing nothing, for --idle-after seconds (default 0), then ends
- * with "DONE name=A".
+ * with "DONE name=A". With --stop-file F it stops launching as soon as F
+ * exists (checked at every sample), before --seconds if need be: the tests
+ * end a run once they have measured, however slowly the machine went.
  *
  * Memory mode (--mem): reads commands from stdin, one per line, answering
  * each with one line:
@@ -98,6 +100,8 @@ static void load_driver(void)
 static const char *app_name = "app";
 static atomic_long launched;
 static atomic_int finished;
+static atomic_int stop_asked;
+static const char *stop_file;
 static double sample_every_ms = 100;
 
 static void sample(const char *name, long kernels)
@@ -117,6 +121,8 @@ static void *sampler(void *arg)
 	double next = now_ms();
 	while (!atomic_load(&finished)) {
 		sample(app_name, atomic_load(&launched));
+		if (stop_file && access(stop_file, F_OK) == 0)
+			atomic_store(&stop_asked, 1);
 		next += sample_every_ms;
 		double d = next - now_ms();
 		if (d > 0) {
@@ -192,12 +198,15 @@ int main(int argc, char **argv)
 			sync_every = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--idle-after") && v)
 			idle_after = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--stop-file") && v)
+			stop_file = argv[++i];
 		else if (!strcmp(argv[i], "--mem"))
 			mem = 1;
 		else {
 			fprintf(stderr,
 				"usage: quota_app [--name A] [--seconds S] [--kernel-us US] "
-				"[--sample-ms MS] [--sync-every K] [--idle-after S] | --mem\n");
+				"[--sample-ms MS] [--sync-every K] [--idle-after S] "
+				"[--stop-file F] | --mem\n");
 			return 2;
 		}
 	}
@@ -228,7 +237,7 @@ int main(int argc, char **argv)
 	}
 	double t0 = now_ms();
 	long k = 0;
-	while (now_ms() - t0 < seconds * 1e3) {
+	while (now_ms() - t0 < seconds * 1e3 && !atomic_load(&stop_asked)) {
 		CK(cu.LaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
 		atomic_store(&launched, ++k);
 		if (sync_every > 0 && k % sync_every == 0)

@@ -14,9 +14,11 @@ fc A --name victim --gpu-uuid GPU-iso --alloc 1Gi --script 'lock;hold 3s;release
 check "A holds GPU-iso" wait_ev 5 A LOCK_OK
 # B: same GPU, its own local ordinal 0 - the same number A uses.
 fc B --name intruder --gpu-uuid GPU-iso --alloc 2Gi --script 'release;idle_release;mem 8Gi;req;hold 1s;release;hold 200ms'
+wait_ev 5 B 'SENT REQ_LOCK'
 # B's messages are handled in order: its queued REQ_LOCK (the last) proves
 # the scheduler has handled the ones before.
-wait_event 5 req_lock client=2 pid="$PID_B"
+check "the scheduler handled B's messages (its req_lock event)" \
+  wait_event 10 req_lock client=2 pid="$PID_B"
 check "B's LOCK_RELEASED for 'GPU 0' is its own, ignored (B holds nothing)" \
   has_event lock_release_ignored client=2 pid="$PID_B" gpu=0 reason='"not-holder"'
 json=$("$CTL" --json)

@@ -18,7 +18,7 @@ bg env LD_PRELOAD="$SHIM_PRELOAD" ASAN_OPTIONS="$SHIM_ASAN_OPTIONS" NVS_MALLOC_F
 SCHED_PID=${_pids[-1]}
 wait_for 5 test -S "$NVSHARE_SOCK_DIR/scheduler.sock" || { not_ok "scheduler starts"; exit 1; }
 kill -USR2 "$SCHED_PID" # arm
-sleep 0.1
+sleep 0.1 # paces: the signal is handled before the load starts; no check follows
 for _ in $(seq 8); do
   "$LG" --clients 16 --gpus 2 --cycles 1000 --stall-ms 500 >/dev/null 2>&1 &
   lg=$!

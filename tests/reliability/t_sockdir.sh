@@ -33,13 +33,16 @@ check "replaced directory: socket re-created" \
   wait_events 3 2 socket_recreated
 check "replacement directory's own mode left alone" test "$(stat -c %a "$NVSHARE_SOCK_DIR")" = 700
 
-# Socket replaced by a regular file: never removed, logged once.
+# Socket replaced by a regular file: never removed, logged once. F,
+# connected before (on a GPU of its own), asks for the lock 4 s after it
+# started: the scheduler checks its socket at the top of every loop and
+# wakes at least once a second for it, so when it grants F the lock, it has
+# checked at least once more after the check that logged the file (<= 1 s
+# after F started). That grant is the marker, not a sleep.
+fc F --gpu-uuid GPU-sd-F --script 'hold 4s;lock;release;hold 100ms'
 rm -f "$SOCK"; echo keep >"$SOCK"
 check "replaced by a file: socket_blocked not-a-socket" wait_event 3 socket_blocked reason='"not-a-socket"'
-# Let the once-a-second check see the file a few more times (the span is
-# verified below from the events' clocks, so a slow machine cannot pass it
-# vacuously).
-sleep 2.2
+check "the scheduler runs on (F, connected before, gets the lock 4 s later)" wait_ev 15 F LOCK_OK
 check "the file is left alone" grep -q keep "$SOCK"
 # A real application started meanwhile runs ungated and retries.
 export NVSHARE_SCHED_MODE=on

@@ -19,7 +19,7 @@ scenario() {
   _pids+=("$sp")
   wait_for 5 test -S "$NVSHARE_SOCK_DIR/scheduler.sock"
   env "${cenv[@]}" LD_PRELOAD="$PRELOAD" "$SAPP" --name A --ranges "$RANGES" --steps "${STEPS:-60}" --kernel-us 2000 >"$T/A.out" 2>"$T/A.err" & local a=$!
-  sleep 0.2
+  sleep 0.2 # paces the workload (A starts first); no check follows
   env "${cenv[@]}" LD_PRELOAD="$PRELOAD" "$SAPP" --name B --ranges "$RANGES" --steps "${STEPS:-60}" --kernel-us 2000 >"$T/B.out" 2>"$T/B.err" & local b=$!
   wait "$a" "$b"
   cp "$T/A.out" "$T/$n.A"; cp "$T/B.out" "$T/$n.B"

@@ -13,7 +13,7 @@
 export NVSHARE_SCHED_MODE=auto NVSHARE_GPU_CAPACITY=512Mi NVSHARE_TQ=50ms
 start_metrics_scheduler || { not_ok "scheduler starts"; show_logs; exit 1; }
 job A --steps 150 --kernel-us 2000 --linger-ms 1500
-sleep 0.3
+sleep 0.3 # paces the workload (A starts first); no check follows
 job B --steps 150 --kernel-us 2000 --linger-ms 1500
 job_wait A 60; job_wait B 60
 
