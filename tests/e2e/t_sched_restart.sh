@@ -14,7 +14,7 @@ check "notices the loss" wait_log 10 "$T/A.err" "connection lost"
 n1=$(grep -c PROGRESS "$T/A.out"); sleep 0.3; n2=$(grep -c PROGRESS "$T/A.out")
 check "keeps running without the scheduler ($n1 -> $n2 kernels)" [ "$n2" -gt "$n1" ]
 start_scheduler
-check "new scheduler listening" wait_for 10 sh -c "[ \$(grep -c 'listening on' '$SLOG') -ge 2 ]"
+check "new scheduler listening" wait_for 10 sh -c "[ \$(grep -c 'listening on .*scheduler.sock' '$SLOG') -ge 2 ]"
 check "re-registers (second HELLO)" wait_for 10 sh -c "[ \$(grep -c 'HELLO client=1 ' '$SLOG') -ge 2 ]"
 check "re-attaches with its current memory" wait_for 10 sh -c "[ \$(grep -c 'ATTACH_GPU client=1 ' '$SLOG') -ge 2 ] && grep -q 'ATTACH_GPU client=1 .*allocated=32Mi' '$SLOG'"
 check "is gated again (LOCK_OK from the new scheduler)" wait_for 10 sh -c "[ \$(grep -c 'LOCK_OK client=1 ' '$SLOG') -ge 2 ]"

@@ -34,15 +34,17 @@ check "SIGKILL leaves the socket file" test -S "$SOCK"
 start_scheduler --no-nvml
 # (the stale file satisfies start_scheduler's wait: wait for the log)
 check "stale socket replaced" wait_log 5 "$T/scheduler.log" 'removing stale socket'
-wait_for 5 sh -c "test \$(grep -c 'listening on' '$T/scheduler.log') = 3"
+wait_for 5 sh -c "test \$(grep -c 'listening on .*scheduler.sock' '$T/scheduler.log') = 3"
 check "new scheduler answers" sched_alive
 
-# Another directory via the flag; SIGINT also shuts down cleanly.
-bg "$S_BIN" --no-nvml --sock-dir "$T/other" >"$T/other.log" 2>&1; P2=${_pids[-1]}
+# Another directory via the flag; SIGINT also shuts down cleanly. (Its
+# own admin directory too: two schedulers never share one.)
+bg "$S_BIN" --no-nvml --sock-dir "$T/other" --admin-sock-dir "$T/other-admin" >"$T/other.log" 2>&1; P2=${_pids[-1]}
 wait_for 5 test -S "$T/other/scheduler.sock"
 check "--sock-dir overrides NVSHARE_SOCK_DIR" test -S "$T/other/scheduler.sock"
 kill -INT "$P2"; wait_exit 5 "$P2"
 check "SIGINT: exit 0 and socket removed" test "$RC" = 0 -a ! -e "$T/other/scheduler.sock"
+check "... and its admin socket" test ! -e "$T/other-admin/admin.sock"
 
 # A holder killed while holding: the waiter gets the lock at once.
 "$CTL" -S on >/dev/null
