@@ -156,9 +156,9 @@ static void dispatch(struct conn *c, const struct nvs_msg *m)
 		/* The admin socket is for nvsharectl only: no GPU client is
 		 * ever served there. */
 		if (c->kind == CONN_CTL || c->role == CONN_ROLE_ADMIN) {
-			conn_doom(c, "client message %s on a %s", nvs_msg_type_name(m->type),
+			conn_doom(c, "client message %s on %s", nvs_msg_type_name(m->type),
 				  c->role == CONN_ROLE_ADMIN ? "the admin socket"
-							     : "control connection");
+							     : "a control connection");
 			return;
 		}
 		nvs_client_msg(c, m);
