@@ -262,8 +262,9 @@ static void check_listener(struct listener *l)
 	if (r == 0 && S_ISSOCK(st.st_mode) && st.st_ino == l->ino)
 		return;
 	if (!l->lost_logged)
-		NVS_ERROR("%s %s was %s while running: re-creating it (clients reconnect)", l->what,
-			  l->path, r < 0 ? "removed" : "replaced");
+		NVS_ERROR("socket %s (%s) was %s while running: re-creating it (peers "
+			  "reconnect)",
+			  l->path, l->what, r < 0 ? "removed" : "replaced");
 	int loud = !l->lost_logged;
 	ino_t ino = 0;
 	int fd = -1, lfd = -1;
