@@ -80,6 +80,7 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 	cl->tenant = c->peer.kind;
 	cl->id_source = c->peer.source;
 	cl->unknown_why = c->peer.unknown_why;
+	cl->id_pidfd = c->peer.pidfd_checked;
 	snprintf(cl->pod_uid, sizeof cl->pod_uid, "%s", c->peer.pod_uid);
 	cl->reported_pid = h->client_pid;
 	snprintf(cl->name, sizeof cl->name, "%s", h->name);

@@ -108,6 +108,7 @@ struct client {
 	enum nvs_tenant_kind tenant;
 	enum nvs_id_source id_source;
 	const char *unknown_why; /* tenant unknown: why (static text) */
+	int id_pidfd;		 /* the cgroup read was confirmed through a pidfd */
 	/* CLAIMS from HELLO: shown as claimed_pid / claimed_name, never used
 	 * for authorization, limits or identity labels. */
 	uint32_t reported_pid; /* the client's own namespace view */

@@ -124,6 +124,8 @@ static cJSON *client_json(const struct client *cl, uint64_t now)
 	cJSON *t = cJSON_AddObjectToObject(o, "tenant");
 	cJSON_AddStringToObject(t, "kind", nvs_tenant_kind_name(cl->tenant));
 	cJSON_AddStringToObject(t, "source", nvs_id_source_name(cl->id_source));
+	/* false: a kernel without SO_PEERPIDFD (pid reuse not excluded) */
+	cJSON_AddBoolToObject(t, "pidfd", cl->id_pidfd);
 	if (cl->tenant == NVS_TENANT_UNKNOWN && cl->unknown_why)
 		cJSON_AddStringToObject(t, "why", cl->unknown_why);
 	/* What HELLO said: claims, for people to read, never identity. */

@@ -9,6 +9,9 @@
 #    and exits before the scheduler accepts) gets the limits of the Pod its
 #    pid was last seen in, else the unknown-tenant limits: never none.
 #    Deterministic: the scheduler is stopped (SIGSTOP) across the exit.
+#  - the same without SO_PEERPIDFD (kernels < 6.5, simulated by a shim):
+#    the fallback (immediate read, kill(pid, 0)) still finds the Pod and
+#    still treats the exited peer as unknown.
 # shellcheck disable=SC1091,SC2016,SC2119,SC2154 # libs by path; inner sh -c scripts; lib variables
 . "$(dirname "$0")/../lib.sh"
 . "$NVS_ROOT/tests/sched/sched_lib.sh"
@@ -43,8 +46,8 @@ check "nested pod<Q> under Pod P (cgroupfs shape): P's limits (30 %, 256Mi)" \
 check "nested kubepods-pod<Q>.slice under Pod P (systemd shape): P's limits" \
   wait_for 3 grep -q "SET_LIMITS gpu=0 core_limit=30 mem_limit=$((256 * MiB))\$" "$T/N2.out"
 c=$(client_of "$PID_N1")
-check "status: the nested client is in team-p/trainer, tenant from its cgroup" \
-  jpy "$c" "j['pod']['uid']=='$UP' and j['pod']['name']=='trainer' and j['tenant']=={'kind':'pod','source':'cgroup'}"
+check "status: the nested client is in team-p/trainer, tenant from its cgroup, read confirmed by a pidfd" \
+  jpy "$c" "j['pod']['uid']=='$UP' and j['pod']['name']=='trainer' and j['tenant']=={'kind':'pod','source':'cgroup','pidfd':True}"
 
 # A forged HELLO name: Pod P's client calls itself after Pod Q and kubelet.
 fcpod F "$(cg_systemd_v2 "$UP")" --name victim --gpu-uuid GPU-id --script 'wait SET_LIMITS 10s;hold 30s'
@@ -87,4 +90,26 @@ j=$("$CTL" --json)
 check "status: tenant unknown, source pid-history, Pod team-q/victim" \
   jpy "$j" "[(c['tenant']['kind'], c['tenant']['source'], c['pod']['name']) for c in j['clients'] if c['claimed_name']=='esc2'][0]==('unknown','pid-history','victim')"
 check "scheduler healthy" sched_alive
+
+# The fallback without SO_PEERPIDFD: a second scheduler with the shim.
+kill -TERM "$SCHED_PID"; wait_exit 5 "$SCHED_PID"
+shim_preload "$B/tests/security/no_peerpidfd.so"
+bg env LD_PRELOAD="$SHIM_PRELOAD" ASAN_OPTIONS="$SHIM_ASAN_OPTIONS" "$B/nvshare-scheduler" \
+  --no-nvml --no-kube --proc-root "$PROC" >>"$T/fallback.log" 2>&1
+SCHED_PID=${_pids[-1]}
+wait_for 5 test -S "$NVSHARE_SOCK_DIR/scheduler.sock" || not_ok "fallback scheduler starts"
+fcpod K "$(cg_systemd_v2 "$UP")" --gpu-uuid GPU-id --script 'hold 20s'
+c=$(client_of "$PID_K")
+check "fallback: a Pod client is still identified from its cgroup (no pidfd)" \
+  jpy "$c" "j['pod']['uid']=='$UP' and j['tenant']=={'kind':'pod','source':'cgroup','pidfd':False}"
+"$PY" "$NVS_ROOT/tests/security/escape.py" "$PROC" "$(cg_systemd_v2 "$UQ")" \
+  "$NVSHARE_SOCK_DIR/scheduler.sock" "$SCHED_PID" -- "$FC" --name esc3 --gpu-uuid GPU-id \
+  --script 'wait SET_LIMITS 10s;hold 20s' >"$T/E3.out" 2>&1 &
+EP=$!
+wait_exit 10 "$EP"
+_pids+=("$(sed -n 's/.*to pid \([0-9]*\).*/\1/p' "$T/E3.out")")
+kill -CONT "$SCHED_PID"
+check "fallback: connect-then-exit is still an unknown tenant with its limits (15 %, 300Mi)" \
+  wait_for 5 grep -q "SET_LIMITS gpu=0 core_limit=15 mem_limit=$((300 * MiB))\$" "$T/E3.out"
+check "fallback scheduler healthy" sched_alive
 echo "1..$_tap_n"
