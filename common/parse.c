@@ -265,9 +265,11 @@ int nvs_parse_cgroup_pod_uid(const char *line, char *out, size_t cap)
 	path++;
 	if (!strstr(path, "kubepods"))
 		return -1;
-	/* Scan every "pod" occurrence after "kubepods": the last valid one
-	 * wins (nested cgroups put the Pod deepest). */
-	int found = -1;
+	/* The Pod is the kubepods-level component: the OUTERMOST "pod<uid>"
+	 * after "kubepods". Anything deeper is below the Pod's own cgroup,
+	 * where a container with a writable cgroupfs (cgroup v2 delegation)
+	 * may create directories of any name, "pod<another Pod's uid>"
+	 * included: taking the last match would let it claim that Pod. */
 	for (const char *p = strstr(path, "kubepods"); (p = strstr(p, "pod")); p += 3) {
 		/* cgroupfs: "/pod<uid>"; systemd: "-pod<uid>.slice" */
 		if (p == path || (p[-1] != '/' && p[-1] != '-'))
@@ -275,10 +277,10 @@ int nvs_parse_cgroup_pod_uid(const char *line, char *out, size_t cap)
 		char tmp[37];
 		if (take_uuid(p + 3, tmp, sizeof tmp) == 0) {
 			memcpy(out, tmp, 37);
-			found = 0;
+			return 0;
 		}
 	}
-	return found;
+	return -1;
 }
 
 const char *nvs_format_size(uint64_t bytes, char *buf, size_t cap)

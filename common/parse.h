@@ -36,8 +36,10 @@ int nvs_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
  * "id:controllers:path" or v2 "0::path"), for the cgroupfs driver
  * (".../kubepods/burstable/pod<uid>/<container>") and the systemd driver
  * (".../kubepods-burstable-pod<uid with _>.slice/..."). Writes the UID with
- * dashes (36 chars + NUL) into out (cap >= 37). Returns -1 if the line names
- * no Pod.
+ * dashes (36 chars + NUL) into out (cap >= 37). The Pod is the outermost
+ * "pod<uid>" component after "kubepods" (a deeper one is a directory inside
+ * the Pod's own cgroup, which its containers may name). Returns -1 if the
+ * line names no Pod.
  */
 int nvs_parse_cgroup_pod_uid(const char *line, char *out, size_t cap);
 

@@ -8,13 +8,33 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-int nvs_sock_dir(char *buf, size_t cap)
+static int dir_from(const char *var, const char *def, char *buf, size_t cap)
 {
-	const char *d = getenv("NVSHARE_SOCK_DIR");
+	const char *d = getenv(var);
 	if (!d || !*d)
-		d = NVS_DEFAULT_SOCK_DIR;
+		d = def;
 	int n = snprintf(buf, cap, "%s", d);
 	return (n < 0 || (size_t)n >= cap) ? -1 : 0;
+}
+
+/* <dir>/<name>, limited to what sun_path holds. */
+static int path_in(const char *dir, const char *name, char *buf, size_t cap)
+{
+	size_t limit = cap < sizeof(((struct sockaddr_un *)0)->sun_path)
+			   ? cap
+			   : sizeof(((struct sockaddr_un *)0)->sun_path);
+	int n = snprintf(buf, limit, "%s/%s", dir, name);
+	return (n < 0 || (size_t)n >= limit) ? -1 : 0;
+}
+
+int nvs_sock_dir(char *buf, size_t cap)
+{
+	return dir_from("NVSHARE_SOCK_DIR", NVS_DEFAULT_SOCK_DIR, buf, cap);
+}
+
+int nvs_admin_sock_dir(char *buf, size_t cap)
+{
+	return dir_from("NVSHARE_ADMIN_SOCK_DIR", NVS_DEFAULT_ADMIN_SOCK_DIR, buf, cap);
 }
 
 int nvs_sock_path(char *buf, size_t cap)
@@ -22,17 +42,24 @@ int nvs_sock_path(char *buf, size_t cap)
 	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	if (nvs_sock_dir(dir, sizeof dir))
 		return -1;
-	size_t limit = cap < sizeof dir ? cap : sizeof dir;
-	int n = snprintf(buf, limit, "%s/%s", dir, NVS_SOCK_NAME);
-	return (n < 0 || (size_t)n >= limit) ? -1 : 0;
+	return path_in(dir, NVS_SOCK_NAME, buf, cap);
 }
 
-int nvs_sock_connect(void)
+int nvs_admin_sock_path(char *buf, size_t cap)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	if (nvs_admin_sock_dir(dir, sizeof dir))
+		return -1;
+	return path_in(dir, NVS_ADMIN_SOCK_NAME, buf, cap);
+}
+
+int nvs_sock_connect_path(const char *path)
 {
 	struct sockaddr_un sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sun_family = AF_UNIX;
-	if (nvs_sock_path(sa.sun_path, sizeof sa.sun_path))
+	int n = snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+	if (n < 0 || (size_t)n >= sizeof sa.sun_path)
 		return -ENAMETOOLONG;
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -43,4 +70,12 @@ int nvs_sock_connect(void)
 		return -e;
 	}
 	return fd;
+}
+
+int nvs_sock_connect(void)
+{
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	if (nvs_sock_path(path, sizeof path))
+		return -ENAMETOOLONG;
+	return nvs_sock_connect_path(path);
 }

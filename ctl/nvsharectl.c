@@ -26,25 +26,31 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: nvsharectl [options]\n"
-		"With no option: show the scheduler's GPUs and clients.\n"
-		"\n"
-		"  -j, --json                 print the raw JSON status\n"
-		"  -S, --anti-thrash MODE     on (one job at a time), off (all at once),\n"
-		"                             auto (together while memory fits)\n"
-		"  -T, --set-tq TIME          time quantum: seconds (30, 0.5) or 300ms\n"
-		"      --capacity SIZE|auto   schedulable memory (16Gi; auto = memory - reserve)\n"
-		"      --idle-release MS      idle release for clients connecting from now on\n"
-		"  -g, --gpu N                apply to GPU N only (default: all GPUs)\n"
-		"      --set-client PID       change a running client's limits:\n"
-		"      --core-limit N|default   compute limit 1..100 %%\n"
-		"      --memory-limit SIZE|none memory limit (bare number = MiB)\n"
-		"  -V, --version\n"
-		"  -h, --help\n"
-		"\n"
-		"Changing settings needs root or the scheduler's uid. The socket is\n"
-		"$NVSHARE_SOCK_DIR/scheduler.sock (default " NVS_DEFAULT_SOCK_DIR ").\n");
+	fprintf(
+	    f, "Usage: nvsharectl [options]\n"
+	       "With no option: show the scheduler's GPUs and clients.\n"
+	       "\n"
+	       "  -j, --json                 print the raw JSON status\n"
+	       "      --tenant               use the client socket: what a Pod may see\n"
+	       "                             (its own clients only); changes are refused\n"
+	       "      --socket PATH          use this socket\n"
+	       "  -S, --anti-thrash MODE     on (one job at a time), off (all at once),\n"
+	       "                             auto (together while memory fits)\n"
+	       "  -T, --set-tq TIME          time quantum: seconds (30, 0.5) or 300ms\n"
+	       "      --capacity SIZE|auto   schedulable memory (16Gi; auto = memory - reserve)\n"
+	       "      --idle-release MS      idle release for clients connecting from now on\n"
+	       "  -g, --gpu N                apply to GPU N only (default: all GPUs)\n"
+	       "      --set-client PID       change a running client's limits:\n"
+	       "      --core-limit N|default   compute limit 1..100 %%\n"
+	       "      --memory-limit SIZE|none memory limit (bare number = MiB)\n"
+	       "  -V, --version\n"
+	       "  -h, --help\n"
+	       "\n"
+	       "nvsharectl talks to the admin socket, $NVSHARE_ADMIN_SOCK_DIR/" NVS_ADMIN_SOCK_NAME
+	       "\n(default " NVS_DEFAULT_ADMIN_SOCK_DIR "): run it as the scheduler's user on the\n"
+	       "node, or in Kubernetes with kubectl exec in the nvshare-scheduler Pod.\n"
+	       "--tenant uses the client socket, $NVSHARE_SOCK_DIR/" NVS_SOCK_NAME
+	       " (default\n" NVS_DEFAULT_SOCK_DIR "). See docs/security.md.\n");
 }
 
 static int usage_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -59,22 +65,36 @@ static int usage_err(const char *fmt, ...)
 	return 2;
 }
 
+/* Which socket, for the connection and for messages that name it. */
+static char sock_path[128];
+static int admin_sock; /* the default: the admin socket */
+
 static int open_conn(struct nvs_sconn *c)
 {
-	int r = nvs_sconn_open(c);
+	int r = nvs_sconn_open_path(c, sock_path);
 	if (r == 0)
 		return 0;
-	char path[128] = "?";
-	nvs_sock_path(path, sizeof path);
+	const char *var = admin_sock ? "NVSHARE_ADMIN_SOCK_DIR" : "NVSHARE_SOCK_DIR";
 	if (r == -ENOENT || r == -ECONNREFUSED)
+		fprintf(stderr,
+			"nvsharectl: the scheduler is not running: cannot connect to %s: %s\n"
+			"(start nvshare-scheduler, or set %s to its socket directory)\n",
+			sock_path, strerror(-r), var);
+	else if (r == -EACCES || r == -EPERM)
 		fprintf(
 		    stderr,
-		    "nvsharectl: the scheduler is not running: cannot connect to %s: %s\n"
-		    "(start nvshare-scheduler, or set NVSHARE_SOCK_DIR to its socket directory)\n",
-		    path, strerror(-r));
+		    "nvsharectl: permission denied: cannot connect to %s\n"
+		    "%s",
+		    sock_path,
+		    admin_sock
+			? "The admin socket is only for the scheduler's user: run nvsharectl as "
+			  "root on the node,\nor in Kubernetes: kubectl exec -n nvshare-system "
+			  "<nvshare-scheduler pod> -- nvsharectl ...\n(nvsharectl --tenant shows "
+			  "what a Pod may see, through the client socket.)\n"
+			: "");
 	else
-		fprintf(stderr, "nvsharectl: cannot connect to the scheduler at %s: %s\n", path,
-			strerror(-r));
+		fprintf(stderr, "nvsharectl: cannot connect to the scheduler at %s: %s\n",
+			sock_path, strerror(-r));
 	return -1;
 }
 
@@ -94,6 +114,7 @@ static int request(struct nvs_sconn *c, struct nvs_msg *req, int quiet_ok, struc
 		return 1;
 	}
 	if (rep.reply_status != 0) {
+		/* The scheduler's text names the socket and what to do. */
 		fprintf(stderr, "nvsharectl: %s%.*s\n",
 			rep.reply_status == -EPERM ? "" : "refused: ", (int)rep.reply_len,
 			rep.reply_text);
@@ -120,9 +141,11 @@ static int set(struct nvs_sconn *c, int gpu, uint32_t field, uint64_t value)
 int main(int argc, char **argv)
 {
 	nvs_log_init("nvsharectl");
-	enum { O_CAPACITY = 256, O_IDLE, O_SET_CLIENT, O_CORE, O_MEM };
+	enum { O_CAPACITY = 256, O_IDLE, O_SET_CLIENT, O_CORE, O_MEM, O_TENANT, O_SOCKET };
 	static const struct option opts[] = {
 	    {"json", no_argument, 0, 'j'},
+	    {"tenant", no_argument, 0, O_TENANT},
+	    {"socket", required_argument, 0, O_SOCKET},
 	    {"anti-thrash", required_argument, 0, 'S'},
 	    {"set-tq", required_argument, 0, 'T'},
 	    {"gpu", required_argument, 0, 'g'},
@@ -137,7 +160,8 @@ int main(int argc, char **argv)
 	};
 	int json = 0, mode = -1, gpu = -1;
 	int have_tq = 0, have_cap = 0, have_idle = 0, have_client = 0, have_core = 0, have_mem = 0;
-	int clear_core = 0;
+	int clear_core = 0, tenant = 0;
+	const char *socket_arg = NULL;
 	uint64_t tq = 0, cap = 0, idle = 0, pid = 0, core = 0, mem = 0;
 	int o;
 	while ((o = getopt_long(argc, argv, "jS:T:g:Vh", opts, NULL)) != -1) {
@@ -145,6 +169,12 @@ int main(int argc, char **argv)
 		switch (o) {
 		case 'j':
 			json = 1;
+			break;
+		case O_TENANT:
+			tenant = 1;
+			break;
+		case O_SOCKET:
+			socket_arg = optarg;
 			break;
 		case 'S':
 			if ((mode = nvs_mode_parse(optarg)) < 0)
@@ -221,6 +251,22 @@ int main(int argc, char **argv)
 	int changes = mode >= 0 || have_tq || have_cap || have_idle || have_client;
 	if (json && changes)
 		return usage_err("--json shows the status; it does not combine with changes");
+
+	if (tenant && socket_arg)
+		return usage_err("--tenant and --socket both choose the socket: give one");
+	int too_long;
+	if (socket_arg) {
+		too_long = snprintf(sock_path, sizeof sock_path, "%s", socket_arg) >=
+			   (int)sizeof sock_path;
+	} else {
+		admin_sock = !tenant;
+		too_long = admin_sock ? nvs_admin_sock_path(sock_path, sizeof sock_path)
+				      : nvs_sock_path(sock_path, sizeof sock_path);
+	}
+	if (too_long) {
+		fprintf(stderr, "nvsharectl: the socket path is too long\n");
+		return 2;
+	}
 
 	struct nvs_sconn c;
 	if (open_conn(&c))

@@ -17,6 +17,13 @@ int nvs_sconn_open(struct nvs_sconn *c)
 	return c->fd < 0 ? c->fd : 0;
 }
 
+int nvs_sconn_open_path(struct nvs_sconn *c, const char *path)
+{
+	memset(c, 0, sizeof *c);
+	c->fd = nvs_sock_connect_path(path);
+	return c->fd < 0 ? c->fd : 0;
+}
+
 void nvs_sconn_close(struct nvs_sconn *c)
 {
 	if (c->fd >= 0)

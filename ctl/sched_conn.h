@@ -19,8 +19,11 @@ struct nvs_sconn {
 	uint32_t seq;
 };
 
-/* Connects to $NVSHARE_SOCK_DIR/scheduler.sock. 0 or -errno. */
+/* Connects to the client socket, $NVSHARE_SOCK_DIR/scheduler.sock. 0 or
+ * -errno. */
 int nvs_sconn_open(struct nvs_sconn *c);
+/* Connects to the socket at path (the admin socket: nvsharectl). */
+int nvs_sconn_open_path(struct nvs_sconn *c, const char *path);
 void nvs_sconn_close(struct nvs_sconn *c);
 /* Sends one message (assigns the next seq unless m->seq is set). 0 or
  * -errno. */

@@ -108,9 +108,29 @@ int nvs_status_print(FILE *f, const char *json, size_t len)
 	}
 	const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(root, "gpus");
 	const cJSON *clients = cJSON_GetObjectItemCaseSensitive(root, "clients");
-	fprintf(f, "nvshare-scheduler %s, pid %.0f, socket %s, NVML %s\n", strv(root, "version"),
-		numv(root, "pid"), strv(root, "socket"),
-		cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "nvml")) ? "yes" : "no");
+	/* The tenant view (client socket) has no scheduler-wide facts and no
+	 * one else's clients: say whose view it is instead. */
+	int tenant = !strcmp(strv(root, "view"), "tenant");
+	if (tenant) {
+		const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "tenant");
+		char who_b[96];
+		if (!strcmp(strv(t, "kind"), "pod"))
+			snprintf(who_b, sizeof who_b, "Pod %s", strv(t, "pod_uid"));
+		else if (!strcmp(strv(t, "kind"), "uid"))
+			snprintf(who_b, sizeof who_b, "uid %.0f", numv(t, "uid"));
+		else
+			snprintf(who_b, sizeof who_b, "unknown (%s)", strv(t, "why"));
+		fprintf(f,
+			"nvshare-scheduler %s, socket %s: tenant view for %s (your clients "
+			"only)\n",
+			strv(root, "version"), strv(root, "socket"), who_b);
+	} else {
+		fprintf(f, "nvshare-scheduler %s, pid %.0f, socket %s, admin socket %s, NVML %s\n",
+			strv(root, "version"), numv(root, "pid"), strv(root, "socket"),
+			strv(root, "admin_socket"),
+			cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "nvml")) ? "yes"
+										     : "no");
+	}
 	fprintf(f, "\n%-4s %-5s %-6s %-7s %-9s %-9s %-9s %-12s %-8s %s\n", "GPU", "MODE", "SERIAL",
 		"TQ", "CAPACITY", "ALLOC", "MEMORY", "HOLDER", "HANDOFF", "QUEUE (client/pid)");
 	int n = 0;
@@ -164,7 +184,7 @@ int nvs_status_print(FILE *f, const char *json, size_t len)
 			const cJSON *l = cJSON_GetObjectItemCaseSensitive(x, "limits");
 			fprintf(
 			    f, "%-6.0f %-8.0f %-6.0f %-16.16s %-4.0f %-9s %-8s %-9s %.0f%%, %s%s\n",
-			    numv(c, "id"), numv(c, "pid"), numv(c, "uid"), strv(c, "name"),
+			    numv(c, "id"), numv(c, "pid"), numv(c, "uid"), strv(c, "claimed_name"),
 			    numv(x, "gpu"), size(x, "allocated", b1, sizeof b1), strv(x, "state"),
 			    secs(numv(x, "held_ns") / 1e6, b2, sizeof b2), numv(l, "core_limit"),
 			    cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(l, "mem_limit"))
@@ -175,7 +195,7 @@ int nvs_status_print(FILE *f, const char *json, size_t len)
 		}
 		if (!any)
 			fprintf(f, "%-6.0f %-8.0f %-6.0f %-16.16s %-4s%s\n", numv(c, "id"),
-				numv(c, "pid"), numv(c, "uid"), strv(c, "name"), "-", pod);
+				numv(c, "pid"), numv(c, "uid"), strv(c, "claimed_name"), "-", pod);
 		n++;
 	}
 	if (!n)

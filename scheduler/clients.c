@@ -82,8 +82,15 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 	c->client = cl;
 	cl->conn = c;
 	cl->id = ++S.next_client_id;
-	cl->pid = c->pid;
-	cl->uid = c->uid;
+	/* Identity as pinned at accept (peer.h); HELLO's pid and name are
+	 * kept as claims only. */
+	cl->pid = c->peer.pid;
+	cl->uid = c->peer.uid;
+	cl->tenant = c->peer.kind;
+	cl->id_source = c->peer.source;
+	cl->unknown_why = c->peer.unknown_why;
+	cl->id_pidfd = c->peer.pidfd_checked;
+	snprintf(cl->pod_uid, sizeof cl->pod_uid, "%s", c->peer.pod_uid);
 	cl->reported_pid = h->client_pid;
 	snprintf(cl->name, sizeof cl->name, "%s", h->name);
 	sanitize(cl->name);
@@ -97,7 +104,7 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 		S.clients->prev = cl;
 	S.clients = cl;
 	S.nclients++;
-	nvs_pod_identify(cl); /* Pod from the cgroup of the SO_PEERCRED pid */
+	nvs_pod_identify(cl); /* the Pod's name and limits, or unknown-tenant limits */
 
 	struct nvs_msg m;
 	memset(&m, 0, sizeof m);
@@ -111,8 +118,10 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 		conn_send(c, &m);
 	}
 	char b[32];
-	NVS_INFO("HELLO client=%u pid=%d uid=%d name=\"%s\" core_limit=%u mem_limit=%s", cl->id,
-		 (int)cl->pid, (int)cl->uid, cl->name, cl->hello_core_limit,
+	NVS_INFO("HELLO client=%u pid=%d uid=%d tenant=%s claimed_name=\"%s\" core_limit=%u "
+		 "mem_limit=%s",
+		 cl->id, (int)cl->pid, (int)cl->uid, nvs_tenant_kind_name(cl->tenant), cl->name,
+		 cl->hello_core_limit,
 		 cl->hello_mem_limit == NVS_NO_LIMIT
 		     ? "none"
 		     : nvs_format_size(cl->hello_mem_limit, b, sizeof b));

@@ -24,22 +24,19 @@ static uint32_t next_conn_id;
 #define IN_INITIAL 4096u
 #define IN_MAX (NVS_HEADER_SIZE + NVS_MAX_PAYLOAD)
 
-struct conn *conn_new(int fd)
+struct conn *conn_new(int fd, enum conn_role role)
 {
 	struct conn *c = calloc(1, sizeof *c);
-	struct ucred cred;
-	socklen_t len = sizeof cred;
-	if (!c || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-		NVS_WARN("new connection: %s", c ? strerror(errno) : "out of memory");
+	if (!c)
+		NVS_WARN("new connection: out of memory");
+	if (!c || nvs_peer_resolve(fd, &c->peer)) {
 		free(c);
 		close(fd);
 		return NULL;
 	}
 	c->fd = fd;
 	c->id = ++next_conn_id;
-	c->pid = cred.pid;
-	c->uid = cred.uid;
-	c->gid = cred.gid;
+	c->role = role;
 	c->next = conns;
 	if (conns)
 		conns->prev = c;
@@ -168,10 +165,14 @@ static void dispatch(struct conn *c, const struct nvs_msg *m)
 	case NVS_MSG_MEM_UPDATE:
 	case NVS_MSG_SWAP_STATS:
 	case NVS_MSG_PING:
-		if (c->kind == CONN_CTL) {
-			conn_reason(c, "client-msg-on-control");
-			conn_doom(c, "client message %s on a control connection",
-				  nvs_msg_type_name(m->type));
+		/* The admin socket is for nvsharectl only: no GPU client is
+		 * ever served there. */
+		if (c->kind == CONN_CTL || c->role == CONN_ROLE_ADMIN) {
+			conn_reason(c, c->role == CONN_ROLE_ADMIN ? "client-msg-on-admin"
+								  : "client-msg-on-control");
+			conn_doom(c, "client message %s on %s", nvs_msg_type_name(m->type),
+				  c->role == CONN_ROLE_ADMIN ? "the admin socket"
+							     : "a control connection");
 			return;
 		}
 		nvs_client_msg(c, m);
@@ -240,7 +241,7 @@ void conn_on_readable(struct conn *c)
 			break;
 		}
 		off += used;
-		NVS_DEBUG("conn %u pid %d: %s", c->id, (int)c->pid, nvs_msg_type_name(m.type));
+		NVS_DEBUG("conn %u pid %d: %s", c->id, (int)c->peer.pid, nvs_msg_type_name(m.type));
 		dispatch(c, &m);
 	}
 	if (off) {
@@ -292,14 +293,16 @@ void conn_reap(void)
 	while (doomed) {
 		struct conn *c = doomed;
 		doomed = c->doom_next;
-		const char *kind = c->kind == CONN_CLIENT ? "client"
-				   : c->kind == CONN_CTL  ? "control"
-							  : "new";
+		const char *kind = c->kind == CONN_CLIENT	? "client"
+				   : c->role == CONN_ROLE_ADMIN ? "admin"
+				   : c->kind == CONN_CTL	? "control"
+								: "new";
 		if (!strcmp(c->why, "closed by peer") || !strcmp(c->why, "scheduler shutting down"))
-			NVS_DEBUG("conn %u (%s, pid %d): %s", c->id, kind, (int)c->pid, c->why);
+			NVS_DEBUG("conn %u (%s, pid %d): %s", c->id, kind, (int)c->peer.pid,
+				  c->why);
 		else {
 			NVS_WARN("closing conn %u (%s, pid %d, uid %d): %s", c->id, kind,
-				 (int)c->pid, (int)c->uid, c->why);
+				 (int)c->peer.pid, (int)c->peer.uid, c->why);
 			/* Same rate as the line above (issue 17 limits both). The
 			 * detail may quote what the peer sent: escaped. */
 			char d[2 * sizeof c->why + 8];
@@ -308,8 +311,8 @@ void conn_reap(void)
 			    "conn_closed",
 			    "\"conn\":%u,\"kind\":\"%s\",\"pid\":%d,\"uid\":%d,\"reason\":\"%s\","
 			    "\"detail\":%s",
-			    c->id, kind, (int)c->pid, (int)c->uid, c->reason ? c->reason : "other",
-			    d);
+			    c->id, kind, (int)c->peer.pid, (int)c->peer.uid,
+			    c->reason ? c->reason : "other", d);
 		}
 		conn_free(c);
 	}

@@ -10,6 +10,7 @@
 #ifndef NVSHARE_SCHEDULER_CONN_H
 #define NVSHARE_SCHEDULER_CONN_H
 
+#include "peer.h"
 #include "protocol.h"
 
 #include <stddef.h>
@@ -22,15 +23,20 @@ enum conn_kind {
 	CONN_CTL = 2,	 /* sent a CTL_* request */
 };
 
+/* Which socket the connection came in on (docs/security.md). */
+enum conn_role {
+	CONN_ROLE_CLIENT = 0, /* client socket: mounted into Pods */
+	CONN_ROLE_ADMIN = 1,  /* admin socket: never mounted into Pods */
+};
+
 struct client;
 
 struct conn {
 	int fd;
 	uint32_t id; /* for logs */
 	enum conn_kind kind;
-	pid_t pid; /* SO_PEERCRED at accept */
-	uid_t uid;
-	gid_t gid;
+	enum conn_role role;
+	struct nvs_peer peer; /* pinned at accept */
 	int doomed;
 	int slow; /* doomed for not reading */
 	char why[128];
@@ -46,8 +52,8 @@ struct conn {
 };
 
 /* Creates a connection for an accepted socket (non-blocking already) and
- * reads its peer credentials. NULL on failure (fd closed). */
-struct conn *conn_new(int fd);
+ * pins its peer's identity (peer.h). NULL on failure (fd closed). */
+struct conn *conn_new(int fd, enum conn_role role);
 /* Queues a message; writes at once when possible. A peer whose pending
  * output exceeds NVS_SCHED_OUTBUF_MAX is doomed. */
 void conn_send(struct conn *c, const struct nvs_msg *m);

@@ -6,6 +6,7 @@
 #include "gpus.h"
 #include "log.h"
 #include "parse.h"
+#include "peer.h"
 #include "policy.h"
 #include "settings.h"
 #include "state.h"
@@ -46,43 +47,58 @@ static void reply(struct conn *c, uint32_t seq, int status, const char *fmt, ...
 	reply_text(c, seq, status, buf, (size_t)n);
 }
 
-static int authorized(const struct conn *c)
+/* A control request from a tenant is logged at most once a second: a Pod
+ * sending them in a loop must not fill the log. */
+static void log_refused(const struct conn *c, const struct nvs_msg *m, const char *why)
 {
-	return c->uid == 0 || c->uid == S.euid;
+	static uint64_t last_ns;
+	static unsigned quiet;
+	uint64_t now = nvs_now_ns();
+	char w[2 * 256 + 8];
+	nvs_event("ctl_refused",
+		  "\"conn\":%u,\"pid\":%d,\"uid\":%d,\"msg\":\"%s\",\"socket\":\"%s\",\"why\":%s",
+		  c->id, (int)c->peer.pid, (int)c->peer.uid, nvs_msg_type_name(m->type),
+		  c->role == CONN_ROLE_ADMIN ? "admin" : "client", nvs_json_str(why, w, sizeof w));
+	if (last_ns && now - last_ns < 1000000000ull) {
+		quiet++;
+		return;
+	}
+	NVS_WARN("refused %s from pid %d uid %d on the %s socket: %s (%u more refused since the "
+		 "last line)",
+		 nvs_msg_type_name(m->type), (int)c->peer.pid, (int)c->peer.uid,
+		 c->role == CONN_ROLE_ADMIN ? "admin" : "client", why, quiet);
+	last_ns = now;
+	quiet = 0;
 }
 
-/* The status is for anyone who can open the socket, but the socket is
- * mounted into every tenant's Pods: a caller who is neither root nor the
- * scheduler's uid sees other users' clients without their program name and
- * in-namespace pid (uid, host pid, GPU use and lock state stay: they are
- * what makes sharing visible). */
-static void redact_others(cJSON *j, uid_t caller)
+/* Defence in depth behind the admin socket's 0600 mode: a peer in a Pod
+ * (other than the scheduler's own, where `kubectl exec` runs nvsharectl)
+ * or one whose identity could not be pinned is refused. NULL: allowed;
+ * else why not. */
+static const char *admin_refusal(const struct conn *c, char *b, size_t cap)
 {
-	cJSON *cl = cJSON_GetObjectItemCaseSensitive(j, "clients");
-	cJSON *e;
-	cJSON_ArrayForEach(e, cl)
-	{
-		cJSON *u = cJSON_GetObjectItemCaseSensitive(e, "uid");
-		if (cJSON_IsNumber(u) && u->valuedouble == (double)caller)
-			continue;
-		cJSON *n = cJSON_CreateString("(hidden)");
-		if (!n || !cJSON_ReplaceItemInObjectCaseSensitive(e, "name", n)) {
-			cJSON_Delete(n);
-			cJSON_DeleteItemFromObjectCaseSensitive(e, "name");
-		}
-		cJSON *p = cJSON_CreateNull();
-		if (!p || !cJSON_ReplaceItemInObjectCaseSensitive(e, "client_pid", p)) {
-			cJSON_Delete(p);
-			cJSON_DeleteItemFromObjectCaseSensitive(e, "client_pid");
-		}
+	if (c->peer.kind == NVS_TENANT_UNKNOWN) {
+		snprintf(b, cap, "the scheduler cannot tell who you are (%s)",
+			 c->peer.unknown_why ? c->peer.unknown_why : "?");
+		return b;
 	}
+	if (c->peer.kind != NVS_TENANT_POD)
+		return NULL;
+	char own[40];
+	if (nvs_peer_own_pod(own, sizeof own) == 0 && !strcmp(own, c->peer.pod_uid))
+		return NULL;
+	snprintf(b, cap,
+		 "your process is in Pod %s; the admin socket serves only the node and "
+		 "the scheduler's own Pod",
+		 c->peer.pod_uid);
+	return b;
 }
 
 static void status(struct conn *c, uint32_t seq)
 {
-	cJSON *j = nvs_status_json(nvs_now_ns());
-	if (j && !authorized(c))
-		redact_others(j, c->uid);
+	uint64_t now = nvs_now_ns();
+	cJSON *j = c->role == CONN_ROLE_ADMIN ? nvs_status_json(now)
+					      : nvs_status_tenant_json(now, &c->peer);
 	char *s = j ? cJSON_PrintUnformatted(j) : NULL;
 	cJSON_Delete(j);
 	if (!s) {
@@ -154,7 +170,7 @@ static void ctl_set(struct conn *c, const struct nvs_msg *m)
 		}
 		S.cfg.idle_release_ms = (uint32_t)s->value;
 		NVS_INFO("CTL_SET idle_release_ms=%u by pid %d uid %d (new clients)",
-			 S.cfg.idle_release_ms, (int)c->pid, (int)c->uid);
+			 S.cfg.idle_release_ms, (int)c->peer.pid, (int)c->peer.uid);
 		reply(c, m->seq, 0, "idle release set to %u ms (clients that connect from now on)",
 		      S.cfg.idle_release_ms);
 		return;
@@ -189,7 +205,7 @@ static void ctl_set(struct conn *c, const struct nvs_msg *m)
 	char gname[16];
 	snprintf(gname, sizeof gname, "%d", s->gpu);
 	NVS_INFO("CTL_SET gpu=%s %s=%s by pid %d uid %d", s->gpu == -1 ? "all" : gname,
-		 names[s->field], what, (int)c->pid, (int)c->uid);
+		 names[s->field], what, (int)c->peer.pid, (int)c->peer.uid);
 	reply(c, m->seq, 0, "%s set to %s on %s%s", names[s->field], what,
 	      s->gpu == -1 ? "all GPUs" : "GPU ", s->gpu == -1 ? "" : gname);
 }
@@ -256,22 +272,34 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 
 void nvs_control_msg(struct conn *c, const struct nvs_msg *m)
 {
-	if (m->type == NVS_MSG_CTL_STATUS) {
-		status(c, m->seq);
-		return;
-	}
-	if (!authorized(c)) {
-		NVS_WARN("refused %s from pid %d uid %d: not root or uid %d",
-			 nvs_msg_type_name(m->type), (int)c->pid, (int)c->uid, (int)S.euid);
-		nvs_event("ctl_refused", "\"conn\":%u,\"pid\":%d,\"uid\":%d,\"msg\":\"%s\"", c->id,
-			  (int)c->pid, (int)c->uid, nvs_msg_type_name(m->type));
+	if (c->role != CONN_ROLE_ADMIN) {
+		/* The client socket is mounted into every Pod and Pods run as
+		 * root: no uid there means "administrator". Status only, and
+		 * only the caller's own tenant. */
+		if (m->type == NVS_MSG_CTL_STATUS) {
+			status(c, m->seq);
+			return;
+		}
+		log_refused(c, m, "control messages are not accepted on the client socket");
 		reply(c, m->seq, -EPERM,
-		      "permission denied: changing scheduler settings needs root or uid %d "
-		      "(you are uid %d)",
-		      (int)S.euid, (int)c->uid);
+		      "permission denied: %s changes settings only through the admin socket "
+		      "%s, not the client socket %s (it is mounted into Pods). Run nvsharectl "
+		      "as the scheduler's user (uid %d) on the node; in Kubernetes, kubectl "
+		      "exec into the nvshare-scheduler Pod",
+		      nvs_msg_type_name(m->type), S.admin_sock_path, S.sock_path, (int)S.euid);
 		return;
 	}
-	if (m->type == NVS_MSG_CTL_SET)
+	char b[256];
+	const char *why = admin_refusal(c, b, sizeof b);
+	if (why) {
+		log_refused(c, m, why);
+		reply(c, m->seq, -EPERM, "permission denied on the admin socket %s: %s",
+		      S.admin_sock_path, why);
+		return;
+	}
+	if (m->type == NVS_MSG_CTL_STATUS)
+		status(c, m->seq);
+	else if (m->type == NVS_MSG_CTL_SET)
 		ctl_set(c, m);
 	else
 		ctl_set_client(c, m);

@@ -8,7 +8,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "parse.h"
-#include "pod_identity.h"
+#include "peer.h"
 #include "server.h"
 #include "settings.h"
 #include "sockpath.h"
@@ -35,8 +35,11 @@ static void usage(FILE *f)
 	    "Usage: nvshare-scheduler [options]\n"
 	    "Hands each GPU to one nvshare client at a time when their memory does not fit.\n"
 	    "\n"
-	    "  -d, --sock-dir DIR        socket directory           NVSHARE_SOCK_DIR "
+	    "  -d, --sock-dir DIR        client socket directory    NVSHARE_SOCK_DIR "
 	    "(" NVS_DEFAULT_SOCK_DIR ")\n"
+	    "      --admin-sock-dir DIR  admin socket directory     NVSHARE_ADMIN_SOCK_DIR\n"
+	    "                            (" NVS_DEFAULT_ADMIN_SOCK_DIR "; never mount it into "
+	    "Pods)\n"
 	    "  -m, --mode MODE           on | off | auto            NVSHARE_SCHED_MODE (auto)\n"
 	    "  -t, --tq TIME             time quantum: seconds or   NVSHARE_TQ (30)\n"
 	    "                            with unit (0.5, 300ms, 2m)\n"
@@ -53,7 +56,8 @@ static void usage(FILE *f)
 	    "      --metrics-port PORT   its port                   NVSHARE_METRICS_PORT (9402)\n"
 	    "      --metrics-addr ADDR   its address                NVSHARE_METRICS_ADDR "
 	    "(0.0.0.0)\n"
-	    "      --proc-root DIR       where client pids are read NVSHARE_PROC_ROOT (/proc)\n"
+	    "      --proc-root DIR       where peer cgroups are read NVSHARE_PROC_ROOT (/proc;\n"
+	    "                            tests only: it decides every peer's identity)\n"
 	    "      --node-name NAME      watch this node's Pods     NODE_NAME\n"
 	    "      --kube-api URL        API server (default: in-cluster config)\n"
 	    "                                                       NVSHARE_KUBE_API\n"
@@ -77,6 +81,41 @@ static int bad_flag(const char *flag, const char *v, const char *what)
 	return 2;
 }
 
+/* "a/b/" -> "a/b": for comparing directories as typed. */
+static size_t dir_len(const char *d)
+{
+	size_t n = strlen(d);
+	while (n > 1 && d[n - 1] == '/')
+		n--;
+	return n;
+}
+
+/* Both socket paths; the admin directory must be neither the client
+ * directory nor inside it: that one is mounted into Pods. */
+static int socket_paths(void)
+{
+	const char *c = S.cfg.sock_dir, *a = S.cfg.admin_sock_dir;
+	size_t cn = dir_len(c), an = dir_len(a);
+	if (an >= cn && !strncmp(a, c, cn) && (an == cn || a[cn] == '/')) {
+		fprintf(stderr,
+			"nvshare-scheduler: the admin socket directory %s is (inside) the client "
+			"socket directory %s, which is mounted into Pods: choose another one "
+			"(--admin-sock-dir, NVSHARE_ADMIN_SOCK_DIR)\n",
+			a, c);
+		return -1;
+	}
+	static const size_t max = sizeof(((struct sockaddr_un *)0)->sun_path);
+	int n = snprintf(S.sock_path, sizeof S.sock_path, "%s/%s", c, NVS_SOCK_NAME);
+	int m =
+	    snprintf(S.admin_sock_path, sizeof S.admin_sock_path, "%s/%s", a, NVS_ADMIN_SOCK_NAME);
+	if (n < 0 || (size_t)n >= max || m < 0 || (size_t)m >= max) {
+		fprintf(stderr, "nvshare-scheduler: socket path %s/%s or %s/%s is too long\n", c,
+			NVS_SOCK_NAME, a, NVS_ADMIN_SOCK_NAME);
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	nvs_log_init("scheduler");
@@ -95,15 +134,20 @@ int main(int argc, char **argv)
 	nvs_k8s_config_from_env(&nvs_k8s_cfg);
 	const char *events_path = getenv("NVSHARE_EVENTS");
 	const char *proc_root = getenv("NVSHARE_PROC_ROOT");
-	if (proc_root && *proc_root && nvs_pod_set_proc_root(proc_root))
+	if (proc_root && *proc_root && nvs_peer_set_proc_root(proc_root))
 		NVS_WARN("ignoring NVSHARE_PROC_ROOT: too long");
 	if (nvs_sock_dir(S.cfg.sock_dir, sizeof S.cfg.sock_dir)) {
 		fprintf(stderr, "nvshare-scheduler: NVSHARE_SOCK_DIR is too long\n");
 		return 2;
 	}
+	if (nvs_admin_sock_dir(S.cfg.admin_sock_dir, sizeof S.cfg.admin_sock_dir)) {
+		fprintf(stderr, "nvshare-scheduler: NVSHARE_ADMIN_SOCK_DIR is too long\n");
+		return 2;
+	}
 
 	static const struct option opts[] = {
 	    {"sock-dir", required_argument, 0, 'd'},
+	    {"admin-sock-dir", required_argument, 0, 1006},
 	    {"mode", required_argument, 0, 'm'},
 	    {"tq", required_argument, 0, 't'},
 	    {"capacity", required_argument, 0, 'c'},
@@ -120,7 +164,7 @@ int main(int argc, char **argv)
 	    {"kube-token-file", required_argument, 0, 1003},
 	    {"kube-ca-file", required_argument, 0, 1004},
 	    {"no-kube", no_argument, 0, 1005},
-	    {"events", required_argument, 0, 1006},
+	    {"events", required_argument, 0, 1007},
 	    {"debug", no_argument, 0, 'v'},
 	    {"version", no_argument, 0, 'V'},
 	    {"help", no_argument, 0, 'h'},
@@ -175,7 +219,7 @@ int main(int argc, char **argv)
 				return bad_flag("--metrics-addr", optarg, "an IP address");
 			break;
 		case 1000:
-			if (nvs_pod_set_proc_root(optarg))
+			if (nvs_peer_set_proc_root(optarg))
 				return bad_flag("--proc-root", optarg, "a shorter path");
 			break;
 		case 1001:
@@ -201,6 +245,12 @@ int main(int argc, char **argv)
 			nvs_k8s_cfg.disabled = 1;
 			break;
 		case 1006:
+			if (!*optarg || strlen(optarg) >= sizeof S.cfg.admin_sock_dir)
+				return bad_flag("--admin-sock-dir", optarg,
+						"a non-empty, shorter path");
+			snprintf(S.cfg.admin_sock_dir, sizeof S.cfg.admin_sock_dir, "%s", optarg);
+			break;
+		case 1007:
 			if (!*optarg)
 				return bad_flag("--events", optarg, "a file path");
 			events_path = optarg;
@@ -226,12 +276,12 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	int n = snprintf(S.sock_path, sizeof S.sock_path, "%s/%s", S.cfg.sock_dir, NVS_SOCK_NAME);
-	if (n < 0 || (size_t)n >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-		fprintf(stderr, "nvshare-scheduler: socket path %s/%s is too long\n",
-			S.cfg.sock_dir, NVS_SOCK_NAME);
+	if (socket_paths())
 		return 2;
-	}
+	if (strcmp(nvs_proc_root, "/proc"))
+		NVS_WARN("peer identities are read from %s, not /proc (--proc-root / "
+			 "NVSHARE_PROC_ROOT): for tests only",
+			 nvs_proc_root);
 	S.start_ns = nvs_now_ns();
 	S.euid = geteuid();
 

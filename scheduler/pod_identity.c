@@ -8,62 +8,9 @@
 #include "quota.h"
 #include "state.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-char nvs_proc_root[256] = "/proc";
-
-int nvs_pod_set_proc_root(const char *dir)
-{
-	size_t n = strlen(dir);
-	while (n > 1 && dir[n - 1] == '/')
-		n--;
-	if (n == 0 || n >= sizeof nvs_proc_root)
-		return -1;
-	memcpy(nvs_proc_root, dir, n);
-	nvs_proc_root[n] = '\0';
-	return 0;
-}
-
-int nvs_pod_uid_of_pid(int pid, char *out, unsigned cap)
-{
-	if (pid <= 0 || cap < 37)
-		return -1;
-	char path[sizeof nvs_proc_root + 32];
-	snprintf(path, sizeof path, "%s/%d/cgroup", nvs_proc_root, pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		NVS_DEBUG("pod identity: %s: %s", path, strerror(errno));
-		return -1;
-	}
-	/* procfs: small, read in one go; a v1 hierarchy has ~15 lines. */
-	char buf[16384];
-	size_t len = 0;
-	for (;;) {
-		ssize_t r = read(fd, buf + len, sizeof buf - 1 - len);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		len += (size_t)r;
-		if (len == sizeof buf - 1)
-			break;
-	}
-	close(fd);
-	buf[len] = '\0';
-	int rc = -1;
-	char *save = NULL;
-	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-		if (nvs_parse_cgroup_pod_uid(line, out, cap) == 0) {
-			rc = 0;
-			break;
-		}
-	return rc;
-}
 
 /* Annotation-sourced limits (core 0 / mem 0: none) through quota.c's
  * per-source setter (ctl > annotation > env), which sends SET_LIMITS to
@@ -95,16 +42,37 @@ static void apply(struct client *cl, const struct nvs_k8s_cached_pod *p)
 	set_annotation_limits(cl, p->has_core ? (uint32_t)p->core : 0, p->has_mem ? p->mem : 0);
 }
 
+/* Unknown tenants (peer.h): the process was gone or its cgroup unreadable
+ * when it connected. Never "no Pod, no limits": the limits of the Pod its
+ * pid was last seen in, when that Pod is known, else the configured
+ * unknown-tenant limits. */
+static void apply_unknown(struct client *cl)
+{
+	NVS_WARN("client=%u pid=%d uid=%d: unknown tenant (%s): unknown-tenant limits apply",
+		 cl->id, (int)cl->pid, (int)cl->uid, cl->unknown_why ? cl->unknown_why : "?");
+	set_annotation_limits(cl, S.cfg.unknown_core_limit,
+			      S.cfg.unknown_mem_limit == NVS_NO_LIMIT ? 0
+								      : S.cfg.unknown_mem_limit);
+}
+
 void nvs_pod_identify(struct client *cl)
 {
-	if (nvs_pod_uid_of_pid((int)cl->pid, cl->pod_uid, sizeof cl->pod_uid)) {
-		cl->pod_uid[0] = '\0';
+	if (!cl->pod_uid[0]) {
+		if (cl->tenant == NVS_TENANT_UNKNOWN)
+			apply_unknown(cl);
 		return;
 	}
 	const struct nvs_k8s_cached_pod *p = nvs_k8s_pod_lookup(cl->pod_uid);
-	if (p)
+	if (p) {
+		if (cl->tenant == NVS_TENANT_UNKNOWN)
+			NVS_WARN("client=%u pid=%d: unknown tenant (%s); its pid was last seen in "
+				 "pod %s/%s: that Pod's limits apply",
+				 cl->id, (int)cl->pid, cl->unknown_why ? cl->unknown_why : "?",
+				 p->ns, p->name);
 		apply(cl, p);
-	else {
+	} else if (cl->tenant == NVS_TENANT_UNKNOWN) {
+		apply_unknown(cl);
+	} else {
 		NVS_INFO("client=%u pid=%d is in pod uid %s (not known to the watch yet)", cl->id,
 			 (int)cl->pid, cl->pod_uid);
 		char uq[2 * sizeof cl->pod_uid];
@@ -135,6 +103,9 @@ void nvs_pod_removed(const struct nvs_k8s_cached_pod *p)
 		NVS_INFO(
 		    "client=%u pid=%d: pod %s/%s deleted; its annotation limits no longer apply",
 		    cl->id, (int)cl->pid, p->ns, p->name);
-		set_annotation_limits(cl, 0, 0);
+		if (cl->tenant == NVS_TENANT_UNKNOWN)
+			apply_unknown(cl); /* it was only attributed to that Pod */
+		else
+			set_annotation_limits(cl, 0, 0);
 	}
 }

@@ -18,6 +18,8 @@ void nvs_config_defaults(struct sched_config *cfg)
 	cfg->idle_release_ms = NVS_DEFAULT_IDLE_RELEASE_MS;
 	cfg->drop_grace_ms = NVS_DEFAULT_DROP_GRACE_MS;
 	cfg->use_nvml = 1;
+	cfg->unknown_core_limit = NVS_DEFAULT_UNKNOWN_CORE_LIMIT;
+	cfg->unknown_mem_limit = NVS_DEFAULT_UNKNOWN_MEM_LIMIT;
 }
 
 int nvs_parse_tq_ms(const char *s, uint64_t *out)
@@ -157,6 +159,21 @@ int nvs_config_from_env(struct sched_config *cfg)
 	if (env_str("NVSHARE_DROP_GRACE_MS", &v) &&
 	    (nvs_parse_ms32(v, &cfg->drop_grace_ms) || cfg->drop_grace_ms == 0))
 		errors += bad("NVSHARE_DROP_GRACE_MS", v, "milliseconds > 0");
+	unsigned pct;
+	if (env_str("NVSHARE_UNKNOWN_TENANT_CORE_LIMIT", &v)) {
+		if (nvs_parse_percent(v, 1, 100, &pct))
+			errors += bad("NVSHARE_UNKNOWN_TENANT_CORE_LIMIT", v, "1..100 (100: none)");
+		else
+			cfg->unknown_core_limit = pct == 100 ? 0 : pct;
+	}
+	if (env_str("NVSHARE_UNKNOWN_TENANT_MEMORY_LIMIT", &v)) {
+		if (!strcasecmp(v, "none"))
+			cfg->unknown_mem_limit = NVS_NO_LIMIT;
+		else if (nvs_parse_size(v, 1ull << 20, &cfg->unknown_mem_limit) ||
+			 !cfg->unknown_mem_limit)
+			errors += bad("NVSHARE_UNKNOWN_TENANT_MEMORY_LIMIT", v,
+				      "a size (1Gi, 512 = 512Mi) or none");
+	}
 	int b;
 	if (env_str("NVSHARE_SCHED_NVML", &v)) {
 		if (nvs_parse_bool(v, &b))

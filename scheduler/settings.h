@@ -16,6 +16,9 @@ struct sched_config;
  * 50 ms of the holder's last kernel" with room for drain and hand-off. */
 #define NVS_DEFAULT_IDLE_RELEASE_MS 20u
 #define NVS_DEFAULT_DROP_GRACE_MS 5000u
+/* Unknown tenants (peer.h, docs/security.md): restrictive by default. */
+#define NVS_DEFAULT_UNKNOWN_CORE_LIMIT 10u
+#define NVS_DEFAULT_UNKNOWN_MEM_LIMIT (1ull << 30)
 #define NVS_MIN_TQ_MS 1u
 #define NVS_MAX_TQ_MS (24ull * 3600 * 1000)
 

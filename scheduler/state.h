@@ -11,6 +11,7 @@
 #ifndef NVSHARE_SCHEDULER_STATE_H
 #define NVSHARE_SCHEDULER_STATE_H
 
+#include "peer.h"
 #include "protocol.h"
 
 #include <stdint.h>
@@ -101,9 +102,16 @@ struct conn;
 
 struct client {
 	uint32_t id;
+	/* Identity pinned at connect (peer.h), never from the client. */
 	pid_t pid; /* SO_PEERCRED: host view */
 	uid_t uid;
-	uint32_t reported_pid; /* HELLO: the client's own namespace view */
+	enum nvs_tenant_kind tenant;
+	enum nvs_id_source id_source;
+	const char *unknown_why; /* tenant unknown: why (static text) */
+	int id_pidfd;		 /* the cgroup read was confirmed through a pidfd */
+	/* CLAIMS from HELLO: shown as claimed_pid / claimed_name, never used
+	 * for authorization, limits or identity labels. */
+	uint32_t reported_pid; /* the client's own namespace view */
 	char name[256];
 	uint32_t hello_core_limit; /* from HELLO (NVSHARE_GPU_CORE_LIMIT) */
 	uint32_t hello_flags;	   /* NVS_HELLO_*: what the client understands */
@@ -118,8 +126,9 @@ struct client {
 	uint32_t annot_core;
 	int has_annot_mem;
 	uint64_t annot_mem;
-	/* Kubernetes Pod (pod_identity.c): UID from <proc-root>/<pid>/cgroup,
-	 * name and namespace from the API watch cache ("" unknown). */
+	/* Kubernetes Pod (pod_identity.c): UID from <proc-root>/<pid>/cgroup
+	 * at connect (tenant unknown: the Pod its pid was last seen in, or
+	 * ""), name and namespace from the API watch cache ("" unknown). */
 	char pod_uid[40];
 	char pod_name[254];
 	char pod_namespace[64];
@@ -182,7 +191,13 @@ struct sched_config {
 	uint32_t idle_release_ms;
 	uint32_t drop_grace_ms;
 	int use_nvml;
-	char sock_dir[108];
+	char sock_dir[108];	  /* client socket (mounted into Pods) */
+	char admin_sock_dir[108]; /* admin socket (never mounted into Pods) */
+	/* Unknown tenants (docs/security.md): a peer whose process was gone
+	 * or whose cgroup could not be read at connect, and which was never
+	 * seen in a Pod, gets these limits (annotation level). */
+	uint32_t unknown_core_limit; /* NVSHARE_UNKNOWN_TENANT_CORE_LIMIT, 10 */
+	uint64_t unknown_mem_limit;  /* NVSHARE_UNKNOWN_TENANT_MEMORY_LIMIT, 1Gi */
 	/* compute quotas (scheduler/quota.c, docs/quotas.md) */
 	uint32_t q_window_ms; /* NVSHARE_COMPUTE_WINDOW_MS, 2000 */
 	uint32_t q_sample_ms; /* NVSHARE_QUOTA_SAMPLE_INTERVAL_MS, 50 */
@@ -202,6 +217,7 @@ struct sched {
 	uint64_t start_ns;
 	uid_t euid;
 	char sock_path[108];
+	char admin_sock_path[108];
 	/* connection counters */
 	uint64_t conns_accepted, conns_closed_bad, conns_closed_slow;
 	/* faults survived (docs/reliability.md) */

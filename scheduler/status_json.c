@@ -4,6 +4,7 @@
 #include "gpus.h"
 #include "k8s_watch.h"
 #include "policy.h"
+#include "peer.h"
 #include "quota.h"
 #include "state.h"
 
@@ -119,13 +120,23 @@ static cJSON *client_json(const struct client *cl, uint64_t now)
 	num(o, "id", cl->id);
 	num(o, "pid", (uint64_t)cl->pid);
 	num(o, "uid", (uint64_t)cl->uid);
-	num(o, "client_pid", cl->reported_pid);
-	cJSON_AddStringToObject(o, "name", cl->name);
+	/* Identity as pinned at connect (peer.h). */
+	cJSON *t = cJSON_AddObjectToObject(o, "tenant");
+	cJSON_AddStringToObject(t, "kind", nvs_tenant_kind_name(cl->tenant));
+	cJSON_AddStringToObject(t, "source", nvs_id_source_name(cl->id_source));
+	/* false: a kernel without SO_PEERPIDFD (pid reuse not excluded) */
+	cJSON_AddBoolToObject(t, "pidfd", cl->id_pidfd);
+	if (cl->tenant == NVS_TENANT_UNKNOWN && cl->unknown_why)
+		cJSON_AddStringToObject(t, "why", cl->unknown_why);
+	/* What HELLO said: claims, for people to read, never identity. */
+	num(o, "claimed_pid", cl->reported_pid);
+	cJSON_AddStringToObject(o, "claimed_name", cl->name);
 	num(o, "connected_ns", now - cl->connected_ns);
 	num(o, "core_limit", cl->hello_core_limit);
 	limit(o, "mem_limit", cl->hello_mem_limit);
 	if (cl->pod_uid[0]) {
-		/* From the cgroup and the API watch, never from the client. */
+		/* From the cgroup and the API watch, never from the client
+		 * (tenant unknown: the Pod its pid was last seen in). */
 		cJSON *p = cJSON_AddObjectToObject(o, "pod");
 		cJSON_AddStringToObject(p, "uid", cl->pod_uid);
 		cJSON_AddStringToObject(p, "name", cl->pod_name);
@@ -188,8 +199,10 @@ cJSON *nvs_status_json(uint64_t now)
 		return NULL;
 	cJSON_AddStringToObject(root, "version", NVS_VERSION);
 	num(root, "protocol", NVS_PROTO_VERSION);
+	cJSON_AddStringToObject(root, "view", "admin");
 	num(root, "pid", (uint64_t)getpid());
 	cJSON_AddStringToObject(root, "socket", S.sock_path);
+	cJSON_AddStringToObject(root, "admin_socket", S.admin_sock_path);
 	num(root, "uptime_ns", now - S.start_ns);
 	/* The snapshot's CLOCK_MONOTONIC time: clients and tests can line
 	 * cumulative counters (billed_ns, held_ns) up with their own clock. */
@@ -230,5 +243,51 @@ cJSON *nvs_status_json(uint64_t now)
 		last = last->next;
 	for (const struct client *cl = last; cl; cl = cl->prev)
 		cJSON_AddItemToArray(cs, client_json(cl, now));
+	return root;
+}
+
+/* What a tenant may know about a GPU: what it is and how it is run. Not
+ * who else is on it, what they allocated, or who holds or waits (the
+ * tenant's own clients' lock state says only that someone does). */
+static cJSON *gpu_tenant_json(const struct gpu *g)
+{
+	cJSON *o = cJSON_CreateObject();
+	num(o, "index", (uint64_t)g->index);
+	cJSON_AddStringToObject(o, "uuid", g->uuid);
+	cJSON_AddStringToObject(o, "name", g->name);
+	cJSON_AddStringToObject(o, "mode", nvs_mode_name(g->mode));
+	cJSON_AddBoolToObject(o, "serialized", g->serialized);
+	num(o, "tq_ms", g->tq_ms);
+	num(o, "total_memory", g->total_mem);
+	return o;
+}
+
+cJSON *nvs_status_tenant_json(uint64_t now, const struct nvs_peer *viewer)
+{
+	cJSON *root = cJSON_CreateObject();
+	if (!root)
+		return NULL;
+	cJSON_AddStringToObject(root, "version", NVS_VERSION);
+	num(root, "protocol", NVS_PROTO_VERSION);
+	cJSON_AddStringToObject(root, "view", "tenant");
+	cJSON_AddStringToObject(root, "socket", S.sock_path);
+	cJSON *t = cJSON_AddObjectToObject(root, "tenant");
+	cJSON_AddStringToObject(t, "kind", nvs_tenant_kind_name(viewer->kind));
+	if (viewer->kind == NVS_TENANT_POD)
+		cJSON_AddStringToObject(t, "pod_uid", viewer->pod_uid);
+	else if (viewer->kind == NVS_TENANT_UID)
+		num(t, "uid", (uint64_t)viewer->uid);
+	else if (viewer->unknown_why)
+		cJSON_AddStringToObject(t, "why", viewer->unknown_why);
+	cJSON *gs = cJSON_AddArrayToObject(root, "gpus");
+	for (unsigned i = 0; i < S.ngpus; i++)
+		cJSON_AddItemToArray(gs, gpu_tenant_json(&S.gpus[i]));
+	cJSON *cs = cJSON_AddArrayToObject(root, "clients");
+	const struct client *last = S.clients;
+	while (last && last->next)
+		last = last->next;
+	for (const struct client *cl = last; cl; cl = cl->prev)
+		if (nvs_peer_same_tenant(viewer, cl->tenant, cl->uid, cl->pod_uid))
+			cJSON_AddItemToArray(cs, client_json(cl, now));
 	return root;
 }

@@ -10,7 +10,14 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
-/* Builds the snapshot at time `now` (CLOCK_MONOTONIC ns). NULL on OOM. */
+struct nvs_peer;
+
+/* Builds the full snapshot at time `now` (CLOCK_MONOTONIC ns), for the
+ * admin socket. NULL on OOM. */
 cJSON *nvs_status_json(uint64_t now);
+/* The tenant view (client socket, docs/security.md): GPU facts that name
+ * no one, and only the clients of viewer's own tenant (same Pod; outside
+ * Kubernetes same uid; an unknown viewer sees none). NULL on OOM. */
+cJSON *nvs_status_tenant_json(uint64_t now, const struct nvs_peer *viewer);
 
 #endif

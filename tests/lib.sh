@@ -11,6 +11,9 @@ export B NVS_ROOT
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/nvs-test.XXXXXX")
 export NVSHARE_SOCK_DIR=$T/sock
+# The admin socket (docs/security.md): nvsharectl's default, so every
+# test's control and full status go through it.
+export NVSHARE_ADMIN_SOCK_DIR=$T/admin
 # Simulated GPU: fake libcuda.so.1 / libnvidia-ml.so.1 first on the path,
 # its shared state (memory, residency, kernels) in a private directory.
 export NVSHARE_SIM_STATE_DIR=$T/simgpu
@@ -96,12 +99,14 @@ event_field() {
     sed -E "s/^\"$f\"://; s/^\"(.*)\"\$/\1/"
 }
 
-# start_scheduler [args...]: starts nvshare-scheduler on $NVSHARE_SOCK_DIR,
-# logging to $T/scheduler.log, and waits for its socket.
+# start_scheduler [args...]: starts nvshare-scheduler on $NVSHARE_SOCK_DIR
+# and $NVSHARE_ADMIN_SOCK_DIR, logging to $T/scheduler.log, and waits for
+# both sockets.
 start_scheduler() {
   bg "$B/nvshare-scheduler" "$@" >>"$T/scheduler.log" 2>&1
   SCHED_PID=${_pids[-1]}
-  wait_for 5 test -S "$NVSHARE_SOCK_DIR/scheduler.sock"
+  wait_for 5 test -S "$NVSHARE_SOCK_DIR/scheduler.sock" &&
+    wait_for 5 test -S "$NVSHARE_ADMIN_SOCK_DIR/admin.sock"
 }
 
 # wait_for SECONDS cmd... : polls cmd every 20 ms until it succeeds.

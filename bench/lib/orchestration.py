@@ -85,11 +85,15 @@ def tool_env(sock_dir):
     e["LD_LIBRARY_PATH"] = SCHED_LIBDIR + (":" + e["LD_LIBRARY_PATH"] if e.get("LD_LIBRARY_PATH") else "")
     if sock_dir:
         e["NVSHARE_SOCK_DIR"] = sock_dir
+        # nvsharectl talks to the admin socket; each scheduler has its own
+        # (never inside the client directory: the scheduler refuses that).
+        e["NVSHARE_ADMIN_SOCK_DIR"] = sock_dir + ".admin"
     return e
 
 
 def start_sched(cfg, dry, real=False):
     cfg.sock_dir = mktemp("nvs-bench-%s." % cfg.name)
+    TMPDIRS.append(cfg.sock_dir + ".admin")  # created by the scheduler
     e = tool_env(cfg.sock_dir)
     e.update(SCHED_COMMON_ENV)
     e.update(cfg.sched_env)

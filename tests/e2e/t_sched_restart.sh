@@ -15,7 +15,7 @@ n1=$(grep -c PROGRESS "$T/A.out")
 wait_for 10 lines_at_least "$T/A.out" PROGRESS $((n1 + 1)); n2=$(grep -c PROGRESS "$T/A.out")
 check "keeps running without the scheduler ($n1 -> $n2 kernels)" [ "$n2" -gt "$n1" ]
 start_scheduler
-check "new scheduler listening" wait_events 10 2 listening
+check "new scheduler listening" wait_events 10 2 listening socket='"client"'
 check "re-registers (second HELLO)" wait_events 10 2 hello client=1
 wait_events 10 2 attach client=1
 # (the first scheduler saw the attach before the allocation)

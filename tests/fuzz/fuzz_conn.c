@@ -94,15 +94,17 @@ static void open_slot(int i, uint8_t setup)
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv))
 		return;
-	struct conn *c = conn_new(sv[0]); /* closes sv[0] on failure */
+	/* Bit 4: the admin socket (control messages accepted), else the
+	 * client socket (refused). */
+	struct conn *c = conn_new(sv[0], (setup & 16) ? CONN_ROLE_ADMIN : CONN_ROLE_CLIENT);
 	if (!c) {
 		close(sv[1]);
 		return;
 	}
 	/* SO_PEERCRED of a socketpair is ourselves: pick the uid. */
-	c->uid = (setup & 4) ? 1000 : 0;
+	c->peer.uid = (setup & 4) ? 1000 : 0;
 	if ((setup & 8) && i == 1)
-		c->uid = 2000;
+		c->peer.uid = 2000;
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
 	epoll_ctl(nvs_epfd, EPOLL_CTL_ADD, sv[0], &ev);
 	conns[i] = c;

@@ -84,6 +84,12 @@ def main():
     check("namespaced objects are in " + NS, not wrong_ns, wrong_ns)
     check("Namespace %s exists" % NS, find(deploy, "Namespace", NS) is not None)
 
+    # The admin socket directory lives only in the scheduler Pod.
+    others = ["%s/%s" % (o["kind"], o["metadata"]["name"]) for o in deploy + examples
+              if "nvshare-admin" in json.dumps(o)
+              and not (o["kind"] == "DaemonSet" and o["metadata"]["name"] == "nvshare-scheduler")]
+    check("no object but the scheduler DaemonSet names the admin directory", not others, others)
+
     # Priority classes outside kube-system need a covering quota.
     classes = set()
     for q in deploy:
@@ -133,6 +139,11 @@ def main():
         check("scheduler: /var/run/nvshare hostPath DirectoryOrCreate, mounted as a directory",
               len(sock) == 1 and sock[0]["hostPath"].get("type") == "DirectoryOrCreate"
               and mounts.get(sock[0]["name"], {}).get("mountPath") == "/var/run/nvshare", sock)
+        adm = [n for n, v in vols.items() if "emptyDir" in v
+               and mounts.get(n, {}).get("mountPath") == "/var/run/nvshare-admin"]
+        check("scheduler: admin socket directory /var/run/nvshare-admin is a Pod-local emptyDir",
+              len(adm) == 1 and env.get("NVSHARE_ADMIN_SOCK_DIR", {}).get("value")
+              == "/var/run/nvshare-admin", adm)
         ports = c.get("ports", [])
         check("scheduler: port 9402 named metrics",
               any(p.get("name") == "metrics" and p.get("containerPort") == 9402
@@ -162,6 +173,10 @@ def main():
         socks = [v["hostPath"]["path"] for v in vols.values()
                  if v.get("hostPath", {}).get("path", "").endswith(".sock")]
         check("no hostPath volume names a socket file", not socks, socks)
+        check("device plugin: mounts the client socket directory, never the admin one",
+              a.get("host-socket-dir") == "/var/run/nvshare"
+              and not any("nvshare-admin" in json.dumps(v) for v in vols.values()),
+              a.get("host-socket-dir"))
         lib = a.get("host-lib-dir")
         libvol = [n for n, v in vols.items() if v.get("hostPath", {}).get("path") == lib]
         init = [ic for ic in sp.get("initContainers", [])

@@ -9,6 +9,18 @@ PROC=$T/proc
 NODE=node-1
 mkdir -p "$PROC"
 
+# The fake proc root is the scheduler's whole view of /proc: a process
+# without a cgroup file there is an unknown tenant, refused on the admin
+# socket. nvsharectl runs as a host process (not in a Pod) through this
+# wrapper, which writes a non-Pod cgroup for its own pid and execs it.
+cat >"$T/nvsharectl-host" <<EOF_CTL
+#!/bin/sh
+mkdir -p "$PROC/\$\$" && echo "0::/user.slice/user-0.slice/session-1.scope" >"$PROC/\$\$/cgroup"
+exec "$B/nvsharectl" "\$@"
+EOF_CTL
+chmod +x "$T/nvsharectl-host"
+CTL=$T/nvsharectl-host
+
 # mkcerts: $T/ca.crt (test CA) and $T/srv.{crt,key} for 127.0.0.1 and
 # localhost; $T/other-ca.crt, a CA that signed nothing here.
 mkcerts() {

@@ -52,7 +52,7 @@ check "--json: A's pod (uid, name, namespace, annotation limits)" \
 check "--json: B's pod from cgroup v1 (cgroupfs)" \
   sh -c 'echo "$0" | grep -qF "\"pod\":{\"uid\":\"$1\",\"name\":\"infer\",\"namespace\":\"team-b\",\"core_limit\":null,\"mem_limit\":null}"' "$j" "$UB"
 check "--json: the static pod by its mirror" sh -c 'echo "$0" | grep -qF "\"name\":\"etcd-node-1\",\"namespace\":\"kube-system\""' "$j"
-check "--json: a client in no pod has \"pod\":null" sh -c 'echo "$0" | grep -qF "\"name\":\"N\",\"connected_ns\"" && echo "$0" | grep -qF "\"pod\":null"' "$j"
+check "--json: a client in no pod has \"pod\":null" sh -c 'echo "$0" | grep -qF "\"claimed_name\":\"N\",\"connected_ns\"" && echo "$0" | grep -qF "\"pod\":null"' "$j"
 check "--json: kube watch state and cached pods" sh -c 'echo "$0" | grep -qE "\"kube\":\{\"watch\":\"watching\",\"pods\":3\}"' "$j"
 table=$("$CTL")
 check "status table shows pod namespace/name" sh -c 'echo "$0" | grep -qE "^[0-9]+ +$1 .*40%, 2Gi  pod team-a/trainer$"' "$table" "$PID_A"

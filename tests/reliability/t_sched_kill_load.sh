@@ -27,7 +27,7 @@ check "they keep running without a scheduler ($before -> $after kernels)" [ "$af
 # The new scheduler's log and events start afresh.
 mv "$SLOG" "$T/scheduler-1.log"; mv "$NVSHARE_EVENTS" "$T/events-1.jsonl"
 start_scheduler --no-nvml
-wait_event 5 listening
+wait_event 5 listening socket='"client"'
 check "new scheduler replaced the stale socket" has_event stale_socket_removed
 check "all four re-register (HELLO)" wait_events 10 4 hello
 t_back=$(date +%s%N)

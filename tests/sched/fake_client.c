@@ -26,7 +26,9 @@
  *   exit               close and exit 0
  * Options: --ignore-drop (never answer DROP_LOCK), --drain TIME (delay
  * before answering), --name, --core-limit, --mem-limit, --total SIZE,
- * --no-hello (connect only: for protocol-violation tests).
+ * --no-hello (connect only: for protocol-violation tests), --fd N (use the
+ * connected socket N it inherited instead of connecting: a connection
+ * opened by another process, tests/security/t_identity.sh).
  * Exit: 0 ok, 1 connection error, 2 usage, 3 wait timeout, 4 closed by the
  * scheduler unexpectedly.
  */
@@ -408,24 +410,19 @@ int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	static const struct option opts[] = {
-	    {"gpu-uuid", required_argument, 0, 'u'},
-	    {"alloc", required_argument, 0, 'a'},
-	    {"total", required_argument, 0, 't'},
-	    {"name", required_argument, 0, 'n'},
-	    {"core-limit", required_argument, 0, 'c'},
-	    {"mem-limit", required_argument, 0, 'm'},
-	    {"ignore-drop", no_argument, 0, 'I'},
-	    {"drain", required_argument, 0, 'd'},
-	    {"script", required_argument, 0, 's'},
-	    {"no-hello", no_argument, 0, 'H'},
-	    {0, 0, 0, 0},
+	    {"gpu-uuid", required_argument, 0, 'u'},   {"alloc", required_argument, 0, 'a'},
+	    {"total", required_argument, 0, 't'},      {"name", required_argument, 0, 'n'},
+	    {"core-limit", required_argument, 0, 'c'}, {"mem-limit", required_argument, 0, 'm'},
+	    {"ignore-drop", no_argument, 0, 'I'},      {"drain", required_argument, 0, 'd'},
+	    {"script", required_argument, 0, 's'},     {"no-hello", no_argument, 0, 'H'},
+	    {"fd", required_argument, 0, 'F'},	       {0, 0, 0, 0},
 	};
 	const char *gpu_list[MAXG];
 	int ng = 0;
 	const char *script = "";
 	const char *name = "fake_client";
 	int no_hello = 0;
-	uint64_t core = 100, memlim = NVS_NO_LIMIT;
+	uint64_t core = 100, memlim = NVS_NO_LIMIT, fd = UINT64_MAX;
 	int o;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
@@ -464,13 +461,23 @@ int main(int argc, char **argv)
 		case 'H':
 			no_hello = 1;
 			break;
+		case 'F':
+			if (nvs_parse_u64(optarg, 0, 1 << 20, &fd))
+				die(2, "bad --fd");
+			break;
 		default:
 			fprintf(stderr, "usage: fake_client [--gpu-uuid U]... [--alloc SIZE] "
 					"[--script CMDS] (see the source)\n");
 			return 2;
 		}
 	}
-	int r = nvs_sconn_open(&C);
+	int r = 0;
+	if (fd != UINT64_MAX) {
+		memset(&C, 0, sizeof C);
+		C.fd = (int)fd;
+	} else {
+		r = nvs_sconn_open(&C);
+	}
 	if (r) {
 		EV("CONNECT_FAILED %s", strerror(-r));
 		return 1;

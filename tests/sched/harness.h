@@ -74,11 +74,14 @@ static inline void h_start(const char *argv0, ...)
 		perror("mkdtemp");
 		exit(1);
 	}
-	char sock[300], path[400], log[300];
+	char sock[300], admin[300], path[400], log[300];
 	snprintf(sock, sizeof sock, "%s/sock", h_dir);
-	snprintf(path, sizeof path, "%s/scheduler.sock", sock);
+	snprintf(admin, sizeof admin, "%s/admin", h_dir);
+	/* The admin socket is bound after the client socket: wait for it. */
+	snprintf(path, sizeof path, "%s/admin.sock", admin);
 	snprintf(log, sizeof log, "%s/scheduler.log", h_dir);
 	setenv("NVSHARE_SOCK_DIR", sock, 1);
+	setenv("NVSHARE_ADMIN_SOCK_DIR", admin, 1);
 	const char *args[32] = {bin, "--no-nvml"};
 	int n = 2;
 	va_list ap;
@@ -105,6 +108,14 @@ static inline void h_start(const char *argv0, ...)
 	}
 	printf("not ok 1 - scheduler did not start (%s)\n", bin);
 	exit(1);
+}
+
+/* Connects to the admin socket (control and the full status). */
+static inline int h_admin_open(struct nvs_sconn *c)
+{
+	char path[400];
+	snprintf(path, sizeof path, "%s/admin/admin.sock", h_dir);
+	return nvs_sconn_open_path(c, path);
 }
 
 /* Connects, sends HELLO and ATTACH_GPU(0, uuid), waits for GPU_MODE. */

@@ -39,12 +39,14 @@ check "stale socket replaced" wait_event 5 stale_socket_removed path="\"$SOCK\""
 check "third scheduler listening" wait_events 5 3 listening path="\"$SOCK\""
 check "new scheduler answers" sched_alive
 
-# Another directory via the flag; SIGINT also shuts down cleanly.
-bg "$S_BIN" --no-nvml --sock-dir "$T/other" >"$T/other.log" 2>&1; P2=${_pids[-1]}
+# Another directory via the flag; SIGINT also shuts down cleanly. (Its
+# own admin directory too: two schedulers never share one.)
+bg "$S_BIN" --no-nvml --sock-dir "$T/other" --admin-sock-dir "$T/other-admin" >"$T/other.log" 2>&1; P2=${_pids[-1]}
 wait_for 5 test -S "$T/other/scheduler.sock"
 check "--sock-dir overrides NVSHARE_SOCK_DIR" test -S "$T/other/scheduler.sock"
 kill -INT "$P2"; wait_exit 5 "$P2"
 check "SIGINT: exit 0 and socket removed" test "$RC" = 0 -a ! -e "$T/other/scheduler.sock"
+check "... and its admin socket" test ! -e "$T/other-admin/admin.sock"
 
 # A holder killed while holding: the waiter gets the lock at once.
 "$CTL" -S on >/dev/null

@@ -33,7 +33,7 @@ check "-g 0 -T 0.15: only GPU 0's TQ changed" \
 
 # GPUs from NVML (the simulated libnvidia-ml.so.1).
 if [ -f "$B/tests/sim/libnvidia-ml.so.1" ]; then
-  export NVSHARE_SOCK_DIR=$T/nvml NVSHARE_SIM_GPUS=2 NVSHARE_SIM_MEM=8Gi
+  export NVSHARE_SOCK_DIR=$T/nvml NVSHARE_ADMIN_SOCK_DIR=$T/nvml-admin NVSHARE_SIM_GPUS=2 NVSHARE_SIM_MEM=8Gi
   start_scheduler --mode on
   j=$(status_json)
   check "NVML: two GPUs discovered at start" test "$(echo "$j" | grep -o '"nvml":true' | wc -l)" = 3

@@ -166,6 +166,29 @@ static void test_cgroup_lines(void **state)
 	pod("0::/kubepods/xpod3f1c2a4b-5d6e-47f8-9a0b-1c2d3e4f5a6b/c", NULL);
 	/* A UUID that runs on is not a UUID. */
 	pod("0::/kubepods/pod3f1c2a4b-5d6e-47f8-9a0b-1c2d3e4f5a6bff/c", NULL);
+	/* Nested "pod<other uid>" directories inside a Pod's own cgroup (a
+	 * container with a writable cgroupfs can make them): the outermost,
+	 * kubepods-level Pod wins, for both drivers and both versions. */
+	pod("0::/kubepods.slice/kubepods-burstable.slice/"
+	    "kubepods-burstable-pod3f1c2a4b_5d6e_47f8_9a0b_1c2d3e4f5a6b.slice/"
+	    "cri-containerd-abc123.scope/pod99999999-8888-4777-8666-555555555555",
+	    uid);
+	pod("0::/kubepods.slice/kubepods-burstable.slice/"
+	    "kubepods-burstable-pod3f1c2a4b_5d6e_47f8_9a0b_1c2d3e4f5a6b.slice/"
+	    "cri-containerd-abc123.scope/kubepods-pod99999999_8888_4777_8666_555555555555.slice",
+	    uid);
+	pod("0::/kubepods/burstable/pod3f1c2a4b-5d6e-47f8-9a0b-1c2d3e4f5a6b/0123abcd/"
+	    "kubepods/pod99999999-8888-4777-8666-555555555555/x",
+	    uid);
+	pod("11:memory:/kubepods/besteffort/pod3f1c2a4b-5d6e-47f8-9a0b-1c2d3e4f5a6b/c/"
+	    "pod99999999-8888-4777-8666-555555555555",
+	    uid);
+	/* A private cgroup namespace shows other Pods relative ("/../"). */
+	pod("0::/../../kubepods-besteffort-pod3f1c2a4b_5d6e_47f8_9a0b_1c2d3e4f5a6b.slice/"
+	    "cri-containerd-abc.scope/pod99999999-8888-4777-8666-555555555555",
+	    uid);
+	/* An invalid outer candidate does not stop the scan. */
+	pod("0::/kubepods/podnot-a-uid/pod3f1c2a4b-5d6e-47f8-9a0b-1c2d3e4f5a6b/c", uid);
 	char small[8];
 	assert_int_equal(nvs_parse_cgroup_pod_uid("0::/kubepods/pod3f1c2a4b-5d6e-47f8-9a0b-"
 						  "1c2d3e4f5a6b/c",

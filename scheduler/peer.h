@@ -1,0 +1,71 @@
+/*
+ * Who is on the other end of a connection, pinned when it is accepted
+ * (docs/security.md): SO_PEERCRED (uid, host pid), the process's cgroup
+ * (<proc-root>/<pid>/cgroup) and from it the tenant: a Kubernetes Pod,
+ * a host uid outside Kubernetes, or unknown. Never from what the peer
+ * says: HELLO's pid and name are claims.
+ *
+ * Race-free where the kernel allows it: SO_PEERPIDFD (Linux >= 6.5) names
+ * the process that connected; the cgroup is read by pid and the pidfd is
+ * then signalled with 0 to confirm that process was still alive (so the
+ * pid was not reused in between). Older kernels: SO_PEERCRED, an
+ * immediate read and kill(pid, 0) afterwards (a pid reused in that window
+ * is not detected; documented).
+ *
+ * A peer that is gone, invisible (pid 0: another PID namespace) or whose
+ * cgroup cannot be read is an UNKNOWN tenant: pod_identity.c gives it the
+ * limits of the Pod its pid was last seen in, else the unknown-tenant
+ * limits; it sees no one in a tenant status and is refused on the admin
+ * socket.
+ */
+#ifndef NVSHARE_SCHEDULER_PEER_H
+#define NVSHARE_SCHEDULER_PEER_H
+
+#include <sys/types.h>
+
+enum nvs_tenant_kind {
+	NVS_TENANT_UNKNOWN = 0,
+	NVS_TENANT_UID = 1, /* no Pod: the host uid is the tenant */
+	NVS_TENANT_POD = 2,
+};
+
+enum nvs_id_source {
+	NVS_ID_NONE = 0,
+	NVS_ID_CGROUP = 1,	/* the connecting process's own cgroup */
+	NVS_ID_PID_HISTORY = 2, /* unknown now; its pid was last seen in this Pod */
+};
+
+struct nvs_peer {
+	pid_t pid; /* SO_PEERCRED at connect, host PID namespace (0: invisible) */
+	uid_t uid;
+	gid_t gid;
+	enum nvs_tenant_kind kind;
+	enum nvs_id_source source;
+	char pod_uid[40];	 /* kind POD: 36 chars, dashes */
+	const char *unknown_why; /* kind UNKNOWN: static text for logs/status */
+	int pidfd_checked;	 /* the read was confirmed through a pidfd */
+};
+
+/* /proc, or NVSHARE_PROC_ROOT / --proc-root: set only by whoever starts
+ * the scheduler (tests: fake cgroup files). Peers cannot influence it. */
+extern char nvs_proc_root[256];
+/* Sets the proc root; -1 if too long. */
+int nvs_peer_set_proc_root(const char *dir);
+
+/* Resolves the peer of an accepted socket. Returns 0 (p filled, possibly
+ * kind UNKNOWN), or -1 when not even SO_PEERCRED works (logged). */
+int nvs_peer_resolve(int fd, struct nvs_peer *p);
+
+/* The Pod UID the scheduler itself runs in (its own cgroup), written into
+ * out (cap >= 37). Returns 0, or -1 when it runs in no Pod. */
+int nvs_peer_own_pod(char *out, unsigned cap);
+
+/* Does a client of (kind, uid, pod_uid) belong to viewer's tenant? An
+ * unknown viewer belongs to no tenant, and an unknown client to none. */
+int nvs_peer_same_tenant(const struct nvs_peer *viewer, enum nvs_tenant_kind kind, uid_t uid,
+			 const char *pod_uid);
+
+const char *nvs_tenant_kind_name(enum nvs_tenant_kind k);
+const char *nvs_id_source_name(enum nvs_id_source s);
+
+#endif

@@ -1,0 +1,9 @@
+# tests/security (docs/security.md): no_peerpidfd.so, an LD_PRELOAD shim
+# that hides SO_PEERPIDFD so the identity fallback is tested on any kernel.
+# The tests are tests/security/t_*.sh.
+TEST_TARGETS += $(B)/tests/security/no_peerpidfd.so
+
+# Not instrumented: it sits below the ASan runtime (as tests/reliability's).
+$(B)/tests/security/%.so: tests/security/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -g -fPIC -shared -D_GNU_SOURCE -o $@ $< -ldl
