@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2154
+# shellcheck shell=bash disable=SC2154,SC2034 # variables for the tests that source it
 # Helpers for the Pod watch tests (source after tests/lib.sh and
 # tests/sched/sched_lib.sh): a TLS CA and server certificate, the fake API
 # server (fake_apiserver.py) with its control FIFO, a fake proc root, and
