@@ -12,6 +12,7 @@
 #include "settings.h"
 #include "sockpath.h"
 #include "state.h"
+#include "unmanaged.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -52,6 +53,10 @@ static void usage(FILE *f)
 	    "      --metrics-port PORT   its port                   NVSHARE_METRICS_PORT (9402)\n"
 	    "      --metrics-addr ADDR   its address                NVSHARE_METRICS_ADDR "
 	    "(0.0.0.0)\n"
+	    "      --unmanaged POLICY    GPU processes without      NVSHARE_UNMANAGED (report)\n"
+	    "                            nvshare: report | serialize\n"
+	    "      --unmanaged-interval MS  how often they are      NVSHARE_UNMANAGED_INTERVAL_MS\n"
+	    "                            looked for (0: never)      (%u)\n"
 	    "      --proc-root DIR       where client pids are read NVSHARE_PROC_ROOT (/proc)\n"
 	    "      --node-name NAME      watch this node's Pods     NODE_NAME\n"
 	    "      --kube-api URL        API server (default: in-cluster config)\n"
@@ -64,7 +69,8 @@ static void usage(FILE *f)
 	    "  -h, --help                this text\n"
 	    "\n"
 	    "Logs go to stderr. See docs/scheduler.md.\n",
-	    NVS_DEFAULT_IDLE_RELEASE_MS, NVS_DEFAULT_DROP_GRACE_MS);
+	    NVS_DEFAULT_IDLE_RELEASE_MS, NVS_DEFAULT_DROP_GRACE_MS,
+	    NVS_UNMANAGED_DEFAULT_INTERVAL_MS);
 }
 
 static int bad_flag(const char *flag, const char *v, const char *what)
@@ -90,6 +96,10 @@ int main(int argc, char **argv)
 	nvs_config_from_env(&S.cfg);
 	nvs_metrics_config_from_env(&nvs_metrics_cfg);
 	nvs_k8s_config_from_env(&nvs_k8s_cfg);
+	/* A policy nobody can read back is refused, not ignored: "serialize"
+	 * misspelt must not silently leave a GPU unprotected. */
+	if (nvs_unmanaged_config_from_env(&nvs_unmanaged_cfg))
+		return 2;
 	const char *proc_root = getenv("NVSHARE_PROC_ROOT");
 	if (proc_root && *proc_root && nvs_pod_set_proc_root(proc_root))
 		NVS_WARN("ignoring NVSHARE_PROC_ROOT: too long");
@@ -116,6 +126,8 @@ int main(int argc, char **argv)
 	    {"kube-token-file", required_argument, 0, 1003},
 	    {"kube-ca-file", required_argument, 0, 1004},
 	    {"no-kube", no_argument, 0, 1005},
+	    {"unmanaged", required_argument, 0, 1006},
+	    {"unmanaged-interval", required_argument, 0, 1007},
 	    {"debug", no_argument, 0, 'v'},
 	    {"version", no_argument, 0, 'V'},
 	    {"help", no_argument, 0, 'h'},
@@ -195,6 +207,16 @@ int main(int argc, char **argv)
 		case 1005:
 			nvs_k8s_cfg.disabled = 1;
 			break;
+		case 1006:
+			if ((m = nvs_unmanaged_parse_policy(optarg)) < 0)
+				return bad_flag("--unmanaged", optarg, "report or serialize");
+			nvs_unmanaged_cfg.policy = (unsigned)m;
+			break;
+		case 1007:
+			if (nvs_unmanaged_parse_interval(optarg, &nvs_unmanaged_cfg.interval_ms))
+				return bad_flag("--unmanaged-interval", optarg,
+						"0 (off) or 100 ms .. 1 h (2000, 2s, 500ms)");
+			break;
 		case 'v':
 			setenv("NVSHARE_DEBUG", "1", 1);
 			nvs_log_reload_env();
@@ -235,7 +257,8 @@ int main(int argc, char **argv)
 		nvs_gpus_discover();
 	else
 		NVS_INFO("NVML disabled: GPUs will be learned from clients");
-	nvs_metrics_start(); /* a failure is logged; scheduling goes on */
+	nvs_unmanaged_start(); /* needs the GPUs; without NVML it is off */
+	nvs_metrics_start();   /* a failure is logged; scheduling goes on */
 	if (nvs_k8s_start()) {
 		nvs_server_close();
 		return 1;

@@ -185,6 +185,7 @@ static struct msnap *snap_build(uint64_t now)
 		o->swap_ns_in = g->swap_ns_in;
 		o->swap_ns_out = g->swap_ns_out;
 		o->tq_effective_ns = nvs_policy_tq_ns(g);
+		o->unmanaged = g->unmanaged;
 		if (g->holder)
 			holder = 1;
 	}

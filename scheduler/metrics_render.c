@@ -259,6 +259,10 @@ static void render_gpus(struct mbuf *b, const struct msnap *s, const struct msam
 		gpu_labels(b, &s->gpus[i]);
 		mbuf_printf(b, "} %d\n", s->gpus[i].serialized ? 1 : 0);
 	}
+	gpu_family(b, s, "nvshare_unmanaged_processes", "gauge",
+		   "Processes with a context on the GPU and no nvshare connection: neither gated "
+		   "nor limited (NVSHARE_UNMANAGED).",
+		   GOFF(unmanaged), V_INT);
 	gpu_family(b, s, "nvshare_gpu_time_quantum_seconds", "gauge",
 		   "Time quantum: a holder is asked to release after this long if others wait.",
 		   GOFF(tq_ns), V_SECONDS);

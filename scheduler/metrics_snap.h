@@ -32,6 +32,7 @@ struct msnap_gpu {
 	uint64_t mode_switches;
 	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
 	uint64_t tq_effective_ns;
+	uint64_t unmanaged; /* processes on it without nvshare (unmanaged.c) */
 };
 
 struct msnap_client {
