@@ -52,7 +52,10 @@ static void usage(FILE *f)
 	    "(off)\n"
 	    "      --metrics-port PORT   its port                   NVSHARE_METRICS_PORT (9402)\n"
 	    "      --metrics-addr ADDR   its address                NVSHARE_METRICS_ADDR "
-	    "(0.0.0.0)\n"
+	    "(127.0.0.1)\n"
+	    "      --metrics-process-labels  client series per process (pid, name)\n"
+	    "                            instead of per tenant      "
+	    "NVSHARE_METRICS_PROCESS_LABELS=1\n"
 	    "      --unmanaged POLICY    GPU processes without      NVSHARE_UNMANAGED (report)\n"
 	    "                            nvshare: report | serialize\n"
 	    "      --unmanaged-interval MS  how often they are      NVSHARE_UNMANAGED_INTERVAL_MS\n"
@@ -127,6 +130,7 @@ int main(int argc, char **argv)
 	    {"kube-ca-file", required_argument, 0, 1004},
 	    {"no-kube", no_argument, 0, 1005},
 	    {"unmanaged", required_argument, 0, 1006},
+	    {"metrics-process-labels", no_argument, 0, 1008},
 	    {"unmanaged-interval", required_argument, 0, 1007},
 	    {"debug", no_argument, 0, 'v'},
 	    {"version", no_argument, 0, 'V'},
@@ -211,6 +215,9 @@ int main(int argc, char **argv)
 			if ((m = nvs_unmanaged_parse_policy(optarg)) < 0)
 				return bad_flag("--unmanaged", optarg, "report or serialize");
 			nvs_unmanaged_cfg.policy = (unsigned)m;
+			break;
+		case 1008:
+			nvs_metrics_cfg.process_labels = 1;
 			break;
 		case 1007:
 			if (nvs_unmanaged_parse_interval(optarg, &nvs_unmanaged_cfg.interval_ms))

@@ -45,9 +45,9 @@ wait_log 5 "$T/scheduler.log" 'metrics: serving http://127.0.0.1:[0-9]+/metrics'
 MPORT=$(grep -oE 'metrics: serving http://127.0.0.1:[0-9]+' "$T/scheduler.log" | tail -1 | sed 's/.*://')
 sleep 0.3
 m=$(curl -sf --max-time 5 "http://127.0.0.1:$MPORT/metrics")
-# shellcheck disable=SC2016 # expanded by the inner shell
-check "metrics: A's series carry pod and namespace labels" \
-  sh -c 'echo "$0" | grep -E "^nvshare_" | grep -F "host_pid=\"$1\"" | grep -qF "pod=\"trainer\",namespace=\"team-a\""' "$m" "$PID_A"
+# Client series are per tenant: A's Pod, by name (docs/metrics.md).
+check "metrics: A's tenant series is its Pod (pod and namespace labels)" \
+  grep -qxF 'nvshare_client_processes{gpu="0",pod="trainer",namespace="team-a"} 1' <<<"$m"
 kill "$PID_A" 2>/dev/null
 stop_sched
 
