@@ -267,8 +267,12 @@ static void apply(struct gpu *g, unsigned count, uint64_t mem)
 	nvs_policy_settings_changed(g);
 }
 
-static void check(uint64_t now)
+/* Returns the earliest time a process seen but not yet confirmed can be
+ * confirmed (0: none): the next check comes no later, so a process is
+ * reported within interval + NVS_UNMANAGED_CONFIRM_MS of appearing. */
+static uint64_t check(uint64_t now)
 {
+	uint64_t confirm_at = 0;
 	gen++;
 	logged_this_check = not_logged_this_check = 0;
 	static int pids[NVS_UNMANAGED_MAX_PROCS];
@@ -311,6 +315,10 @@ static void check(uint64_t now)
 			if (e->confirmed) {
 				count++;
 				sum += used;
+			} else {
+				uint64_t t = e->first_ns + NVS_UNMANAGED_CONFIRM_MS * 1000000ull;
+				if (!confirm_at || t < confirm_at)
+					confirm_at = t;
 			}
 		}
 		if (extra && !table_full_logged)
@@ -327,7 +335,7 @@ static void check(uint64_t now)
 		    "one (see the status)",
 		    not_logged_this_check);
 	/* Processes gone from their GPU (exited, or now connected). */
-	unsigned tracked = 0;
+	unsigned tracked = 0, left_logged = 0;
 	for (unsigned i = 0; i < NVS_UNMANAGED_MAX_TRACKED; i++) {
 		struct um_proc *e = &tab[i];
 		if (!e->used_slot)
@@ -336,13 +344,25 @@ static void check(uint64_t now)
 			tracked++;
 			continue;
 		}
-		if (e->confirmed)
+		if (e->confirmed && left_logged++ < NVS_UNMANAGED_LOG_PER_CHECK)
 			NVS_INFO("unmanaged process pid %d left GPU %d (exited or connected)",
 				 e->pid, e->gpu);
 		e->used_slot = 0;
 	}
+	if (left_logged > NVS_UNMANAGED_LOG_PER_CHECK)
+		NVS_INFO("unmanaged: %u more unmanaged process(es) left their GPU this check",
+			 left_logged - NVS_UNMANAGED_LOG_PER_CHECK);
 	if (tracked < NVS_UNMANAGED_MAX_TRACKED / 2)
 		table_full_logged = 0;
+	return confirm_at;
+}
+
+static void run_check(uint64_t now)
+{
+	uint64_t confirm_at = check(now);
+	next_check_ns = now + nvs_unmanaged_cfg.interval_ms * 1000000ull;
+	if (confirm_at && confirm_at < next_check_ns)
+		next_check_ns = confirm_at;
 }
 
 void nvs_unmanaged_start(void)
@@ -372,17 +392,14 @@ void nvs_unmanaged_start(void)
 	enabled = 1;
 	NVS_INFO("unmanaged-process detection: every %u ms, policy %s", uc->interval_ms,
 		 policy_names[uc->policy]);
-	uint64_t now = nvs_now_ns();
-	check(now);
-	next_check_ns = now + uc->interval_ms * 1000000ull;
+	run_check(nvs_now_ns());
 }
 
 void nvs_unmanaged_tick(uint64_t now)
 {
 	if (!enabled || now < next_check_ns)
 		return;
-	check(now);
-	next_check_ns = now + nvs_unmanaged_cfg.interval_ms * 1000000ull;
+	run_check(now);
 }
 
 uint64_t nvs_unmanaged_next_deadline(void)

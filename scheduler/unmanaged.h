@@ -4,7 +4,8 @@
  * the others. Every NVSHARE_UNMANAGED_INTERVAL_MS (and at start) it lists
  * each NVML GPU's compute processes and compares their host pids with its
  * clients' SO_PEERCRED pids. A process on a GPU without an nvshare
- * connection, seen so for NVS_UNMANAGED_CONFIRM_MS, is unmanaged: logged
+ * connection, seen so for NVS_UNMANAGED_CONFIRM_MS (an extra check comes
+ * then), is unmanaged: logged
  * once (with its Pod from its cgroup when readable, else uid/pid), counted
  * per GPU (g->unmanaged), listed in the admin status. Nothing is killed.
  *
