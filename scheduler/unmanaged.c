@@ -428,9 +428,10 @@ cJSON *nvs_unmanaged_json(uint64_t now)
 	}
 	cJSON *ps = cJSON_AddArrayToObject(o, "processes");
 	for (unsigned i = 0; i < NVS_UNMANAGED_MAX_TRACKED; i++) {
-		const struct um_proc *e = &tab[i];
+		struct um_proc *e = &tab[i];
 		if (!e->used_slot || !e->confirmed)
 			continue;
+		refresh_pod(e);
 		cJSON *x = cJSON_CreateObject();
 		cJSON_AddNumberToObject(x, "gpu", e->gpu);
 		cJSON_AddNumberToObject(x, "pid", e->pid);
