@@ -20,8 +20,10 @@ int nvs_gpus_discover(void);
 struct gpu *nvs_gpu_by_uuid(const char *uuid, uint64_t total_mem);
 struct gpu *nvs_gpu_by_index(int index);
 
-/* Scheduling capacity in bytes: the override, else memory minus reserve.
- * UINT64_MAX when the memory is unknown (never serialize on memory). */
+/* Scheduling capacity in bytes: the override, else memory minus reserve,
+ * less the memory pinned by unmanaged processes (NVSHARE_UNMANAGED=
+ * serialize). UINT64_MAX when the memory is unknown (never serialize on
+ * memory). */
 uint64_t nvs_gpu_capacity(const struct gpu *g);
 
 #endif

@@ -13,6 +13,7 @@
 #include "settings.h"
 #include "sockpath.h"
 #include "state.h"
+#include "unmanaged.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -55,7 +56,14 @@ static void usage(FILE *f)
 	    "(off)\n"
 	    "      --metrics-port PORT   its port                   NVSHARE_METRICS_PORT (9402)\n"
 	    "      --metrics-addr ADDR   its address                NVSHARE_METRICS_ADDR "
-	    "(0.0.0.0)\n"
+	    "(127.0.0.1)\n"
+	    "      --metrics-process-labels  client series per process (pid, name)\n"
+	    "                            instead of per tenant      "
+	    "NVSHARE_METRICS_PROCESS_LABELS=1\n"
+	    "      --unmanaged POLICY    GPU processes without      NVSHARE_UNMANAGED (report)\n"
+	    "                            nvshare: report | serialize\n"
+	    "      --unmanaged-interval MS  how often they are      NVSHARE_UNMANAGED_INTERVAL_MS\n"
+	    "                            looked for (0: never)      (%u)\n"
 	    "      --proc-root DIR       where peer cgroups are read NVSHARE_PROC_ROOT (/proc;\n"
 	    "                            tests only: it decides every peer's identity)\n"
 	    "      --node-name NAME      watch this node's Pods     NODE_NAME\n"
@@ -71,7 +79,8 @@ static void usage(FILE *f)
 	    "  -h, --help                this text\n"
 	    "\n"
 	    "Logs go to stderr. See docs/scheduler.md.\n",
-	    NVS_DEFAULT_IDLE_RELEASE_MS, NVS_DEFAULT_DROP_GRACE_MS);
+	    NVS_DEFAULT_IDLE_RELEASE_MS, NVS_DEFAULT_DROP_GRACE_MS,
+	    NVS_UNMANAGED_DEFAULT_INTERVAL_MS);
 }
 
 static int bad_flag(const char *flag, const char *v, const char *what)
@@ -133,6 +142,10 @@ int main(int argc, char **argv)
 	nvs_metrics_config_from_env(&nvs_metrics_cfg);
 	nvs_k8s_config_from_env(&nvs_k8s_cfg);
 	const char *events_path = getenv("NVSHARE_EVENTS");
+	/* A policy nobody can read back is refused, not ignored: "serialize"
+	 * misspelt must not silently leave a GPU unprotected. */
+	if (nvs_unmanaged_config_from_env(&nvs_unmanaged_cfg))
+		return 2;
 	const char *proc_root = getenv("NVSHARE_PROC_ROOT");
 	if (proc_root && *proc_root && nvs_peer_set_proc_root(proc_root))
 		NVS_WARN("ignoring NVSHARE_PROC_ROOT: too long");
@@ -165,6 +178,9 @@ int main(int argc, char **argv)
 	    {"kube-ca-file", required_argument, 0, 1004},
 	    {"no-kube", no_argument, 0, 1005},
 	    {"events", required_argument, 0, 1007},
+	    {"unmanaged", required_argument, 0, 1008},
+	    {"metrics-process-labels", no_argument, 0, 1009},
+	    {"unmanaged-interval", required_argument, 0, 1010},
 	    {"debug", no_argument, 0, 'v'},
 	    {"version", no_argument, 0, 'V'},
 	    {"help", no_argument, 0, 'h'},
@@ -255,6 +271,19 @@ int main(int argc, char **argv)
 				return bad_flag("--events", optarg, "a file path");
 			events_path = optarg;
 			break;
+		case 1008:
+			if ((m = nvs_unmanaged_parse_policy(optarg)) < 0)
+				return bad_flag("--unmanaged", optarg, "report or serialize");
+			nvs_unmanaged_cfg.policy = (unsigned)m;
+			break;
+		case 1009:
+			nvs_metrics_cfg.process_labels = 1;
+			break;
+		case 1010:
+			if (nvs_unmanaged_parse_interval(optarg, &nvs_unmanaged_cfg.interval_ms))
+				return bad_flag("--unmanaged-interval", optarg,
+						"0 (off) or 100 ms .. 1 h (2000, 2s, 500ms)");
+			break;
 		case 'v':
 			setenv("NVSHARE_DEBUG", "1", 1);
 			nvs_log_reload_env();
@@ -298,7 +327,8 @@ int main(int argc, char **argv)
 		nvs_gpus_discover();
 	else
 		NVS_INFO("NVML disabled: GPUs will be learned from clients");
-	nvs_metrics_start(); /* a failure is logged; scheduling goes on */
+	nvs_unmanaged_start(); /* needs the GPUs; without NVML it is off */
+	nvs_metrics_start();   /* a failure is logged; scheduling goes on */
 	if (nvs_k8s_start()) {
 		nvs_server_close();
 		return 1;

@@ -39,7 +39,8 @@
 /* Compute-quota throttling (quota.c): time kept from the lock. */
 #define CG_THROTTLED_NS(cg) nvs_quota_throttled_ns((cg), nvs_now_ns())
 
-struct nvs_metrics_config nvs_metrics_cfg = {0, NVS_METRICS_DEFAULT_PORT, NVS_METRICS_DEFAULT_ADDR};
+struct nvs_metrics_config nvs_metrics_cfg = {0, NVS_METRICS_DEFAULT_PORT, NVS_METRICS_DEFAULT_ADDR,
+					     0};
 
 static struct MHD_Daemon *daemon_;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -57,6 +58,7 @@ void nvs_metrics_config_defaults(struct nvs_metrics_config *mc)
 	mc->enable = 0;
 	mc->port = NVS_METRICS_DEFAULT_PORT;
 	snprintf(mc->addr, sizeof mc->addr, "%s", NVS_METRICS_DEFAULT_ADDR);
+	mc->process_labels = 0;
 }
 
 int nvs_metrics_set_port(struct nvs_metrics_config *mc, const char *s)
@@ -128,6 +130,11 @@ int nvs_metrics_config_from_env(struct nvs_metrics_config *mc)
 	v = getenv("NVSHARE_METRICS_ADDR");
 	if (v && *v && nvs_metrics_set_addr(mc, v))
 		errors++;
+	r = nvs_env_bool("NVSHARE_METRICS_PROCESS_LABELS", &b);
+	if (r > 0)
+		mc->process_labels = b;
+	else if (r < 0)
+		errors++;
 	return errors;
 }
 
@@ -141,8 +148,11 @@ static struct msnap *snap_build(uint64_t now)
 	unsigned nclients = 0;
 	for (struct client *cl = S.clients; cl; cl = cl->next)
 		nclients++;
+	/* Tenants: at most one per entry (only needed without process labels). */
+	unsigned ntroom = nvs_metrics_cfg.process_labels ? 0 : nentries;
 	size_t sz = sizeof(struct msnap) + S.ngpus * sizeof(struct msnap_gpu) +
-		    nclients * sizeof(struct msnap_client) + nentries * sizeof(struct msnap_entry);
+		    nclients * sizeof(struct msnap_client) + nentries * sizeof(struct msnap_entry) +
+		    ntroom * sizeof(struct msnap_tenant);
 	struct msnap *s = malloc(sz);
 	if (!s)
 		return NULL;
@@ -159,6 +169,9 @@ static struct msnap *snap_build(uint64_t now)
 	s->gpus = (struct msnap_gpu *)(s + 1);
 	s->clients = (struct msnap_client *)(s->gpus + S.ngpus);
 	s->entries = (struct msnap_entry *)(s->clients + nclients);
+	s->tenants = (struct msnap_tenant *)(s->entries + nentries);
+	s->ntenants = 0;
+	s->process_labels = nvs_metrics_cfg.process_labels;
 
 	int holder = 0;
 	for (unsigned i = 0; i < S.ngpus; i++) {
@@ -186,6 +199,7 @@ static struct msnap *snap_build(uint64_t now)
 		o->swap_ns_in = g->swap_ns_in;
 		o->swap_ns_out = g->swap_ns_out;
 		o->tq_effective_ns = nvs_policy_tq_ns(g);
+		o->unmanaged = g->unmanaged;
 		if (g->holder)
 			holder = 1;
 	}
@@ -200,6 +214,7 @@ static struct msnap *snap_build(uint64_t now)
 		snprintf(c->name, sizeof c->name, "%s", cl->name);
 		snprintf(c->pod, sizeof c->pod, "%s", CLIENT_POD(cl));
 		snprintf(c->pod_namespace, sizeof c->pod_namespace, "%s", CLIENT_NAMESPACE(cl));
+		snprintf(c->pod_uid, sizeof c->pod_uid, "%s", cl->pod_uid);
 		c->first_entry = ei;
 		c->nentries = cl->ngpus;
 		for (unsigned k = 0; k < cl->ngpus; k++, ei++) {
@@ -211,19 +226,21 @@ static struct msnap *snap_build(uint64_t now)
 			e->state = (unsigned)cg->state;
 			e->core_limit = cg->core_limit;
 			e->mem_limit = cg->mem_limit;
-			e->held_ns = nvs_policy_held_ns(cg, now);
-			e->throttled_ns = CG_THROTTLED_NS(cg);
-			e->grants = cg->st.grants;
-			e->revocations = cg->st.revocations;
-			e->waits = cg->st.waits;
-			e->wait_ns = cg->st.wait_ns;
-			e->swap_bytes_in = cg->swap_bytes_in;
-			e->swap_bytes_out = cg->swap_bytes_out;
-			e->swap_ns_in = cg->swap_ns_in;
-			e->swap_ns_out = cg->swap_ns_out;
+			e->c.held_ns = nvs_policy_held_ns(cg, now);
+			e->c.throttled_ns = CG_THROTTLED_NS(cg);
+			e->c.grants = cg->st.grants;
+			e->c.revocations = cg->st.revocations;
+			e->c.waits = cg->st.waits;
+			e->c.wait_ns = cg->st.wait_ns;
+			e->c.swap_bytes_in = cg->swap_bytes_in;
+			e->c.swap_bytes_out = cg->swap_bytes_out;
+			e->c.swap_ns_in = cg->swap_ns_in;
+			e->c.swap_ns_out = cg->swap_ns_out;
 		}
 	}
 	any_holder = holder;
+	if (!s->process_labels)
+		nvs_metrics_tenants(s);
 	return s;
 }
 

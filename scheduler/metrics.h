@@ -18,7 +18,11 @@
 #include <stdint.h>
 
 #define NVS_METRICS_DEFAULT_PORT 9402u
-#define NVS_METRICS_DEFAULT_ADDR "0.0.0.0"
+/* Outside Kubernetes only this host can scrape by default: the series
+ * describe every tenant's GPU use. The DaemonSet sets the Pod IP
+ * (deploy/kubernetes/scheduler.yaml) and a NetworkPolicy limits who may
+ * connect (deploy/kubernetes/metrics-networkpolicy.yaml). */
+#define NVS_METRICS_DEFAULT_ADDR "127.0.0.1"
 /* Snapshots are published at most this often (after state changes). */
 #define NVS_METRICS_PUBLISH_MS 200u
 /* ... and at least this often while some GPU has a lock holder, so hold
@@ -29,13 +33,19 @@ struct nvs_metrics_config {
 	int enable;
 	unsigned port; /* 0: any free port (logged) */
 	char addr[64]; /* IPv4 or IPv6 literal */
+	/* Client series per process (pid, host_pid, program name) instead of
+	 * per tenant: NVSHARE_METRICS_PROCESS_LABELS=1, --metrics-process-labels.
+	 * Off: those are tenants' private details, and their churn makes
+	 * Prometheus's series count grow without bound. */
+	int process_labels;
 };
 
 extern struct nvs_metrics_config nvs_metrics_cfg;
 
 /* Defaults: off, NVS_METRICS_DEFAULT_ADDR:NVS_METRICS_DEFAULT_PORT. */
 void nvs_metrics_config_defaults(struct nvs_metrics_config *mc);
-/* NVSHARE_METRICS_ENABLE, NVSHARE_METRICS_PORT, NVSHARE_METRICS_ADDR. Bad
+/* NVSHARE_METRICS_ENABLE, NVSHARE_METRICS_PORT, NVSHARE_METRICS_ADDR,
+ * NVSHARE_METRICS_PROCESS_LABELS. Bad
  * values are logged and ignored; returns their number. */
 int nvs_metrics_config_from_env(struct nvs_metrics_config *mc);
 /* Flag values (--metrics-port, --metrics-addr). 0 or -1 (logged). */

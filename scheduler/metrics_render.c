@@ -4,7 +4,9 @@
  *
  * Conventions: base units (seconds, bytes, ratios 0..1), counters end in
  * _total, every family is written in one block (HELP, TYPE, samples). A
- * GPU's series carry gpu (index) and uuid; a client's carry gpu, pid (its
+ * GPU's series carry gpu (index) and uuid. Client series carry gpu and the
+ * tenant (pod + namespace, else pod_uid, else uid: metrics_tenant.c), or,
+ * with NVSHARE_METRICS_PROCESS_LABELS, one series per process with pid (its
  * own namespace), host_pid, uid, and pod / namespace when known.
  */
 #include "metrics_snap.h"
@@ -129,6 +131,68 @@ static void entry_labels(struct mbuf *b, const struct msnap *s, const struct msn
 	client_id_labels(b, &s->clients[e->client]);
 }
 
+/* A tenant: verified Pod, else its UID, else the uid; never a pid. */
+static void tenant_labels(struct mbuf *b, const struct msnap_tenant *t)
+{
+	mbuf_printf(b, "gpu=\"%d\"", t->gpu);
+	if (t->pod[0]) {
+		mbuf_printf(b, ",pod=\"");
+		mbuf_label_value(b, t->pod);
+		mbuf_printf(b, "\",namespace=\"");
+		mbuf_label_value(b, t->pod_namespace);
+		mbuf_putc(b, '"');
+	} else if (t->pod_uid[0]) {
+		mbuf_printf(b, ",pod_uid=\"");
+		mbuf_label_value(b, t->pod_uid);
+		mbuf_putc(b, '"');
+	} else {
+		mbuf_printf(b, ",uid=\"%u\"", t->uid);
+	}
+}
+
+/* ---- client series: one per process, or one per tenant and GPU ---- */
+
+static unsigned nseries(const struct msnap *s)
+{
+	return s->process_labels ? s->nentries : s->ntenants;
+}
+
+static void series_labels(struct mbuf *b, const struct msnap *s, unsigned i)
+{
+	if (s->process_labels)
+		entry_labels(b, s, &s->entries[i]);
+	else
+		tenant_labels(b, &s->tenants[i]);
+}
+
+static const struct mcounters *series_counters(const struct msnap *s, unsigned i)
+{
+	return s->process_labels ? &s->entries[i].c : &s->tenants[i].c;
+}
+
+static uint64_t series_mem_limit(const struct msnap *s, unsigned i)
+{
+	return s->process_labels ? s->entries[i].mem_limit : s->tenants[i].mem_limit;
+}
+
+static uint32_t series_core_limit(const struct msnap *s, unsigned i)
+{
+	return s->process_labels ? s->entries[i].core_limit : s->tenants[i].core_limit;
+}
+
+static uint64_t series_allocated(const struct msnap *s, unsigned i)
+{
+	return s->process_labels ? s->entries[i].allocated : s->tenants[i].allocated;
+}
+
+/* Clients of the series in state k (one-hot for a process). */
+static uint64_t series_state(const struct msnap *s, unsigned i, unsigned k)
+{
+	if (s->process_labels)
+		return s->entries[i].state == k;
+	return s->tenants[i].state[k];
+}
+
 /* ---- families over GPUs and over client entries ---- */
 
 enum vkind {
@@ -160,22 +224,21 @@ static void gpu_family(struct mbuf *b, const struct msnap *s, const char *name, 
 	}
 }
 
-static void entry_family(struct mbuf *b, const struct msnap *s, const char *name, const char *type,
-			 const char *help, size_t off, enum vkind k)
+static void counter_family(struct mbuf *b, const struct msnap *s, const char *name,
+			   const char *help, size_t off, enum vkind k)
 {
-	family(b, name, type, help);
-	for (unsigned i = 0; i < s->nentries; i++) {
-		const struct msnap_entry *e = &s->entries[i];
+	family(b, name, "counter", help);
+	for (unsigned i = 0; i < nseries(s); i++) {
 		mbuf_printf(b, "%s{", name);
-		entry_labels(b, s, e);
+		series_labels(b, s, i);
 		mbuf_printf(b, "} ");
-		v_put(b, k, U64_AT(e, off));
+		v_put(b, k, U64_AT(series_counters(s, i), off));
 		mbuf_putc(b, '\n');
 	}
 }
 
 #define GOFF(field) offsetof(struct msnap_gpu, field)
-#define EOFF(field) offsetof(struct msnap_entry, field)
+#define COFF(field) offsetof(struct mcounters, field)
 
 static const char *const mode_names[] = {"off", "on", "auto"};
 static const char *const state_names[] = {"idle", "waiting", "holding"};
@@ -259,6 +322,10 @@ static void render_gpus(struct mbuf *b, const struct msnap *s, const struct msam
 		gpu_labels(b, &s->gpus[i]);
 		mbuf_printf(b, "} %d\n", s->gpus[i].serialized ? 1 : 0);
 	}
+	gpu_family(b, s, "nvshare_unmanaged_processes", "gauge",
+		   "Processes with a context on the GPU and no nvshare connection: neither gated "
+		   "nor limited (NVSHARE_UNMANAGED).",
+		   GOFF(unmanaged), V_INT);
 	gpu_family(b, s, "nvshare_gpu_time_quantum_seconds", "gauge",
 		   "Time quantum: a holder is asked to release after this long if others wait.",
 		   GOFF(tq_ns), V_SECONDS);
@@ -346,73 +413,94 @@ static void render_gpus(struct mbuf *b, const struct msnap *s, const struct msam
 
 static void render_clients(struct mbuf *b, const struct msnap *s)
 {
-	family(b, "nvshare_client_info", "gauge",
-	       "Connected client process (value 1), with its program name.");
-	for (unsigned i = 0; i < s->nclients; i++) {
-		const struct msnap_client *c = &s->clients[i];
-		mbuf_printf(b, "nvshare_client_info{");
-		client_id_labels(b, c);
-		mbuf_printf(b, ",client_id=\"%u\",name=\"", c->id);
-		mbuf_label_value(b, c->name);
-		mbuf_printf(b, "\"} 1\n");
-	}
-	family(b, "nvshare_client_state", "gauge",
-	       "Client's lock state on a GPU: 1 for the current state, 0 for the others.");
-	for (unsigned i = 0; i < s->nentries; i++) {
-		for (unsigned k = 0; k < 3; k++) {
-			mbuf_printf(b, "nvshare_client_state{");
-			entry_labels(b, s, &s->entries[i]);
-			mbuf_printf(b, ",state=\"%s\"} %d\n", state_names[k],
-				    s->entries[i].state == k);
+	if (s->process_labels) {
+		family(b, "nvshare_client_info", "gauge",
+		       "Connected client process (value 1), with its program name as it "
+		       "claims it (NVSHARE_METRICS_PROCESS_LABELS=1).");
+		for (unsigned i = 0; i < s->nclients; i++) {
+			const struct msnap_client *c = &s->clients[i];
+			mbuf_printf(b, "nvshare_client_info{");
+			client_id_labels(b, c);
+			mbuf_printf(b, ",client_id=\"%u\",name=\"", c->id);
+			mbuf_label_value(b, c->name);
+			mbuf_printf(b, "\"} 1\n");
 		}
 	}
-	entry_family(b, s, "nvshare_client_managed_allocated_bytes", "gauge",
-		     "Managed memory the client has allocated on the GPU, as it reports it.",
-		     EOFF(allocated), V_INT);
+	family(b, "nvshare_client_processes", "gauge",
+	       "Client processes of the tenant attached to the GPU (1 per series with "
+	       "NVSHARE_METRICS_PROCESS_LABELS=1).");
+	for (unsigned i = 0; i < nseries(s); i++) {
+		mbuf_printf(b, "nvshare_client_processes{");
+		series_labels(b, s, i);
+		mbuf_printf(b, "} %llu\n",
+			    (unsigned long long)(s->process_labels ? 1 : s->tenants[i].nclients));
+	}
+	family(b, "nvshare_client_state", "gauge",
+	       "Clients of the tenant in each lock state on the GPU (one-hot per process with "
+	       "NVSHARE_METRICS_PROCESS_LABELS=1).");
+	for (unsigned i = 0; i < nseries(s); i++) {
+		for (unsigned k = 0; k < 3; k++) {
+			mbuf_printf(b, "nvshare_client_state{");
+			series_labels(b, s, i);
+			mbuf_printf(b, ",state=\"%s\"} %llu\n", state_names[k],
+				    (unsigned long long)series_state(s, i, k));
+		}
+	}
+	family(b, "nvshare_client_managed_allocated_bytes", "gauge",
+	       "Managed memory the tenant's clients have allocated on the GPU, as they report "
+	       "it.");
+	for (unsigned i = 0; i < nseries(s); i++) {
+		mbuf_printf(b, "nvshare_client_managed_allocated_bytes{");
+		series_labels(b, s, i);
+		mbuf_printf(b, "} %llu\n", (unsigned long long)series_allocated(s, i));
+	}
 	family(b, "nvshare_client_memory_limit_bytes", "gauge",
-	       "Client's memory limit on the GPU. Absent when it has none.");
-	for (unsigned i = 0; i < s->nentries; i++) {
-		const struct msnap_entry *e = &s->entries[i];
-		if (e->mem_limit == NVS_NO_LIMIT)
+	       "Memory limit on the GPU (per process; the highest of the tenant's processes). "
+	       "Absent when one has none.");
+	for (unsigned i = 0; i < nseries(s); i++) {
+		if (series_mem_limit(s, i) == NVS_NO_LIMIT)
 			continue;
 		mbuf_printf(b, "nvshare_client_memory_limit_bytes{");
-		entry_labels(b, s, e);
-		mbuf_printf(b, "} %llu\n", (unsigned long long)e->mem_limit);
+		series_labels(b, s, i);
+		mbuf_printf(b, "} %llu\n", (unsigned long long)series_mem_limit(s, i));
 	}
 	family(b, "nvshare_client_core_limit_ratio", "gauge",
-	       "Client's compute limit on the GPU as a fraction of its time (1: none).");
-	for (unsigned i = 0; i < s->nentries; i++) {
-		const struct msnap_entry *e = &s->entries[i];
+	       "Compute limit on the GPU as a fraction of its time (per process; the highest of "
+	       "the tenant's processes; 1: none).");
+	for (unsigned i = 0; i < nseries(s); i++) {
+		uint32_t c = series_core_limit(s, i);
 		mbuf_printf(b, "nvshare_client_core_limit_ratio{");
-		entry_labels(b, s, e);
-		mbuf_printf(b, "} %u.%02u\n", e->core_limit / 100, e->core_limit % 100);
+		series_labels(b, s, i);
+		mbuf_printf(b, "} %u.%02u\n", c / 100, c % 100);
 	}
-	entry_family(b, s, "nvshare_client_lock_held_seconds_total", "counter",
-		     "Time the client held the GPU's lock, the current hold included.",
-		     EOFF(held_ns), V_SECONDS);
-	entry_family(b, s, "nvshare_client_throttled_seconds_total", "counter",
-		     "Time a compute quota kept the client from the GPU's lock.",
-		     EOFF(throttled_ns), V_SECONDS);
-	entry_family(b, s, "nvshare_client_lock_wait_seconds_total", "counter",
-		     "Time the client waited for the GPU's lock (completed waits).", EOFF(wait_ns),
-		     V_SECONDS);
-	entry_family(b, s, "nvshare_client_lock_grants_total", "counter",
-		     "Locks granted to the client.", EOFF(grants), V_INT);
-	entry_family(b, s, "nvshare_client_lock_revocations_total", "counter",
-		     "Locks taken back from the client after the grace period.", EOFF(revocations),
-		     V_INT);
-	entry_family(b, s, "nvshare_client_swap_in_bytes_total", "counter",
-		     "Managed memory the client moved to the GPU when it got the lock.",
-		     EOFF(swap_bytes_in), V_INT);
-	entry_family(b, s, "nvshare_client_swap_out_bytes_total", "counter",
-		     "Managed memory the client moved to host memory when it released the lock.",
-		     EOFF(swap_bytes_out), V_INT);
-	entry_family(b, s, "nvshare_client_swap_in_seconds_total", "counter",
-		     "Time the client spent moving memory to the GPU.", EOFF(swap_ns_in),
-		     V_SECONDS);
-	entry_family(b, s, "nvshare_client_swap_out_seconds_total", "counter",
-		     "Time the client spent moving memory to the host.", EOFF(swap_ns_out),
-		     V_SECONDS);
+	counter_family(b, s, "nvshare_client_lock_held_seconds_total",
+		       "Time the tenant's clients held the GPU's lock, the current hold included.",
+		       COFF(held_ns), V_SECONDS);
+	counter_family(b, s, "nvshare_client_throttled_seconds_total",
+		       "Time a compute quota kept the tenant's clients from the GPU's lock.",
+		       COFF(throttled_ns), V_SECONDS);
+	counter_family(b, s, "nvshare_client_lock_wait_seconds_total",
+		       "Time the tenant's clients waited for the GPU's lock (completed waits).",
+		       COFF(wait_ns), V_SECONDS);
+	counter_family(b, s, "nvshare_client_lock_grants_total",
+		       "Locks granted to the tenant's clients.", COFF(grants), V_INT);
+	counter_family(b, s, "nvshare_client_lock_revocations_total",
+		       "Locks taken back from the tenant's clients after the grace period.",
+		       COFF(revocations), V_INT);
+	counter_family(b, s, "nvshare_client_swap_in_bytes_total",
+		       "Managed memory the tenant's clients moved to the GPU when they got the "
+		       "lock.",
+		       COFF(swap_bytes_in), V_INT);
+	counter_family(b, s, "nvshare_client_swap_out_bytes_total",
+		       "Managed memory the tenant's clients moved to host memory when they "
+		       "released the lock.",
+		       COFF(swap_bytes_out), V_INT);
+	counter_family(b, s, "nvshare_client_swap_in_seconds_total",
+		       "Time the tenant's clients spent moving memory to the GPU.",
+		       COFF(swap_ns_in), V_SECONDS);
+	counter_family(b, s, "nvshare_client_swap_out_seconds_total",
+		       "Time the tenant's clients spent moving memory to the host.",
+		       COFF(swap_ns_out), V_SECONDS);
 }
 
 void nvs_metrics_render(struct mbuf *b, const struct msnap *s, const struct msample *samples,

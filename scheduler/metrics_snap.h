@@ -32,17 +32,27 @@ struct msnap_gpu {
 	uint64_t mode_switches;
 	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
 	uint64_t tq_effective_ns;
+	uint64_t unmanaged; /* processes on it without nvshare (unmanaged.c) */
 };
 
 struct msnap_client {
-	uint32_t id;
+	uint32_t id;	  /* ids only grow: clients[] is newest (highest) first */
 	int32_t host_pid; /* SO_PEERCRED */
 	uint32_t uid;
 	uint32_t pid; /* reported in HELLO (its own pid namespace) */
 	char name[256];
 	char pod[254]; /* "" unknown: label omitted (names: up to 253) */
 	char pod_namespace[64];
+	char pod_uid[40];		/* "" not in a Pod */
 	unsigned first_entry, nentries; /* its msnap_entry range */
+};
+
+/* Counters of one client on one GPU (summed per tenant). */
+struct mcounters {
+	uint64_t held_ns;      /* completed holds + the current one */
+	uint64_t throttled_ns; /* time a quota kept it from the lock */
+	uint64_t grants, revocations, waits, wait_ns;
+	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
 };
 
 /* One client's use of one GPU. */
@@ -52,11 +62,32 @@ struct msnap_entry {
 	uint64_t allocated;
 	unsigned state; /* enum cg_state */
 	uint32_t core_limit;
-	uint64_t mem_limit;    /* NVS_NO_LIMIT: none */
-	uint64_t held_ns;      /* completed holds + the current one */
-	uint64_t throttled_ns; /* time a quota kept it from the lock */
-	uint64_t grants, revocations, waits, wait_ns;
-	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
+	uint64_t mem_limit; /* NVS_NO_LIMIT: none */
+	struct mcounters c;
+};
+
+/*
+ * A tenant's use of one GPU: the sum over its clients there. The tenant is
+ * the verified Pod (namespace + name from the cgroup and the API watch),
+ * else the Pod UID (Pod not yet known to the watch), else the uid
+ * (SO_PEERCRED) - never a pid or a name the client reports. Series keyed
+ * so stay put while processes come and go, and their number is bounded by
+ * tenants x GPUs.
+ */
+struct msnap_tenant {
+	int gpu;
+	char pod[254], pod_namespace[64]; /* both "" unless the Pod is known */
+	char pod_uid[40];		  /* set only when the Pod name is unknown */
+	int has_uid;			  /* not in a Pod: by uid */
+	uint32_t uid;
+	uint64_t nclients;
+	uint64_t state[3]; /* clients per enum cg_state */
+	uint64_t allocated;
+	uint32_t core_limit; /* the highest of its clients' */
+	uint64_t mem_limit;  /* the highest (NVS_NO_LIMIT if one has none) */
+	/* Live clients' counters plus those of its clients that left while
+	 * others stayed: counters never go down while the series exists. */
+	struct mcounters c;
 };
 
 struct msnap {
@@ -70,6 +101,11 @@ struct msnap {
 	struct msnap_gpu *gpus;
 	struct msnap_client *clients;
 	struct msnap_entry *entries;
+	/* NVSHARE_METRICS_PROCESS_LABELS: client series per process (pid,
+	 * host_pid, name); else per tenant (tenants[], room for nentries). */
+	int process_labels;
+	unsigned ntenants;
+	struct msnap_tenant *tenants;
 };
 
 /* What the HTTP thread measured through NVML for one GPU at scrape time. */
@@ -90,6 +126,12 @@ struct mbuf {
 void mbuf_printf(struct mbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends s as a label value: backslash, double quote and newline escaped. */
 void mbuf_label_value(struct mbuf *b, const char *s);
+
+/* Fills s->tenants from s->clients and s->entries (metrics_tenant.c). It
+ * keeps, between calls, the counters of clients that left a tenant that is
+ * still there, so call it once per published snapshot, in order (the loop
+ * thread; render_sample once). */
+void nvs_metrics_tenants(struct msnap *s);
 
 /* Renders the whole exposition. samples: one per snapshot GPU, or NULL.
  * now: CLOCK_MONOTONIC ns of the scrape. */

@@ -177,6 +177,13 @@ int nvs_peer_resolve(int fd, struct nvs_peer *p)
 	return 0;
 }
 
+int nvs_peer_pod_uid_of_pid(pid_t pid, char *out, unsigned cap)
+{
+	if (pid <= 0 || cap < 37)
+		return -1;
+	return read_cgroup(pid, out, cap) == 1 ? 0 : -1;
+}
+
 int nvs_peer_own_pod(char *out, unsigned cap)
 {
 	return read_cgroup(getpid(), out, cap) == 1 ? 0 : -1;

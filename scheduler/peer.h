@@ -56,6 +56,11 @@ int nvs_peer_set_proc_root(const char *dir);
  * kind UNKNOWN), or -1 when not even SO_PEERCRED works (logged). */
 int nvs_peer_resolve(int fd, struct nvs_peer *p);
 
+/* The Pod UID of any host process (its cgroup, outermost pod<uid>), e.g.
+ * one NVML lists on a GPU. 0 with out filled (cap >= 37), -1 when it is in
+ * no Pod or its cgroup cannot be read. Not pinned: for reports only. */
+int nvs_peer_pod_uid_of_pid(pid_t pid, char *out, unsigned cap);
+
 /* The Pod UID the scheduler itself runs in (its own cgroup), written into
  * out (cap >= 37). Returns 0, or -1 when it runs in no Pod. */
 int nvs_peer_own_pod(char *out, unsigned cap);

@@ -376,7 +376,10 @@ static void reevaluate(struct gpu *g, uint64_t now)
 		want = 0;
 		break;
 	default:
-		want = oversubscribed(g);
+		/* A process that bypasses nvshare shares the GPU:
+		 * NVSHARE_UNMANAGED=serialize makes the clients take turns
+		 * (unmanaged.c). Mode off stays off: the admin's word. */
+		want = oversubscribed(g) || g->unmanaged_force;
 		break;
 	}
 	/* A limited client runs only while it holds the lock (quota.h). */

@@ -7,6 +7,7 @@
 #include "metrics.h"
 #include "policy.h"
 #include "state.h"
+#include "unmanaged.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -459,8 +460,12 @@ int nvs_server_run(void)
 		check_socket(now);
 		if (accept_paused_until && now >= accept_paused_until)
 			pause_accept(0);
+		nvs_unmanaged_tick(now);
 		nvs_metrics_loop(now);
 		uint64_t deadline = nvs_policy_next_deadline(now);
+		uint64_t udeadline = nvs_unmanaged_next_deadline();
+		if (udeadline && (!deadline || udeadline < deadline))
+			deadline = udeadline;
 		uint64_t mdeadline = nvs_metrics_next_deadline(now);
 		if (mdeadline && (!deadline || mdeadline < deadline))
 			deadline = mdeadline;

@@ -180,6 +180,12 @@ struct gpu {
 	/* Compute-quota window of this GPU (scheduler/quota.c). */
 	uint64_t q_window_start_ns;
 	uint32_t q_window; /* window number, from 1 */
+	/* Processes on the GPU without an nvshare connection (unmanaged.c):
+	 * how many; with NVSHARE_UNMANAGED=serialize, force serialization
+	 * (mode auto) and the memory they use, kept out of the capacity. */
+	unsigned unmanaged;
+	int unmanaged_force;
+	uint64_t unmanaged_pinned;
 };
 
 struct sched_config {

@@ -7,6 +7,7 @@
 #include "peer.h"
 #include "quota.h"
 #include "state.h"
+#include "unmanaged.h"
 
 #include <unistd.h>
 
@@ -243,6 +244,8 @@ cJSON *nvs_status_json(uint64_t now)
 		last = last->next;
 	for (const struct client *cl = last; cl; cl = cl->prev)
 		cJSON_AddItemToArray(cs, client_json(cl, now));
+	/* GPU processes without an nvshare connection: admin view only. */
+	cJSON_AddItemToObject(root, "unmanaged", nvs_unmanaged_json(now));
 	return root;
 }
 

@@ -151,6 +151,7 @@ static void run_kernels(const struct run *r)
 		}
 		if (r->idle_after > 0 && k == r->idle_after) {
 			CK(cu.StreamSynchronize(NULL));
+			fflush(stdout); /* what came before the idle is visible during it */
 			double from = now_ms();
 			struct timespec ts = {(time_t)(r->idle_ms / 1000),
 					      (long)(r->idle_ms % 1000) * 1000000L};

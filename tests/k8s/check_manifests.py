@@ -153,6 +153,27 @@ def main():
               .get("fieldPath") == "spec.nodeName", env.get("NODE_NAME"))
         check("scheduler: NVSHARE_METRICS_ENABLE=1",
               env.get("NVSHARE_METRICS_ENABLE", {}).get("value") == "1")
+        # The exporter's default is 127.0.0.1: the Pod IP must be explicit.
+        check("scheduler: NVSHARE_METRICS_ADDR from status.podIP",
+              env.get("NVSHARE_METRICS_ADDR", {}).get("valueFrom", {}).get("fieldRef", {})
+              .get("fieldPath") == "status.podIP", env.get("NVSHARE_METRICS_ADDR"))
+
+    # Only the monitoring namespace may scrape (tenants must not read the
+    # metrics): a NetworkPolicy on the scheduler Pods, port 9402 only.
+    np = find(deploy, "NetworkPolicy", "nvshare-scheduler-metrics")
+    check("NetworkPolicy nvshare-scheduler-metrics exists", np is not None)
+    if np:
+        nps = np["spec"]
+        ing = nps.get("ingress", [])
+        check("NetworkPolicy: selects the scheduler Pods, Ingress",
+              nps.get("podSelector", {}).get("matchLabels") ==
+              {"app.kubernetes.io/name": "nvshare-scheduler"} and
+              nps.get("policyTypes") == ["Ingress"], nps.get("podSelector"))
+        check("NetworkPolicy: one rule, from a namespace selector only, to TCP 9402 only",
+              len(ing) == 1 and
+              all(list(f) == ["namespaceSelector"] for f in ing[0].get("from", [])) and
+              len(ing[0].get("from", [])) >= 1 and
+              ing[0].get("ports") == [{"protocol": "TCP", "port": 9402}], ing)
 
     # Device-plugin DaemonSet.
     d = find(deploy, "DaemonSet", "nvshare-device-plugin")

@@ -47,10 +47,10 @@ check "NVSHARE_PROC_ROOT: client A found in its pod and limited (30%, 1Gi)" \
   wait_for 3 limits_are A 30 $((1 << 30))
 wait_event 5 metrics_listening
 MPORT=$(event_field port metrics_listening | tail -1)
-# Waits for the next publish of the metrics (periodic) instead of sleeping.
-# shellcheck disable=SC2016 # expanded by the inner shell
-check "metrics: A's series carry pod and namespace labels" wait_for 5 \
-  sh -c 'curl -sf --max-time 5 "http://127.0.0.1:$2/metrics" | grep -E "^nvshare_" | grep -F "host_pid=\"$1\"" | grep -qF "pod=\"trainer\",namespace=\"team-a\""' sh "$PID_A" "$MPORT"
+# Client series are per tenant: A's Pod, by name (docs/metrics.md). Waits
+# for the next publish of the metrics (periodic) instead of sleeping.
+check "metrics: A's tenant series is its Pod (pod and namespace labels)" wait_for 5 \
+  sh -c 'curl -sf --max-time 5 "http://127.0.0.1:$1/metrics" | grep -qxF "nvshare_client_processes{gpu=\"0\",pod=\"trainer\",namespace=\"team-a\"} 1"' sh "$MPORT"
 kill "$PID_A" 2>/dev/null
 stop_sched
 

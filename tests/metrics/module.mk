@@ -4,5 +4,5 @@
 TEST_TARGETS += $(B)/tests/metrics/render_sample
 
 $(B)/tests/metrics/render_sample: $(B)/tests/metrics/render_sample.o \
-		$(B)/scheduler/metrics_render.o $(COMMON_OBJS)
+		$(B)/scheduler/metrics_render.o $(B)/scheduler/metrics_tenant.o $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^

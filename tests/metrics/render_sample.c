@@ -3,7 +3,9 @@
  * t_render.sh feeds it to promtool and checks escaping and histogram
  * arithmetic. Covers label values with backslash, quote and newline, a GPU
  * learned from a client (no NVML sample), no-limit memory, and every
- * client state.
+ * client state; two processes of one Pod on one GPU (one tenant series).
+ *
+ *   render_sample [--no-nvml] [--process-labels]
  */
 #include "scheduler/metrics_snap.h"
 
@@ -18,10 +20,19 @@ const uint64_t nvs_wait_bucket_le_us[NVS_WAIT_BUCKETS - 1] = {
 
 int main(int argc, char **argv)
 {
-	int with_samples = !(argc > 1 && !strcmp(argv[1], "--no-nvml"));
+	int with_samples = 1, process_labels = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--no-nvml"))
+			with_samples = 0;
+		else if (!strcmp(argv[i], "--process-labels"))
+			process_labels = 1;
+		else
+			return 2;
+	}
 	struct msnap_gpu gpus[2];
-	struct msnap_client clients[2];
-	struct msnap_entry entries[3];
+	struct msnap_client clients[3];
+	struct msnap_entry entries[4];
+	struct msnap_tenant tenants[4];
 	memset(gpus, 0, sizeof gpus);
 	memset(clients, 0, sizeof clients);
 	memset(entries, 0, sizeof entries);
@@ -55,7 +66,8 @@ int main(int argc, char **argv)
 	gpus[1].capacity = UINT64_MAX;
 	gpus[1].mode = 0;
 
-	clients[0].id = 1;
+	/* Newest first, as the scheduler lists them. */
+	clients[0].id = 3;
 	clients[0].host_pid = 4242;
 	clients[0].uid = 1000;
 	clients[0].pid = 1;
@@ -70,6 +82,16 @@ int main(int argc, char **argv)
 	snprintf(clients[1].name, sizeof clients[1].name, "sim_app");
 	clients[1].first_entry = 2;
 	clients[1].nentries = 1;
+	/* A second process of the Pod of clients[0]. */
+	clients[2].id = 1;
+	clients[2].host_pid = 4444;
+	clients[2].uid = 1000;
+	clients[2].pid = 7;
+	snprintf(clients[2].name, sizeof clients[2].name, "helper");
+	snprintf(clients[2].pod, sizeof clients[2].pod, "trainer-0");
+	snprintf(clients[2].pod_namespace, sizeof clients[2].pod_namespace, "ml");
+	clients[2].first_entry = 3;
+	clients[2].nentries = 1;
 
 	entries[0].client = 0;
 	entries[0].gpu = 0;
@@ -77,10 +99,10 @@ int main(int argc, char **argv)
 	entries[0].state = 2;
 	entries[0].core_limit = 50;
 	entries[0].mem_limit = 14ull << 30;
-	entries[0].held_ns = 1000000000ull;
-	entries[0].grants = 4;
-	entries[0].swap_bytes_in = 1ull << 30;
-	entries[0].swap_ns_in = 123456789;
+	entries[0].c.held_ns = 1000000000ull;
+	entries[0].c.grants = 4;
+	entries[0].c.swap_bytes_in = 1ull << 30;
+	entries[0].c.swap_ns_in = 123456789;
 	entries[1].client = 0;
 	entries[1].gpu = 1;
 	entries[1].state = 0;
@@ -92,19 +114,31 @@ int main(int argc, char **argv)
 	entries[2].state = 1;
 	entries[2].core_limit = 100;
 	entries[2].mem_limit = UINT64_MAX;
+	entries[3].client = 2;
+	entries[3].gpu = 0;
+	entries[3].allocated = 2ull << 30;
+	entries[3].state = 1;
+	entries[3].core_limit = 50;
+	entries[3].mem_limit = 4ull << 30;
+	entries[3].c.held_ns = 500000000ull;
+	entries[3].c.grants = 1;
 
 	struct msnap s;
 	memset(&s, 0, sizeof s);
 	s.taken_ns = 1000;
 	s.start_time_s = 1700000000.5;
 	s.seq = 3;
-	s.nclients = 2;
+	s.nclients = 3;
 	s.conns_accepted = 9;
 	s.ngpus = 2;
-	s.nentries = 3;
+	s.nentries = 4;
 	s.gpus = gpus;
 	s.clients = clients;
 	s.entries = entries;
+	s.tenants = tenants;
+	s.process_labels = process_labels;
+	if (!process_labels)
+		nvs_metrics_tenants(&s);
 
 	struct msample samples[2];
 	memset(samples, 0, sizeof samples);

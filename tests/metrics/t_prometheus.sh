@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A real Prometheus server scrapes the scheduler every second while fake
 # clients hold and wait for a GPU; the values come back through its query
-# API. Every PromQL expression of deploy/grafana-dashboard.json must
-# evaluate there too.
+# API. The exporter runs with its defaults: the two clients (one uid, no
+# Pod) are one tenant, one series per GPU, without pids or names. Every
+# PromQL expression of deploy/grafana-dashboard.json must evaluate there
+# too.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/metrics_lib.sh"
 
@@ -56,25 +58,28 @@ U=$(test_gpu_uuid)
 fc A --gpu-uuid "$U" --alloc 3Gi --name prom-holder --script 'lock;mark HELD;hold 5s;release;hold 20s'
 wait_for 5 grep -q 'MARK HELD' "$T/A.out"
 fc B --gpu-uuid "$U" --alloc 1Gi --name prom-waiter --script 'lock;mark HELD;hold 20s'
-APID=$(awk '/READY/ { sub(/.*pid=/, ""); print; exit }' "$T/A.out")
-diag "GPU $U, holder pid $APID"
+TEN="gpu=\"0\",uid=\"$(id -u)\""
+diag "GPU $U, tenant {$TEN}"
 
 check "2 clients (nvshare_scheduler_clients)" pq_wait 8 'nvshare_scheduler_clients' 2
-check "2 client_info series" pq_wait 5 'count(nvshare_client_info)' 2
-check "allocated bytes of the holder (3Gi)" \
-  pq_wait 5 "nvshare_client_managed_allocated_bytes{host_pid=\"$APID\"}" 3221225472
+check "one tenant series with 2 processes" pq_wait 5 "nvshare_client_processes{$TEN}" 2
+check "... and only one" pq_wait 5 'count(nvshare_client_processes)' 1
+check "tenant's allocated bytes (3Gi + 1Gi)" \
+  pq_wait 5 "nvshare_client_managed_allocated_bytes{$TEN}" 4294967296
 check "queue length 1" pq_wait 5 'nvshare_gpu_queue_length{gpu="0"}' 1
 check "mode on" pq_wait 5 'nvshare_gpu_mode{gpu="0",mode="on"}' 1
-check "holder state = holding" pq_wait 5 "nvshare_client_state{host_pid=\"$APID\",state=\"holding\"}" 1
-check "holder's name via client_info" \
-  pq_wait 5 "count(nvshare_client_info{host_pid=\"$APID\",name=\"prom-holder\"})" 1
-check "holder's held-seconds rate > 0" \
-  pq_wait 5 "rate(nvshare_client_lock_held_seconds_total{host_pid=\"$APID\"}[5s]) > bool 0" 1
+check "tenant: 1 holding, 1 waiting" \
+  pq_wait 5 "nvshare_client_state{$TEN,state=\"holding\"} * 10 + on (gpu, uid) nvshare_client_state{$TEN,state=\"waiting\"}" 11
+check "no client series with a pid or a name label" \
+  pq_is 'count({__name__=~"nvshare_client_.*",host_pid!=""}) or count({__name__=~"nvshare_client_.*",name!=""}) or vector(0)' 0
+check "tenant's held-seconds rate > 0" \
+  pq_wait 5 "rate(nvshare_client_lock_held_seconds_total{$TEN}[5s]) > bool 0" 1
 
 wait_for 10 grep -q 'MARK HELD' "$T/B.out"
 check "hand-offs counter > 0" pq_wait 6 'nvshare_gpu_handoffs_total{gpu="0"} > bool 0' 1
 check "queue empty after the hand-off" pq_wait 5 'nvshare_gpu_queue_length{gpu="0"}' 0
-check "waiter now holds" pq_wait 5 "sum(nvshare_client_state{state=\"holding\"} * on (host_pid) group_left(name) nvshare_client_info{name=\"prom-waiter\"})" 1
+check "tenant: 1 holding, 0 waiting, 2 grants" \
+  pq_wait 5 "nvshare_client_state{$TEN,state=\"holding\"} * 10 + on (gpu, uid) nvshare_client_state{$TEN,state=\"waiting\"} + on (gpu, uid) nvshare_client_lock_grants_total{$TEN} * 100" 210
 check "lock wait histogram has the wait" pq_wait 5 'nvshare_lock_wait_seconds_count{gpu="0"} >= bool 1' 1
 
 # Dashboard expressions: each must be valid PromQL on this data.

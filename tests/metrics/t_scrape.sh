@@ -23,7 +23,9 @@ check "exporter off by default" test "$(count_events metrics_listening)" = 0
 kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
 mv "$T/scheduler.log" "$T/scheduler-off.log"
 
-start_metrics_scheduler --mode on
+# Per-process series (pids, names): this file checks values per client
+# and the escaping of a client-chosen name (t_tenant.sh: the default).
+start_metrics_scheduler --mode on --metrics-process-labels
 check "exporter serving (port from the event: ${MPORT:-none})" test -n "${MPORT:-}"
 check "/healthz says ok" sh -c "curl -sf --max-time 5 '$MURL/healthz' | grep -qx ok"
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$MURL/nope")

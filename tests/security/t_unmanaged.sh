@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Unmanaged GPU processes (issue 16 part 4, docs/security.md): a simulated
+# GPU process that does not load libnvshare.so is reported within 5 s - in
+# the log, in nvshare_unmanaged_processes{gpu} and in the status JSON - and
+# a managed one (LD_PRELOAD) is not; it disappears from both when it exits.
+# With NVSHARE_UNMANAGED=serialize the GPU serializes (status and GPU_MODE
+# to clients) and the process's memory is kept out of the capacity. Bad
+# policy values are refused at start. Nothing is killed.
+. "$(dirname "$0")/../lib.sh"
+. "$NVS_ROOT/tests/metrics/metrics_lib.sh"
+
+APP=$B/tests/e2e/sim_app
+CTL=$B/nvsharectl
+if [ ! -x "$B/tests/sim/libnvidia-ml.so.1" ] || [ ! -x "$APP" ]; then
+  ok "# SKIP simulated GPU not built"; exit 0
+fi
+
+# st EXPR: evaluates a Python expression over the status JSON (s).
+st() {
+  "$CTL" --json 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+print(eval(sys.argv[1]))' "$1"
+}
+st_is() { [ "$(st "$1")" = "$2" ]; }
+
+# A process on the GPU: sim_app runs one kernel, then stays (context open)
+# until killed. Managed: under LD_PRELOAD; unmanaged: without it. Returns
+# once its first kernel is done (its context exists).
+gpu_proc() { # NAME PRELOAD|none [sim_app args]
+  local n=$1 pre=$2; shift 2
+  local args=(--name "$n" --report progress --kernels 2 --idle-after 1 --idle-ms 60000 "$@")
+  if [ "$pre" = none ]; then
+    bg "$APP" "${args[@]}" >"$T/$n.out" 2>&1
+  else
+    bg env LD_PRELOAD="$PRELOAD" "$APP" "${args[@]}" >"$T/$n.out" 2>&1
+  fi
+  eval "PID_$n=${_pids[-1]}"
+  wait_log 10 "$T/$n.out" "^PROGRESS name=$n kernel=1/"
+}
+stop_proc() { kill -TERM "$1" 2>/dev/null; wait "$1" 2>/dev/null; }
+
+# ---- report (the default; every 2 s, confirmed 1.5 s after first seen) ----
+start_metrics_scheduler
+check "detection on at start (policy report)" \
+  grep -q 'unmanaged-process detection: every 2000 ms, policy report' "$T/scheduler.log"
+check "status: policy report, detection on" st_is '(s["unmanaged"]["policy"], s["unmanaged"]["detection"])' "('report', True)"
+
+gpu_proc M "$PRELOAD"
+check "managed process is a client" wait_for 5 st_is "[c['pid'] for c in s['clients']] == [$PID_M]" True
+gpu_proc U none --alloc 1Gi
+diag "managed pid $PID_M, unmanaged pid $PID_U"
+t0=$(date +%s%N)
+check "unmanaged process listed in the status within 5 s" \
+  wait_for 5 st_is "[(p['gpu'], p['pid']) for p in s['unmanaged']['processes']]" "[(0, $PID_U)]"
+t1=$(date +%s%N)
+diag "status listed it after $(( (t1 - t0) / 1000000 )) ms"
+check "its uid from /proc, no Pod" \
+  st_is "[(p['uid'], p['pod']) for p in s['unmanaged']['processes']]" "[($(id -u), None)]"
+check "its memory (1 GiB device memory)" \
+  st_is "s['unmanaged']['processes'][0]['used_memory'] >= 1 << 30" True
+check "GPU count 1" st_is "s['unmanaged']['gpus'][0]['count']" 1
+check "metric nvshare_unmanaged_processes{gpu=\"0\"} 1" \
+  wait_for 5 sh -c "curl -sf --max-time 2 '$MURL/metrics' | grep -qE '^nvshare_unmanaged_processes\{gpu=\"0\",[^}]*\} 1$'"
+check "logged once, with pid and uid" \
+  test "$(grep -c "unmanaged process on GPU 0: pid $PID_U, uid $(id -u), no Pod" "$T/scheduler.log")" = 1
+check "the managed process is not reported" \
+  sh -c "! grep -q 'unmanaged process on GPU 0: pid $PID_M,' '$T/scheduler.log'"
+check "report: GPU not serialized for it" st_is "(s['gpus'][0]['serialized'], s['unmanaged']['gpus'][0]['pinned_memory'])" "(False, 0)"
+scrape >"$T/m1.txt"
+if command -v promtool >/dev/null; then
+  check "promtool accepts the scrape" promtool check metrics <"$T/m1.txt"
+else
+  ok "# SKIP promtool not installed"
+fi
+# Another check goes by (the status's seen_ns grows by more than the 2 s
+# interval): still logged once.
+s1=$(st "s['unmanaged']['processes'][0]['seen_ns']")
+wait_for 10 st_is "s['unmanaged']['processes'][0]['seen_ns'] > $s1 + 2100000000" True
+check "still logged once after more checks" \
+  test "$(grep -c "unmanaged process on GPU 0: pid $PID_U," "$T/scheduler.log")" = 1
+check "nothing was killed" kill -0 "$PID_U"
+
+stop_proc "$PID_U"
+check "gone from the status after it exits" wait_for 5 st_is "len(s['unmanaged']['processes'])" 0
+check "metric back to 0" \
+  wait_for 5 sh -c "curl -sf --max-time 2 '$MURL/metrics' | grep -qE '^nvshare_unmanaged_processes\{gpu=\"0\",[^}]*\} 0$'"
+check "its departure logged" grep -q "unmanaged process pid $PID_U left GPU 0" "$T/scheduler.log"
+stop_proc "$PID_M"
+kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
+mv "$T/scheduler.log" "$T/scheduler-report.log"
+
+# ---- serialize ----
+export NVSHARE_UNMANAGED=serialize
+start_scheduler
+FC=$B/tests/sched/fake_client
+U=$(st "s['gpus'][0]['uuid']")
+cap0=$(st "s['gpus'][0]['capacity']")
+# A managed client on GPU 0, concurrent at first (mode auto, fits).
+bg "$FC" --gpu-uuid "$U" --alloc 1Gi --script 'wait mode1 30s;mark SERIALIZED;wait mode0 30s;mark CONCURRENT;hold 30s' \
+  >"$T/fc.out" 2>&1
+wait_for 5 grep -q 'GPU_MODE gpu=0 value=0' "$T/fc.out"
+check "client told concurrent first" grep -q 'GPU_MODE gpu=0 value=0' "$T/fc.out"
+gpu_proc V none --alloc 2Gi
+check "serialize: GPU serialized in the status within 5 s" \
+  wait_for 5 st_is "(s['gpus'][0]['mode'], s['gpus'][0]['serialized'])" "('auto', True)"
+check "serialize: client got GPU_MODE 1" wait_for 2 grep -q 'MARK SERIALIZED' "$T/fc.out"
+check "serialize: the unmanaged memory is kept out of the capacity" \
+  st_is "$cap0 - s['gpus'][0]['capacity'] == s['unmanaged']['gpus'][0]['pinned_memory'] >= 2 << 30" True
+check "serialize: logged" grep -q 'GPU 0: 1 unmanaged process(es): serializing it' "$T/scheduler.log"
+stop_proc "$PID_V"
+check "serialize: concurrent again after it exits (status)" \
+  wait_for 5 st_is "(s['gpus'][0]['serialized'], s['gpus'][0]['capacity'])" "(False, $cap0)"
+check "serialize: client got GPU_MODE 0" wait_for 2 grep -q 'MARK CONCURRENT' "$T/fc.out"
+kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
+
+# ---- bad values are refused at start ----
+out=$(NVSHARE_UNMANAGED=kill NVSHARE_SOCK_DIR=$T/sock-bad timeout 5 "$B/nvshare-scheduler" 2>&1)
+rc=$?
+check "NVSHARE_UNMANAGED=kill refused (exit $rc)" test "$rc" = 2
+check "message names the variable and the valid values" \
+  grep -qF 'NVSHARE_UNMANAGED: "kill" (expected report or serialize)' <<<"$out"
+out=$(NVSHARE_UNMANAGED= NVSHARE_UNMANAGED_INTERVAL_MS=5 NVSHARE_SOCK_DIR=$T/sock-bad timeout 5 "$B/nvshare-scheduler" 2>&1)
+rc=$?
+check "NVSHARE_UNMANAGED_INTERVAL_MS=5 refused (exit $rc)" test "$rc" = 2
+check "message names the interval variable" grep -qF 'NVSHARE_UNMANAGED_INTERVAL_MS: "5"' <<<"$out"
+"$B/nvshare-scheduler" --unmanaged nope >"$T/flag.out" 2>&1
+rc=$?
+check "--unmanaged nope refused (exit $rc)" test "$rc" = 2

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# An unmanaged GPU process in a Pod is reported with that Pod: its cgroup
+# (a fake proc root) gives the Pod UID, the Pod watch (the fake API server)
+# its namespace and name - in the status JSON and in the one log line.
+# Nothing the process says is used.
+# shellcheck disable=SC1091,SC2016 # libs by path; inner sh -c script
+. "$(dirname "$0")/../lib.sh"
+. "$NVS_ROOT/tests/sched/sched_lib.sh"
+. "$NVS_ROOT/tests/k8s_watch/k8s_lib.sh"
+
+APP=$B/tests/e2e/sim_app
+if [ ! -x "$B/tests/sim/libnvidia-ml.so.1" ] || [ ! -x "$APP" ]; then
+  ok "# SKIP simulated GPU not built"; exit 0
+fi
+UP=0a1b2c3d-0000-4000-8000-0000000000f1
+if ! mkcerts; then not_ok "openssl makes a CA and a server certificate"; exit 1; fi
+printf 'token-F\n' >"$T/token"
+cat >"$T/pods.json" <<EOF
+[{"uid":"$UP","name":"notebook","namespace":"team-f","annotations":{}}]
+EOF
+start_api token-F "$T/pods.json" || { not_ok "fake API server starts"; exit 1; }
+# NVML on (the simulated GPU), Pods from the fake API server.
+start_scheduler --proc-root "$PROC" --kube-api "$API_URL" --kube-token-file "$T/token" \
+  --kube-ca-file "$T/ca.crt" --node-name "$NODE"
+check "the watch listed the Pod" wait_log 5 "$T/scheduler.log" "k8s: LIST: 1 pod"
+
+# The shell writes its own <proc-root>/<pid>/cgroup (a container of the
+# Pod), then execs the application without the library (same pid).
+bg sh -c 'd=$1/$$; mkdir -p "$d"; printf "%s\n" "$2" >"$d/cgroup"; shift 2; exec "$@"' \
+  sh "$PROC" "$(cg_systemd_v2 "$UP")" "$APP" --name rogue --report progress --kernels 2 \
+  --idle-after 1 --idle-ms 60000 >"$T/rogue.out" 2>&1
+PID=${_pids[-1]}
+
+st() {
+  "$CTL" --json 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+print(eval(sys.argv[1]))' "$1"
+}
+st_is() { [ "$(st "$1")" = "$2" ]; }
+check "listed in the status with its Pod within 5 s" \
+  wait_for 5 st_is "[(p['pid'], p['pod']) for p in s['unmanaged']['processes']]" \
+  "[($PID, {'uid': '$UP', 'name': 'notebook', 'namespace': 'team-f'})]"
+check "logged once, naming the Pod" \
+  test "$(grep -c "unmanaged process on GPU 0: pid $PID, pod team-f/notebook (pod uid $UP)" "$T/scheduler.log")" = 1
