@@ -99,8 +99,8 @@ check "lock waits in the histogram (count >= 2)" \
 check "promtool accepts the scrape after hand-offs" promtool check metrics <"$T/m3.txt"
 
 # Port taken: a second scheduler (own socket dir) logs it and schedules on.
-SOCK1=$NVSHARE_SOCK_DIR
-export NVSHARE_SOCK_DIR=$T/sock2
+SOCK1=$NVSHARE_SOCK_DIR ADMIN1=$NVSHARE_ADMIN_SOCK_DIR
+export NVSHARE_SOCK_DIR=$T/sock2 NVSHARE_ADMIN_SOCK_DIR=$T/admin2
 mkdir -p "$NVSHARE_SOCK_DIR"
 bg env NVSHARE_METRICS_ENABLE=1 NVSHARE_METRICS_ADDR=127.0.0.1 NVSHARE_METRICS_PORT="$MPORT" \
   "$B/nvshare-scheduler" --mode on >"$T/scheduler2.log" 2>&1
@@ -111,9 +111,9 @@ check "port in use: error logged" wait_log 5 "$T/scheduler2.log" 'metrics: canno
 check "port in use: scheduler still running" kill -0 "$S2"
 "$FC" --gpu-uuid GPU-x --alloc 1Gi --script 'lock;release;exit' >"$T/D.out" 2>&1
 check "port in use: scheduler still grants locks" grep -q LOCK_OK "$T/D.out"
-bad=$(NVSHARE_METRICS_ENABLE=1 NVSHARE_METRICS_ADDR=nohost NVSHARE_SOCK_DIR=$T/sock3 \
+bad=$(NVSHARE_METRICS_ENABLE=1 NVSHARE_METRICS_ADDR=nohost NVSHARE_SOCK_DIR=$T/sock3 NVSHARE_ADMIN_SOCK_DIR=$T/admin3 \
   timeout 2 "$B/nvshare-scheduler" 2>&1 | grep -c 'bad metrics address')
 check "bad NVSHARE_METRICS_ADDR is reported" test "$bad" -ge 1
 "$B/nvshare-scheduler" --metrics-port 70000 >"$T/flag.out" 2>&1
 check "bad --metrics-port refused (exit 2)" test $? = 2
-export NVSHARE_SOCK_DIR=$SOCK1
+export NVSHARE_SOCK_DIR=$SOCK1 NVSHARE_ADMIN_SOCK_DIR=$ADMIN1

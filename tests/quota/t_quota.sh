@@ -15,11 +15,12 @@ CASES=${NVS_QUOTA_CASES:-single25 single50 single75 pair3060 pair2575 pair5050 u
 
 # ---- helpers run inside a case (a subshell with its own directory) ----
 
-# case_env NAME: private socket and simulated GPU, scheduler started.
+# case_env NAME: private sockets (client and admin) and simulated GPU,
+# scheduler started.
 case_env() {
   C=$T/$1
   mkdir -p "$C/sim"
-  export NVSHARE_SOCK_DIR=$C/sock NVSHARE_SIM_STATE_DIR=$C/sim
+  export NVSHARE_SOCK_DIR=$C/sock NVSHARE_ADMIN_SOCK_DIR=$C/admin NVSHARE_SIM_STATE_DIR=$C/sim
   "$B/nvshare-scheduler" >"$C/scheduler.log" 2>&1 &
   CPIDS=($!)
   trap 'for p in "${CPIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null' EXIT
