@@ -152,13 +152,17 @@ int nvs_status_print(FILE *f, const char *json, size_t len)
 				strcat(q, one);
 			}
 		}
-		fprintf(f, "%-4.0f %-5s %-6s %-7s %-9s %-9s %-9s %-12s %-8.0f %s\n",
-			numv(g, "index"), strv(g, "mode"),
+		/* The tenant view has no handoff count: "-", not 0. */
+		char ho[24] = "-";
+		if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(g, "handoffs")))
+			snprintf(ho, sizeof ho, "%.0f", numv(g, "handoffs"));
+		fprintf(f, "%-4.0f %-5s %-6s %-7s %-9s %-9s %-9s %-12s %-8s %s\n", numv(g, "index"),
+			strv(g, "mode"),
 			cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "serialized")) ? "yes"
 											: "no",
 			secs(numv(g, "tq_ms"), b4, sizeof b4), size(g, "capacity", b1, sizeof b1),
 			size(g, "allocated", b2, sizeof b2), size(g, "total_memory", b3, sizeof b3),
-			h, numv(g, "handoffs"), *q ? q : "-");
+			h, ho, *q ? q : "-");
 		n++;
 	}
 	if (!n)

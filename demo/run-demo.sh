@@ -37,7 +37,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo; echo "demo: interrupted"; exit 130' INT TERM
 
-export NVSHARE_SOCK_DIR=$T/sock
+export NVSHARE_SOCK_DIR=$T/sock NVSHARE_ADMIN_SOCK_DIR=$T/admin
 PRELOAD=$B/libnvshare.so
 if [ -f "$B/.san" ]; then
   PRELOAD="$(${CC:-gcc} -print-file-name=libasan.so):$PRELOAD"

@@ -26,7 +26,8 @@ CASES=${NVS_QUOTA_CASES:-single25 single50 single75 pair3060 pair2575 pair5050 u
 
 # ---- helpers run inside a case (a subshell with its own directory) ----
 
-# case_env NAME: private socket and simulated GPU, scheduler started.
+# case_env NAME: private sockets (client and admin) and simulated GPU,
+# scheduler started.
 case_env() {
   C=$T/$1
   mkdir -p "$C/sim"
