@@ -367,6 +367,22 @@ def scenario_memory():
     return p, kl
 
 
+def scenario_flags():
+    """Memory flags out of range are refused before anything starts."""
+    bad = [["--memory-unit", "0"], ["--memory-unit", "512Ki"], ["--memory-unit", "2Ti"],
+           ["--memory-oversubscription", "0"], ["--memory-oversubscription", "65"],
+           ["--memory-oversubscription", "1.5x"], ["--gpu-memory-size", "0"],
+           ["--memory-socket-name", "nvshare.sock"], ["--memory-socket-name", "a/b.sock"]]
+    res = []
+    for a in bad:
+        r = subprocess.run([PLUGIN, "--kubelet-dir", os.path.join(T, "noflags")] + a,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           timeout=10)
+        if r.returncode != 2 or a[0] not in r.stderr:
+            res.append((a, r.returncode, r.stderr[-200:]))
+    ok(not res, "bad --memory-* / --gpu-memory-size values: exit 2 naming the flag", res)
+
+
 def shutdown(p, d, desc):
     if p is None:
         return
@@ -387,6 +403,7 @@ def main():
         p3, k3 = scenario_refusals()
         p4, k4 = scenario_sim()
         p5, k5 = scenario_memory()
+        scenario_flags()
         shutdown(p1, os.path.join(T, "dp1"), "SIGTERM: clean exit 0, both sockets removed")
         for p in (p2, p3, p4, p5):
             if p is not None:
