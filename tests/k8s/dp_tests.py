@@ -173,11 +173,12 @@ def scenario_env_gpus():
        "unknown GPU or slice number: INVALID_ARGUMENT", err2 and err2.details())
 
     # Kubelet restart: sockets deleted, kubelet.sock created again.
-    before = len(kl.regs(GPU))
+    before, before_mem = len(kl.regs(GPU)), len(kl.regs(MEM))
     kl.restart()
     t0 = time.monotonic()
-    reg = kl.wait(lambda: len(kl.regs(GPU)) > before, 8)
-    ok(reg, "re-registers after a kubelet restart (%.1fs)" % (time.monotonic() - t0), log_of(p))
+    reg = kl.wait(lambda: len(kl.regs(GPU)) > before and len(kl.regs(MEM)) > before_mem, 8)
+    ok(reg, "re-registers both resources after a kubelet restart (%.1fs)"
+       % (time.monotonic() - t0), log_of(p))
     nl = len(kl.lists)
     got = kl.wait(lambda: len(kl.lists) > nl or (reg and kl.streams_opened >= 2 and kl.lists), 3)
     lst = kl.last_list() or []
