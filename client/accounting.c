@@ -104,7 +104,12 @@ static void explain_refusal(int dev, uint64_t bytes, uint64_t cur, uint64_t lim)
 	nvs_format_size(lim, l, sizeof l);
 	uint64_t rt = dev_ok(dev) ? atomic_load(&rt_limit_p1[dev]) : 0;
 	const char *why, *how;
-	if (rt && rt - 1 == lim) {
+	if (nvs_cfg.mem_request == lim && (!rt || rt - 1 == lim)) {
+		/* The scheduler's limit equal to the request is the request. */
+		why = "the Pod's nvshare.com/gpu-memory (NVSHARE_GPU_MEMORY_REQUEST)";
+		how = "request more units, or raise it with the nvshare.com/gpu-memory-limit "
+		      "annotation";
+	} else if (rt && rt - 1 == lim) {
 		why = "the limit set by the nvshare scheduler";
 		how = "change it with nvsharectl";
 	} else if (nvs_cfg.mem_limit == lim) {

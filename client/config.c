@@ -25,6 +25,11 @@ void nvs_config_reload(void)
 		else
 			c.mem_limit = v;
 	}
+	if (nvs_env_size("NVSHARE_GPU_MEMORY_REQUEST", 1, &v) == 1 && v) {
+		c.mem_request = v;
+		if (v < c.mem_limit)
+			c.mem_limit = v;
+	}
 	nvs_cfg = c;
 	if (c.disable)
 		NVS_INFO("NVSHARE_DISABLE=1: every CUDA call passes through unchanged "

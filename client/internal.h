@@ -16,7 +16,13 @@
 struct nvs_config {
 	int disable;	    /* NVSHARE_DISABLE=1: every wrapper passes through */
 	int single_oversub; /* NVSHARE_ENABLE_SINGLE_OVERSUB=1 */
-	uint64_t mem_limit; /* NVSHARE_GPU_MEMORY_LIMIT in bytes, UINT64_MAX if unset */
+	uint64_t mem_limit; /* NVSHARE_GPU_MEMORY_LIMIT in bytes, UINT64_MAX if unset,
+			       lowered to mem_request */
+	/* NVSHARE_GPU_MEMORY_REQUEST (bytes; the device plugin sets it from
+	 * the Pod's nvshare.com/gpu-memory), 0 if unset. It only lowers
+	 * mem_limit: the process can change its own environment, so the
+	 * scheduler takes the request from the Pod spec to raise anything. */
+	uint64_t mem_request;
 };
 extern struct nvs_config nvs_cfg;
 /* Reads the environment once (idempotent, thread-safe). */

@@ -69,6 +69,11 @@ void nvs_sc_conn_configure(void)
 	uint64_t mem;
 	if (nvs_env_size("NVSHARE_GPU_MEMORY_LIMIT", 1ull << 20, &mem) == 1)
 		hello_mem_limit = mem;
+	/* The Pod's request (bytes, from the device plugin) lowers it, as in
+	 * config.c; the scheduler checks it against the Pod spec anyway. */
+	if (nvs_env_size("NVSHARE_GPU_MEMORY_REQUEST", 1, &mem) == 1 && mem &&
+	    (!hello_mem_limit || mem < hello_mem_limit))
+		hello_mem_limit = mem;
 	uint64_t ms;
 	const char *t = getenv("NVSHARE_SCHED_TIMEOUT");
 	if (t && *t) {

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "log.h"
+#include "parse.h"
 
 #define NVIDIA_DEVICES_DIR "/var/run/nvidia-container-devices"
 
@@ -172,6 +173,9 @@ static int nvml_discover(struct nvs_dp_devices *d)
 			snprintf(g->name, sizeof g->name, "GPU %u", i);
 		g->handle = h;
 		g->healthy = 1;
+		nvmlMemory_t mem;
+		if (d->mem_info(h, &mem) == NVML_SUCCESS)
+			g->mem_total = mem.total;
 		d->n++;
 	}
 	if (d->n == 0) {
@@ -296,12 +300,71 @@ int nvs_dp_devices_poll_health(struct nvs_dp_devices *d)
 	return changed;
 }
 
-uint64_t nvs_dp_devices_foreach(struct nvs_dp_devices *d,
+int nvs_dp_devices_set_memory(struct nvs_dp_devices *d, uint64_t unit, double oversubscription,
+			      uint64_t fallback_total)
+{
+	pthread_mutex_lock(&d->lock);
+	d->mem_unit = unit;
+	uint64_t total = 0;
+	int rc = 0;
+	for (unsigned i = 0; i < d->n && unit; i++) {
+		struct nvs_dp_gpu *g = &d->gpu[i];
+		uint64_t bytes = g->mem_total ? g->mem_total : fallback_total;
+		if (!g->mem_total && fallback_total)
+			g->mem_total = fallback_total;
+		/* long double: 141 GiB x 1.5 is exact enough; a unit is >= 1 MiB. */
+		uint64_t units =
+		    (uint64_t)((long double)bytes * oversubscription / (long double)unit);
+		if (!bytes)
+			NVS_WARN("GPU %s: memory size unknown (no NVML; set --gpu-memory-size): no "
+				 "memory units",
+				 g->uuid);
+		if (units > NVS_DP_MAX_UNITS_PER_GPU) {
+			char b[32];
+			NVS_ERROR("GPU %s: %llu memory units of %s are more than %d: use a larger "
+				  "--memory-unit",
+				  g->uuid, (unsigned long long)units,
+				  nvs_format_size(unit, b, sizeof b), NVS_DP_MAX_UNITS_PER_GPU);
+			rc = -1;
+		}
+		g->units = units > NVS_DP_MAX_UNITS_PER_GPU ? 0 : (unsigned)units;
+		total += units;
+	}
+	if (total > NVS_DP_MAX_UNITS) {
+		NVS_ERROR("%llu memory units on this node are more than %d: use a larger "
+			  "--memory-unit",
+			  (unsigned long long)total, NVS_DP_MAX_UNITS);
+		rc = -1;
+	}
+	pthread_mutex_unlock(&d->lock);
+	return rc ? -1 : (int)total;
+}
+
+uint64_t nvs_dp_devices_mem_total(struct nvs_dp_devices *d, const char *uuid)
+{
+	uint64_t t = 0;
+	pthread_mutex_lock(&d->lock);
+	for (unsigned i = 0; i < d->n; i++)
+		if (!strcmp(d->gpu[i].uuid, uuid))
+			t = d->gpu[i].mem_total;
+	pthread_mutex_unlock(&d->lock);
+	return t;
+}
+
+/* Virtual devices of GPU g for a resource. Called with the lock held. */
+static unsigned count_of(const struct nvs_dp_devices *d, const struct nvs_dp_gpu *g,
+			 enum nvs_dp_kind kind)
+{
+	return kind == NVS_DP_KIND_MEMORY ? g->units : d->replicas;
+}
+
+uint64_t nvs_dp_devices_foreach(struct nvs_dp_devices *d, enum nvs_dp_kind kind,
 				void (*fn)(void *arg, const char *id, int healthy), void *arg)
 {
 	pthread_mutex_lock(&d->lock);
 	for (unsigned i = 0; i < d->n; i++) {
-		for (unsigned k = 1; k <= d->replicas; k++) {
+		unsigned count = count_of(d, &d->gpu[i], kind);
+		for (unsigned k = 1; k <= count; k++) {
 			char id[NVS_DP_ID_MAX];
 			if (nvs_dp_format_id(id, sizeof id, d->gpu[i].uuid, k) == 0)
 				fn(arg, id, d->gpu[i].healthy);
@@ -320,7 +383,7 @@ uint64_t nvs_dp_devices_generation(struct nvs_dp_devices *d)
 	return gen;
 }
 
-int nvs_dp_devices_has_id(struct nvs_dp_devices *d, const char *id)
+int nvs_dp_devices_has_id(struct nvs_dp_devices *d, enum nvs_dp_kind kind, const char *id)
 {
 	char uuid[NVS_DP_ID_MAX];
 	unsigned slice;
@@ -329,7 +392,8 @@ int nvs_dp_devices_has_id(struct nvs_dp_devices *d, const char *id)
 	int found = 0;
 	pthread_mutex_lock(&d->lock);
 	for (unsigned i = 0; i < d->n && !found; i++)
-		if (!strcmp(d->gpu[i].uuid, uuid) && slice >= 1 && slice <= d->replicas)
+		if (!strcmp(d->gpu[i].uuid, uuid) && slice >= 1 &&
+		    slice <= count_of(d, &d->gpu[i], kind))
 			found = 1;
 	pthread_mutex_unlock(&d->lock);
 	return found;

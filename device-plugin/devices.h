@@ -28,12 +28,23 @@
 
 #define NVS_DP_MAX_GPUS 64
 #define NVS_DP_MAX_REPLICAS 1000
+/* Memory units: the kubelet reads ListAndWatch with a 4 MiB message limit
+ * (~60 bytes a device), so units are capped per GPU and per node. */
+#define NVS_DP_MAX_UNITS_PER_GPU 4096
+#define NVS_DP_MAX_UNITS 32768
+
+enum nvs_dp_kind {
+	NVS_DP_KIND_GPU = 0,	/* nvshare.com/gpu: replicas slices per GPU */
+	NVS_DP_KIND_MEMORY = 1, /* nvshare.com/gpu-memory: units per GPU */
+};
 
 struct nvs_dp_gpu {
 	char uuid[NVS_DP_ID_MAX];
 	char name[96];
 	int healthy;
 	nvmlDevice_t handle; /* NULL without NVML */
+	uint64_t mem_total;  /* bytes: NVML, else --gpu-memory-size; 0 unknown */
+	unsigned units;	     /* memory units advertised */
 };
 
 struct nvs_dp_devices {
@@ -41,6 +52,7 @@ struct nvs_dp_devices {
 	struct nvs_dp_gpu gpu[NVS_DP_MAX_GPUS];
 	unsigned n;
 	unsigned replicas;
+	uint64_t mem_unit;   /* bytes per memory unit (0: no memory resource) */
 	uint64_t generation; /* bumped by every health change */
 	const char *source;  /* "NVML" or "NVIDIA_VISIBLE_DEVICES" */
 	/* NVML, when loaded. */
@@ -61,18 +73,28 @@ struct nvs_dp_devices {
 int nvs_dp_devices_init(struct nvs_dp_devices *d, unsigned replicas);
 void nvs_dp_devices_fini(struct nvs_dp_devices *d);
 
+/* Sets up the memory units: each GPU gets floor(total x oversubscription /
+ * unit) units; GPUs whose size NVML did not give use fallback_total (0:
+ * none, such a GPU gets no unit, logged). Returns the total number of units,
+ * or -1 (logged) when that exceeds the caps above. */
+int nvs_dp_devices_set_memory(struct nvs_dp_devices *d, uint64_t unit, double oversubscription,
+			      uint64_t fallback_total);
+
+/* Physical memory of a GPU in bytes (0 unknown). */
+uint64_t nvs_dp_devices_mem_total(struct nvs_dp_devices *d, const char *uuid);
+
 /* Re-checks health. Returns 1 if any GPU changed state, else 0. */
 int nvs_dp_devices_poll_health(struct nvs_dp_devices *d);
 
-/* Snapshot of the virtual devices for ListAndWatch: calls fn once per
- * virtual device under the lock; returns the generation seen. */
-uint64_t nvs_dp_devices_foreach(struct nvs_dp_devices *d,
+/* Snapshot of the virtual devices of one resource for ListAndWatch: calls
+ * fn once per virtual device under the lock; returns the generation seen. */
+uint64_t nvs_dp_devices_foreach(struct nvs_dp_devices *d, enum nvs_dp_kind kind,
 				void (*fn)(void *arg, const char *id, int healthy), void *arg);
 uint64_t nvs_dp_devices_generation(struct nvs_dp_devices *d);
 
-/* Whether a virtual device ID belongs to this node (right UUID, slice in
- * 1..replicas). */
-int nvs_dp_devices_has_id(struct nvs_dp_devices *d, const char *id);
+/* Whether a virtual device ID of that resource belongs to this node (right
+ * UUID, number in 1..replicas or 1..units of that GPU). */
+int nvs_dp_devices_has_id(struct nvs_dp_devices *d, enum nvs_dp_kind kind, const char *id);
 
 /* Parses an NVIDIA_VISIBLE_DEVICES value into UUIDs (exposed for tests).
  * "all", "none", "void" and "" give 0 entries. Returns the count or -1. */

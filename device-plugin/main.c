@@ -1,7 +1,9 @@
 /*
  * nvshare-device-plugin: advertises every GPU of the node to the kubelet as
- * N virtual devices of nvshare.com/gpu and hands containers that get one the
- * nvshare library (LD_PRELOAD) and the scheduler's socket directory.
+ * N virtual devices of nvshare.com/gpu and as memory units of
+ * nvshare.com/gpu-memory (one endpoint and registration each), and hands
+ * containers that get either the nvshare library (LD_PRELOAD) and the
+ * scheduler's socket directory.
  *
  * Main thread: flags, GPU discovery, then a poll() loop over a signalfd and
  * an inotify watch of the kubelet's device-plugin directory, with timers for
@@ -40,8 +42,10 @@ static void usage(FILE *f)
 		"Usage: nvshare-device-plugin [options]\n"
 		"\n"
 		"Kubernetes device plugin of nvshare: advertises each GPU of the node as\n"
-		"N virtual devices <GPU UUID>__<k> of one extended resource, and makes the\n"
-		"containers that get one load libnvshare.so and reach nvshare-scheduler.\n"
+		"N virtual devices <GPU UUID>__<k> of one extended resource, and its memory\n"
+		"as units <GPU UUID>__<k> of a second one (nvshare.com/gpu-memory), and\n"
+		"makes the containers that get either load libnvshare.so and reach\n"
+		"nvshare-scheduler.\n"
 		"GPUs come from NVML (libnvidia-ml.so.1), else from NVIDIA_VISIBLE_DEVICES.\n"
 		"\n"
 		"Options:\n"
@@ -66,6 +70,14 @@ static void usage(FILE *f)
 		"  --container-socket-dir DIR where containers see it (default the same;\n"
 		"                             a non-default value is passed as\n"
 		"                             NVSHARE_SOCK_DIR)\n"
+		"  --memory-unit SIZE         bytes per unit of nvshare.com/gpu-memory\n"
+		"                             (default 1Gi; at least 1Mi)\n"
+		"  --memory-oversubscription F  units advertised per GPU = its memory x F /\n"
+		"                             unit (default 1.0; up to 64)\n"
+		"  --gpu-memory-size SIZE     GPU memory when NVML cannot tell (GPUs from\n"
+		"                             NVIDIA_VISIBLE_DEVICES); default: no units\n"
+		"  --memory-socket-name NAME  its socket in DIR (default nvshare-memory.sock)\n"
+		"  --no-memory-resource       advertise nvshare.com/gpu only\n"
 		"  -h, --help                 this text\n"
 		"\n"
 		"Environment: NVIDIA_VISIBLE_DEVICES (GPUs without NVML), NVSHARE_DEBUG=1.\n",
@@ -85,62 +97,68 @@ static int path_exists(const char *p)
 	return stat(p, &st) == 0;
 }
 
-struct state {
-	struct nvs_dp_config cfg;
+/* One resource: its own socket, server and registration. */
+struct endpoint {
 	struct nvs_dp_plugin plugin;
 	struct nvs_rpc_ops ops;
 	struct nvs_rpc_server *server;
 	char sock_path[PATH_MAX];
-	char kubelet_sock[PATH_MAX];
 	int registered;
+	uint64_t next_server, next_register;
+};
+
+struct state {
+	struct nvs_dp_config cfg;
+	struct endpoint ep[2]; /* nvshare.com/gpu, nvshare.com/gpu-memory */
+	unsigned nep;
+	char kubelet_sock[PATH_MAX];
 	int inotify_fd, watch;
-	uint64_t next_register;
 	int waiting_logged;
 };
 
-static int start_server(struct state *st)
+static int start_server(struct endpoint *e)
 {
-	st->server = nvs_rpc_server_start(st->sock_path, &st->ops);
-	if (!st->server)
+	e->server = nvs_rpc_server_start(e->sock_path, &e->ops);
+	if (!e->server)
 		return -1;
 	/* Dial ourselves once, as the kubelet will, before registering. */
 	struct nvs_rpc_buf resp;
 	char msg[256];
-	int rc = nvs_rpc_call(st->sock_path, NVS_DP_METHOD_OPTIONS, (const uint8_t *)"", 0, &resp,
+	int rc = nvs_rpc_call(e->sock_path, NVS_DP_METHOD_OPTIONS, (const uint8_t *)"", 0, &resp,
 			      5000, msg, sizeof msg);
 	if (rc != NVS_RPC_OK || nvs_dp_check_options(resp.data, resp.len)) {
-		NVS_ERROR("self-check on %s failed (status %d %s)", st->sock_path, rc, msg);
+		NVS_ERROR("self-check on %s failed (status %d %s)", e->sock_path, rc, msg);
 		free(resp.data);
-		nvs_rpc_server_stop(st->server);
-		st->server = NULL;
+		nvs_rpc_server_stop(e->server);
+		e->server = NULL;
 		return -1;
 	}
 	free(resp.data);
 	return 0;
 }
 
-static void stop_server(struct state *st)
+static void stop_server(struct endpoint *e)
 {
-	if (st->server) {
-		nvs_rpc_server_stop(st->server);
-		st->server = NULL;
+	if (e->server) {
+		nvs_rpc_server_stop(e->server);
+		e->server = NULL;
 	}
-	st->registered = 0;
+	e->registered = 0;
 }
 
-static void try_register(struct state *st)
+static void try_register(struct state *st, struct endpoint *e)
 {
 	if (!path_exists(st->kubelet_sock)) {
 		if (!st->waiting_logged)
 			NVS_INFO("waiting for the kubelet (%s)", st->kubelet_sock);
 		st->waiting_logged = 1;
-		st->next_register = now_ms() + RETRY_MS;
+		e->next_register = now_ms() + RETRY_MS;
 		return;
 	}
 	struct nvs_rpc_buf req, resp;
 	char msg[512];
-	if (nvs_dp_register_request(&st->plugin, &req)) {
-		st->next_register = now_ms() + RETRY_MS;
+	if (nvs_dp_register_request(&e->plugin, &req)) {
+		e->next_register = now_ms() + RETRY_MS;
 		return;
 	}
 	int rc = nvs_rpc_call(st->kubelet_sock, NVS_DP_METHOD_REGISTER, req.data, req.len, &resp,
@@ -148,15 +166,15 @@ static void try_register(struct state *st)
 	free(req.data);
 	free(resp.data);
 	if (rc == NVS_RPC_OK) {
-		NVS_INFO("registered %s with the kubelet (endpoint %s, %u GPU(s) x %u)",
-			 st->cfg.resource_name, st->cfg.socket_name, st->plugin.dev->n,
-			 st->cfg.replicas);
-		st->registered = 1;
+		NVS_INFO("registered %s with the kubelet (endpoint %s, %u GPU(s))",
+			 e->plugin.resource_name, e->plugin.socket_name, e->plugin.dev->n);
+		e->registered = 1;
 		st->waiting_logged = 0;
 		return;
 	}
-	NVS_WARN("registration with %s failed: status %d %s; retrying", st->kubelet_sock, rc, msg);
-	st->next_register = now_ms() + (rc == NVS_RPC_UNAVAILABLE ? RETRY_MS : 5 * RETRY_MS);
+	NVS_WARN("registration of %s with %s failed: status %d %s; retrying",
+		 e->plugin.resource_name, st->kubelet_sock, rc, msg);
+	e->next_register = now_ms() + (rc == NVS_RPC_UNAVAILABLE ? RETRY_MS : 5 * RETRY_MS);
 }
 
 static void add_watch(struct state *st)
@@ -215,7 +233,12 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 		O_LIBNAME,
 		O_NOCHECK,
 		O_HSOCK,
-		O_CSOCK
+		O_CSOCK,
+		O_MUNIT,
+		O_MOVER,
+		O_GMEM,
+		O_MSOCK,
+		O_NOMEM
 	};
 	static const struct option opts[] = {
 	    {"kubelet-dir", required_argument, 0, O_KDIR},
@@ -230,6 +253,11 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 	    {"no-library-check", no_argument, 0, O_NOCHECK},
 	    {"host-socket-dir", required_argument, 0, O_HSOCK},
 	    {"container-socket-dir", required_argument, 0, O_CSOCK},
+	    {"memory-unit", required_argument, 0, O_MUNIT},
+	    {"memory-oversubscription", required_argument, 0, O_MOVER},
+	    {"gpu-memory-size", required_argument, 0, O_GMEM},
+	    {"memory-socket-name", required_argument, 0, O_MSOCK},
+	    {"no-memory-resource", no_argument, 0, O_NOMEM},
 	    {"help", no_argument, 0, 'h'},
 	    {0, 0, 0, 0},
 	};
@@ -290,6 +318,47 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 		case O_CSOCK:
 			c->container_sock_dir = optarg;
 			break;
+		case O_MUNIT:
+			/* A bare number is bytes; at most 1 TiB so that units x
+			 * unit cannot overflow. */
+			if (nvs_parse_size(optarg, 1, &v) || v < (1ull << 20) || v > (1ull << 40)) {
+				fprintf(stderr,
+					"--memory-unit: expected a size from 1Mi to 1Ti such as "
+					"1Gi or 512Mi, got \"%s\"\n",
+					optarg);
+				return -1;
+			}
+			c->mem_unit = v;
+			break;
+		case O_MOVER: {
+			char *end = NULL;
+			double f = strtod(optarg, &end);
+			if (end == optarg || *end || !(f > 0 && f <= 64)) {
+				fprintf(stderr,
+					"--memory-oversubscription: expected a factor in (0, 64] "
+					"such as 1.5, got \"%s\"\n",
+					optarg);
+				return -1;
+			}
+			c->mem_oversubscription = f;
+			break;
+		}
+		case O_GMEM:
+			if (nvs_parse_size(optarg, 1, &v) || v == 0) {
+				fprintf(stderr,
+					"--gpu-memory-size: expected a size such as 80Gi, got "
+					"\"%s\"\n",
+					optarg);
+				return -1;
+			}
+			c->gpu_memory_size = v;
+			break;
+		case O_MSOCK:
+			c->mem_socket_name = optarg;
+			break;
+		case O_NOMEM:
+			c->mem_resource_name = NULL;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -308,6 +377,20 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 		fprintf(stderr, "--socket-name: a plain file name other than %s\n", KUBELET_SOCK);
 		return -1;
 	}
+	if (c->mem_resource_name &&
+	    (strchr(c->mem_socket_name, '/') || !strcmp(c->mem_socket_name, KUBELET_SOCK) ||
+	     !strcmp(c->mem_socket_name, c->socket_name))) {
+		fprintf(stderr,
+			"--memory-socket-name: a plain file name other than %s and the "
+			"--socket-name\n",
+			KUBELET_SOCK);
+		return -1;
+	}
+	if (c->mem_resource_name && !strcmp(c->mem_resource_name, c->resource_name)) {
+		fprintf(stderr, "--resource-name: %s is the memory resource's name\n",
+			c->resource_name);
+		return -1;
+	}
 	if (!strchr(c->resource_name, '/')) {
 		fprintf(stderr, "--resource-name: an extended resource such as nvshare.com/gpu\n");
 		return -1;
@@ -321,6 +404,21 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 		}
 	}
 	return 0;
+}
+
+/* Fills endpoint e for a resource; -1 when its socket path is too long. */
+static int endpoint_init(struct state *st, struct endpoint *e, struct nvs_dp_devices *dev,
+			 enum nvs_dp_kind kind, const char *resource, const char *socket)
+{
+	memset(e, 0, sizeof *e);
+	e->plugin.cfg = &st->cfg;
+	e->plugin.dev = dev;
+	e->plugin.kind = kind;
+	e->plugin.resource_name = resource;
+	e->plugin.socket_name = socket;
+	nvs_dp_plugin_ops(&e->plugin, &e->ops);
+	int n = snprintf(e->sock_path, sizeof e->sock_path, "%s/%s", st->cfg.kubelet_dir, socket);
+	return n < 0 || (size_t)n >= 100 ? -1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -341,17 +439,25 @@ int main(int argc, char **argv)
 	    .host_sock_dir = NVS_DEFAULT_SOCK_DIR,
 	    .container_sock_dir = NULL,
 	    .check_library = 1,
+	    .mem_resource_name = "nvshare.com/gpu-memory",
+	    .mem_socket_name = "nvshare-memory.sock",
+	    .mem_unit = 1ull << 30,
+	    .mem_oversubscription = 1.0,
 	};
 	if (parse_args(argc, argv, &st.cfg))
 		return 2;
-	int n1 = snprintf(st.sock_path, sizeof st.sock_path, "%s/%s", st.cfg.kubelet_dir,
-			  st.cfg.socket_name);
 	int n2 = snprintf(st.kubelet_sock, sizeof st.kubelet_sock, "%s/%s", st.cfg.kubelet_dir,
 			  KUBELET_SOCK);
-	if (n1 < 0 || n2 < 0 || (size_t)n1 >= 100 || (size_t)n2 >= 100) {
+	if (n2 < 0 || (size_t)n2 >= 100 ||
+	    endpoint_init(&st, &st.ep[0], &dev, NVS_DP_KIND_GPU, st.cfg.resource_name,
+			  st.cfg.socket_name) ||
+	    (st.cfg.mem_resource_name &&
+	     endpoint_init(&st, &st.ep[1], &dev, NVS_DP_KIND_MEMORY, st.cfg.mem_resource_name,
+			   st.cfg.mem_socket_name))) {
 		fprintf(stderr, "--kubelet-dir is too long for a UNIX socket path\n");
 		return 2;
 	}
+	st.nep = st.cfg.mem_resource_name ? 2 : 1;
 
 	/* Signals go to the signalfd; block them before gRPC starts threads. */
 	sigset_t sigs;
@@ -380,39 +486,56 @@ int main(int argc, char **argv)
 	NVS_INFO("%s: %u GPU(s) x %u virtual devices, policy %s, health check %s",
 		 st.cfg.resource_name, dev.n, st.cfg.replicas, nvs_dp_policy_name(st.cfg.policy),
 		 dev.nvml_lib && st.cfg.health_interval_ms ? "on" : "off");
-
-	st.plugin.cfg = &st.cfg;
-	st.plugin.dev = &dev;
-	nvs_dp_plugin_ops(&st.plugin, &st.ops);
+	if (st.cfg.mem_resource_name) {
+		int units = nvs_dp_devices_set_memory(
+		    &dev, st.cfg.mem_unit, st.cfg.mem_oversubscription, st.cfg.gpu_memory_size);
+		if (units < 0)
+			return 1;
+		char b[32];
+		NVS_INFO("%s: %d unit(s) of %s (oversubscription %.2f)", st.cfg.mem_resource_name,
+			 units, nvs_format_size(st.cfg.mem_unit, b, sizeof b),
+			 st.cfg.mem_oversubscription);
+		for (unsigned i = 0; i < dev.n; i++) {
+			char t[32];
+			NVS_INFO("GPU %u: %s memory, %u unit(s)", i,
+				 nvs_format_size(dev.gpu[i].mem_total, t, sizeof t),
+				 dev.gpu[i].units);
+		}
+	}
 	nvs_rpc_init();
 
 	uint64_t next_health = now_ms() + st.cfg.health_interval_ms;
-	uint64_t next_server = 0;
 	int exit_code = 0;
 	for (;;) {
 		uint64_t now = now_ms();
 		add_watch(&st);
-		if (!st.server && now >= next_server) {
-			if (!path_exists(st.cfg.kubelet_dir)) {
-				if (!st.waiting_logged)
-					NVS_INFO("waiting for %s", st.cfg.kubelet_dir);
-				st.waiting_logged = 1;
-				next_server = now + RETRY_MS;
-			} else if (start_server(&st)) {
-				next_server = now + RETRY_MS;
-			} else {
-				st.next_register = now;
+		for (unsigned i = 0; i < st.nep; i++) {
+			struct endpoint *e = &st.ep[i];
+			if (!e->server && now >= e->next_server) {
+				if (!path_exists(st.cfg.kubelet_dir)) {
+					if (!st.waiting_logged)
+						NVS_INFO("waiting for %s", st.cfg.kubelet_dir);
+					st.waiting_logged = 1;
+					e->next_server = now + RETRY_MS;
+				} else if (start_server(e)) {
+					e->next_server = now + RETRY_MS;
+				} else {
+					e->next_register = now;
+				}
 			}
+			if (e->server && !e->registered && now >= e->next_register)
+				try_register(&st, e);
 		}
-		if (st.server && !st.registered && now >= st.next_register)
-			try_register(&st);
 
 		now = now_ms();
 		uint64_t wake = now + 5000;
-		if (!st.server && next_server < wake)
-			wake = next_server;
-		if (st.server && !st.registered && st.next_register < wake)
-			wake = st.next_register;
+		for (unsigned i = 0; i < st.nep; i++) {
+			struct endpoint *e = &st.ep[i];
+			if (!e->server && e->next_server < wake)
+				wake = e->next_server;
+			if (e->server && !e->registered && e->next_register < wake)
+				wake = e->next_register;
+		}
 		if (st.cfg.health_interval_ms && next_health < wake)
 			wake = next_health;
 		int timeout = wake > now ? (int)(wake - now) : 0;
@@ -430,24 +553,29 @@ int main(int argc, char **argv)
 				break;
 			}
 		}
-		int restart = 0;
+		int kubelet_back = 0;
 		if (pr > 0 && (pf[1].revents & POLLIN))
-			restart = read_inotify(&st);
-		/* Our socket gone (the kubelet deletes every socket when it
-		 * restarts): listen again. Checked on every wake-up, so a
-		 * missed inotify event only delays this. */
-		if (st.server && !path_exists(st.sock_path)) {
-			NVS_INFO("%s was removed: listening and registering again", st.sock_path);
-			restart = 2;
-		}
-		if (restart == 2 || (restart && st.registered)) {
-			/* A kubelet that restarted has dropped our endpoint and
-			 * its streams: start from scratch. */
-			stop_server(&st);
-			next_server = 0;
-		} else if (restart) {
-			/* Not registered yet: the kubelet just appeared. */
-			st.next_register = 0;
+			kubelet_back = read_inotify(&st);
+		for (unsigned i = 0; i < st.nep; i++) {
+			struct endpoint *e = &st.ep[i];
+			int restart = kubelet_back;
+			/* Our socket gone (the kubelet deletes every socket when
+			 * it restarts): listen again. Checked on every wake-up,
+			 * so a missed inotify event only delays this. */
+			if (e->server && !path_exists(e->sock_path)) {
+				NVS_INFO("%s was removed: listening and registering again",
+					 e->sock_path);
+				restart = 2;
+			}
+			if (restart == 2 || (restart && e->registered)) {
+				/* A kubelet that restarted has dropped our
+				 * endpoint and its streams: start from scratch. */
+				stop_server(e);
+				e->next_server = 0;
+			} else if (restart) {
+				/* Not registered yet: the kubelet just appeared. */
+				e->next_register = 0;
+			}
 		}
 		now = now_ms();
 		if (st.cfg.health_interval_ms && now >= next_health) {
@@ -455,7 +583,8 @@ int main(int argc, char **argv)
 			next_health = now + st.cfg.health_interval_ms;
 		}
 	}
-	stop_server(&st);
+	for (unsigned i = 0; i < st.nep; i++)
+		stop_server(&st.ep[i]);
 	nvs_rpc_fini();
 	nvs_dp_devices_fini(&dev);
 	close(sfd);

@@ -59,7 +59,7 @@ static int snapshot(void *ctx, struct nvs_rpc_buf *msg, uint64_t *generation)
 {
 	struct nvs_dp_plugin *p = ctx;
 	size_t cap = 0;
-	nvs_dp_devices_foreach(p->dev, count_one, &cap);
+	nvs_dp_devices_foreach(p->dev, p->kind, count_one, &cap);
 	struct list_build b = {0};
 	b.cap = cap;
 	b.dev = calloc(cap + 1, sizeof *b.dev);
@@ -67,7 +67,7 @@ static int snapshot(void *ctx, struct nvs_rpc_buf *msg, uint64_t *generation)
 	b.ids = calloc(cap + 1, sizeof *b.ids);
 	int rc = -1;
 	if (b.dev && b.ptr && b.ids) {
-		*generation = nvs_dp_devices_foreach(p->dev, add_one, &b);
+		*generation = nvs_dp_devices_foreach(p->dev, p->kind, add_one, &b);
 		V1beta1__ListAndWatchResponse r = V1BETA1__LIST_AND_WATCH_RESPONSE__INIT;
 		r.n_devices = b.n;
 		r.devices = b.ptr;
@@ -75,7 +75,8 @@ static int snapshot(void *ctx, struct nvs_rpc_buf *msg, uint64_t *generation)
 		size_t unhealthy = 0;
 		for (size_t i = 0; i < b.n; i++)
 			unhealthy += strcmp(b.dev[i].health, "Healthy") != 0;
-		NVS_INFO("ListAndWatch: %zu devices (%zu unhealthy)", b.n, unhealthy);
+		NVS_INFO("ListAndWatch %s: %zu devices (%zu unhealthy)", p->resource_name, b.n,
+			 unhealthy);
 	}
 	free(b.dev);
 	free(b.ptr);
@@ -149,10 +150,10 @@ static int preferred(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
 			snprintf(msg, msgcap, "out of memory");
 			goto out;
 		}
-		int n = nvs_dp_prefer(p->cfg->policy, (const char *const *)c->available_deviceids,
-				      c->n_available_deviceids,
-				      (const char *const *)c->must_include_deviceids,
-				      c->n_must_include_deviceids, size, chosen[i]);
+		int n = (p->kind == NVS_DP_KIND_MEMORY ? nvs_dp_prefer_units : nvs_dp_prefer)(
+		    p->cfg->policy, (const char *const *)c->available_deviceids,
+		    c->n_available_deviceids, (const char *const *)c->must_include_deviceids,
+		    c->n_must_include_deviceids, size, chosen[i]);
 		if (n < 0) {
 			status = NVS_RPC_INTERNAL;
 			snprintf(msg, msgcap, "allocation policy failed");
@@ -165,8 +166,9 @@ static int preferred(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
 		for (int k = 0; k < n && off < sizeof line; k++)
 			off += (size_t)snprintf(line + off, sizeof line - off, "%s%s", k ? " " : "",
 						chosen[i][k]);
-		NVS_INFO("GetPreferredAllocation (%s, %zu of %zu available): %s",
-			 nvs_dp_policy_name(p->cfg->policy), size, c->n_available_deviceids, line);
+		NVS_INFO("GetPreferredAllocation %s (%s, %zu of %zu available): %s",
+			 p->resource_name, nvs_dp_policy_name(p->cfg->policy), size,
+			 c->n_available_deviceids, line);
 	}
 	V1beta1__PreferredAllocationResponse r = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
 	r.n_container_responses = nc;
@@ -188,14 +190,17 @@ out:
 
 /* ---- Allocate ---- */
 
+#define MAX_ENVS 5
+
 struct one_response {
 	V1beta1__ContainerAllocateResponse r;
-	V1beta1__ContainerAllocateResponse__EnvsEntry env[3];
-	V1beta1__ContainerAllocateResponse__EnvsEntry *envp[3];
+	V1beta1__ContainerAllocateResponse__EnvsEntry env[MAX_ENVS];
+	V1beta1__ContainerAllocateResponse__EnvsEntry *envp[MAX_ENVS];
 	V1beta1__Mount mount[2];
 	V1beta1__Mount *mountp[2];
 	char preload[512];
 	char visible[NVS_DP_MAX_GPUS * NVS_DP_ID_MAX];
+	char mem_request[24], mem_total[24]; /* decimal bytes */
 };
 
 static void set_env(struct one_response *o, const char *k, char *v)
@@ -217,6 +222,49 @@ static void add_mount(struct one_response *o, const char *host, const char *ctr)
 	o->mount[i].read_only = 1;
 	o->mountp[i] = &o->mount[i];
 	o->r.n_mounts++;
+}
+
+/* nvshare.com/gpu: one slice per GPU; every GPU named is visible. */
+static int gpu_slices(const char *const *ids, size_t n_ids, struct one_response *r, char *err,
+		      size_t errcap)
+{
+	char uuids[NVS_DP_MAX_GPUS][NVS_DP_ID_MAX];
+	int n = nvs_dp_check_request(ids, n_ids, uuids, NVS_DP_MAX_GPUS, err, errcap);
+	if (n < 0)
+		return -1;
+	size_t off = 0;
+	for (int k = 0; k < n; k++)
+		off += (size_t)snprintf(r->visible + off, sizeof r->visible - off, "%s%s",
+					k ? "," : "", uuids[k]);
+	return 0;
+}
+
+/*
+ * nvshare.com/gpu-memory: the units' GPU, the request in bytes and the GPU's
+ * size. Units that span GPUs (the Kubernetes scheduler counts a node's units,
+ * not a GPU's, so a request can fit the node and no single GPU) give the
+ * container the GPU holding most of them, with the whole request: nvshare
+ * lets that GPU's memory be oversubscribed, and failing the Pod at admission
+ * would only have its controller recreate it on the same node. Logged.
+ */
+static int memory_units(struct nvs_dp_plugin *p, const char *const *ids, size_t n_ids,
+			struct one_response *r, char *err, size_t errcap)
+{
+	size_t on_gpu = 0;
+	char uuid[NVS_DP_ID_MAX];
+	int ngpus = nvs_dp_units_gpu(ids, n_ids, uuid, &on_gpu, err, errcap);
+	if (ngpus < 0)
+		return -1;
+	if (ngpus > 1)
+		NVS_WARN("Allocate %s: %zu units span %d GPUs; the container gets %s, which "
+			 "holds %zu of them (its GPU memory is oversubscribed by the rest)",
+			 p->resource_name, n_ids, ngpus, uuid, on_gpu);
+	snprintf(r->visible, sizeof r->visible, "%s", uuid);
+	snprintf(r->mem_request, sizeof r->mem_request, "%llu",
+		 (unsigned long long)((uint64_t)n_ids * p->cfg->mem_unit));
+	snprintf(r->mem_total, sizeof r->mem_total, "%llu",
+		 (unsigned long long)nvs_dp_devices_mem_total(p->dev, uuid));
+	return 0;
 }
 
 static int allocate(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
@@ -250,41 +298,47 @@ static int allocate(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
 	for (size_t i = 0; i < nc; i++) {
 		V1beta1__ContainerAllocateRequest *c = req->container_requests[i];
 		for (size_t k = 0; k < c->n_devices_ids; k++) {
-			if (!nvs_dp_devices_has_id(p->dev, c->devices_ids[k])) {
+			if (!nvs_dp_devices_has_id(p->dev, p->kind, c->devices_ids[k])) {
 				snprintf(msg, msgcap, "unknown device %.*s for %s", NVS_DP_ID_MAX,
-					 c->devices_ids[k], cfg->resource_name);
+					 c->devices_ids[k], p->resource_name);
 				status = NVS_RPC_INVALID_ARGUMENT;
 				goto out;
 			}
-		}
-		char uuids[NVS_DP_MAX_GPUS][NVS_DP_ID_MAX];
-		char err[400];
-		int n = nvs_dp_check_request((const char *const *)c->devices_ids, c->n_devices_ids,
-					     uuids, NVS_DP_MAX_GPUS, err, sizeof err);
-		if (n < 0) {
-			snprintf(msg, msgcap, "%s: %s", cfg->resource_name, err);
-			status = NVS_RPC_INVALID_ARGUMENT;
-			goto out;
 		}
 		struct one_response *r = &o[i];
 		v1beta1__container_allocate_response__init(&r->r);
 		r->r.envs = r->envp;
 		r->r.mounts = r->mountp;
-		size_t off = 0;
-		for (int k = 0; k < n; k++)
-			off += (size_t)snprintf(r->visible + off, sizeof r->visible - off, "%s%s",
-						k ? "," : "", uuids[k]);
+		char err[400];
+		int rc = p->kind == NVS_DP_KIND_MEMORY
+			     ? memory_units(p, (const char *const *)c->devices_ids,
+					    c->n_devices_ids, r, err, sizeof err)
+			     : gpu_slices((const char *const *)c->devices_ids, c->n_devices_ids, r,
+					  err, sizeof err);
+		if (rc) {
+			snprintf(msg, msgcap, "%s: %s", p->resource_name, err);
+			status = NVS_RPC_INVALID_ARGUMENT;
+			goto out;
+		}
+		/* The rest is the same for both resources: a container that
+		 * asks for nvshare.com/gpu-memory alone gets nvshare too. */
 		snprintf(r->preload, sizeof r->preload, "%s/%s", cfg->container_lib_dir,
 			 cfg->lib_name);
 		set_env(r, "LD_PRELOAD", r->preload);
 		set_env(r, "NVIDIA_VISIBLE_DEVICES", r->visible);
 		if (strcmp(cfg->container_sock_dir, NVS_DEFAULT_SOCK_DIR))
 			set_env(r, "NVSHARE_SOCK_DIR", (char *)cfg->container_sock_dir);
+		if (p->kind == NVS_DP_KIND_MEMORY) {
+			set_env(r, "NVSHARE_GPU_MEMORY_REQUEST", r->mem_request);
+			set_env(r, "NVSHARE_GPU_MEMORY_TOTAL", r->mem_total);
+		}
 		add_mount(r, cfg->host_lib_dir, cfg->container_lib_dir);
 		add_mount(r, cfg->host_sock_dir, cfg->container_sock_dir);
 		op[i] = &r->r;
-		NVS_INFO("Allocate: %zu device(s) -> NVIDIA_VISIBLE_DEVICES=%s", c->n_devices_ids,
-			 r->visible);
+		NVS_INFO("Allocate %s: %zu device(s) -> NVIDIA_VISIBLE_DEVICES=%s%s%s",
+			 p->resource_name, c->n_devices_ids, r->visible,
+			 p->kind == NVS_DP_KIND_MEMORY ? " NVSHARE_GPU_MEMORY_REQUEST=" : "",
+			 p->kind == NVS_DP_KIND_MEMORY ? r->mem_request : "");
 	}
 	V1beta1__AllocateResponse ar = V1BETA1__ALLOCATE_RESPONSE__INIT;
 	ar.n_container_responses = nc;
@@ -344,8 +398,8 @@ int nvs_dp_register_request(const struct nvs_dp_plugin *p, struct nvs_rpc_buf *o
 	o.get_preferred_allocation_available = 1;
 	V1beta1__RegisterRequest r = V1BETA1__REGISTER_REQUEST__INIT;
 	r.version = NVS_DP_API_VERSION;
-	r.endpoint = (char *)p->cfg->socket_name;
-	r.resource_name = (char *)p->cfg->resource_name;
+	r.endpoint = (char *)p->socket_name;
+	r.resource_name = (char *)p->resource_name;
 	r.options = &o;
 	return pack(&r.base, out);
 }

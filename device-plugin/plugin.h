@@ -3,6 +3,10 @@
  * kubelet's v1beta1 messages (protobuf-c, generated from deviceplugin.proto)
  * and answers them from the device table and the allocation policy.
  * Transport is grpc_server.c's business.
+ *
+ * One struct nvs_dp_plugin per resource (the kubelet wants one endpoint per
+ * resource name): nvshare.com/gpu and nvshare.com/gpu-memory share the
+ * configuration and the device table.
  */
 #ifndef NVSHARE_DP_PLUGIN_H
 #define NVSHARE_DP_PLUGIN_H
@@ -34,11 +38,20 @@ struct nvs_dp_config {
 	const char *host_sock_dir; /* the scheduler's socket directory on the node */
 	const char *container_sock_dir;
 	int check_library; /* Allocate fails if host_lib_dir/lib_name is missing */
+	/* nvshare.com/gpu-memory (docs/kubernetes.md) */
+	const char *mem_resource_name; /* NULL: not advertised */
+	const char *mem_socket_name;
+	uint64_t mem_unit; /* bytes per unit */
+	double mem_oversubscription;
+	uint64_t gpu_memory_size; /* GPU size when NVML cannot tell, 0 none */
 };
 
 struct nvs_dp_plugin {
 	const struct nvs_dp_config *cfg;
 	struct nvs_dp_devices *dev;
+	enum nvs_dp_kind kind;
+	const char *resource_name;
+	const char *socket_name;
 };
 
 /* Fills the transport callbacks (ctx = p). */

@@ -212,3 +212,136 @@ int nvs_dp_check_request(const char *const *ids, size_t n_ids, char (*uuids)[NVS
 	}
 	return (int)n;
 }
+
+/* ---- memory units ---- */
+
+/* Per GPU: how many of avail are on it, and of must_include. */
+struct unit_gpu {
+	char uuid[NVS_DP_ID_MAX];
+	size_t nfree, nmust;
+};
+
+static struct unit_gpu *unit_gpu_of(struct unit_gpu *g, size_t *n, const char *uuid)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (!strcmp(g[i].uuid, uuid))
+			return &g[i];
+	memcpy(g[*n].uuid, uuid, NVS_DP_ID_MAX);
+	g[*n].nfree = g[*n].nmust = 0;
+	return &g[(*n)++];
+}
+
+/* Whether GPU a goes before GPU b as the policy says (for `size` units). */
+static int unit_gpu_better(enum nvs_dp_policy policy, const struct unit_gpu *a,
+			   const struct unit_gpu *b, size_t size)
+{
+	if (a->nmust != b->nmust)
+		return a->nmust > b->nmust;
+	int fa = a->nfree >= size, fb = b->nfree >= size;
+	if (fa != fb)
+		return fa;
+	if (a->nfree != b->nfree) {
+		/* Nobody fits: the GPU with the most units takes most of them. */
+		if (policy == NVS_DP_PACK && fa)
+			return a->nfree < b->nfree;
+		return a->nfree > b->nfree;
+	}
+	return strcmp(a->uuid, b->uuid) < 0;
+}
+
+int nvs_dp_prefer_units(enum nvs_dp_policy policy, const char *const *avail, size_t n_avail,
+			const char *const *must_include, size_t n_must, size_t size,
+			const char **out)
+{
+	if ((n_avail && !avail) || (n_must && !must_include) || (size && !out))
+		return -1;
+	struct entry *e = calloc(n_avail ? n_avail : 1, sizeof *e);
+	struct unit_gpu *g = calloc(n_avail + n_must + 1, sizeof *g);
+	size_t *order = calloc(n_avail + n_must + 1, sizeof *order);
+	if (!e || !g || !order) {
+		free(e);
+		free(g);
+		free(order);
+		return -1;
+	}
+	size_t n_e = 0, n_g = 0, n_out = 0;
+	for (size_t i = 0; i < n_avail; i++) {
+		if (!avail[i] ||
+		    nvs_dp_parse_id(avail[i], e[n_e].uuid, NVS_DP_ID_MAX, &e[n_e].slice))
+			continue;
+		e[n_e].id = avail[i];
+		unit_gpu_of(g, &n_g, e[n_e].uuid)->nfree++;
+		n_e++;
+	}
+	qsort(e, n_e, sizeof *e, entry_cmp);
+	for (size_t i = 0; i < n_must && n_out < size; i++) {
+		const char *id = must_include[i];
+		if (!id || already_out(out, n_out, id))
+			continue;
+		out[n_out++] = id;
+		char uuid[NVS_DP_ID_MAX];
+		unsigned slice;
+		if (!nvs_dp_parse_id(id, uuid, sizeof uuid, &slice))
+			unit_gpu_of(g, &n_g, uuid)->nmust++;
+		for (size_t j = 0; j < n_e; j++)
+			if (!strcmp(e[j].id, id) && !e[j].taken) {
+				e[j].taken = 1;
+				unit_gpu_of(g, &n_g, e[j].uuid)->nfree--;
+			}
+	}
+	/* GPUs in the order they are filled (insertion sort: few GPUs). */
+	size_t need = size - n_out;
+	for (size_t i = 0; i < n_g; i++) {
+		size_t k = i;
+		while (k && unit_gpu_better(policy, &g[i], &g[order[k - 1]], need)) {
+			order[k] = order[k - 1];
+			k--;
+		}
+		order[k] = i;
+	}
+	for (size_t o = 0; o < n_g && n_out < size; o++)
+		for (size_t j = 0; j < n_e && n_out < size; j++)
+			if (!e[j].taken && !strcmp(e[j].uuid, g[order[o]].uuid)) {
+				e[j].taken = 1;
+				out[n_out++] = e[j].id;
+			}
+	free(e);
+	free(g);
+	free(order);
+	return (int)n_out;
+}
+
+int nvs_dp_units_gpu(const char *const *ids, size_t n_ids, char uuid[NVS_DP_ID_MAX], size_t *on_gpu,
+		     char *err, size_t errcap)
+{
+	if (n_ids == 0) {
+		snprintf(err, errcap, "no device IDs in the request");
+		return -1;
+	}
+	struct unit_gpu *g = calloc(n_ids, sizeof *g);
+	if (!g) {
+		snprintf(err, errcap, "out of memory");
+		return -1;
+	}
+	size_t n_g = 0;
+	for (size_t i = 0; i < n_ids; i++) {
+		char u[NVS_DP_ID_MAX];
+		unsigned k;
+		if (!ids[i] || nvs_dp_parse_id(ids[i], u, sizeof u, &k)) {
+			snprintf(err, errcap,
+				 "device ID \"%.*s\" is not of the form <GPU UUID>__<n>",
+				 NVS_DP_ID_MAX, ids[i] ? ids[i] : "(null)");
+			free(g);
+			return -1;
+		}
+		unit_gpu_of(g, &n_g, u)->nfree++;
+	}
+	size_t best = 0;
+	for (size_t i = 1; i < n_g; i++)
+		if (g[i].nfree > g[best].nfree)
+			best = i;
+	memcpy(uuid, g[best].uuid, NVS_DP_ID_MAX);
+	*on_gpu = g[best].nfree;
+	free(g);
+	return (int)n_g;
+}

@@ -3,10 +3,14 @@
  * Pure functions: no I/O, no globals, no protobuf; unit-tested in
  * tests/k8s/t_dp_policy.c.
  *
- * Each physical GPU is advertised as N virtual devices "<UUID>__<k>",
- * k = 1..N. A container gets at most one slice of any GPU: two slices of the
- * same GPU would give it nothing more (nvshare time-slices whole GPUs) and
- * would only take a slot from another Pod.
+ * Two resources, both with IDs "<UUID>__<k>" (the kubelet keeps device IDs
+ * per resource, so the two ranges do not clash):
+ *  - nvshare.com/gpu: each physical GPU is N slices, k = 1..N. A container
+ *    gets at most one slice of any GPU: two slices of the same GPU would
+ *    give it nothing more (nvshare time-slices whole GPUs) and would only
+ *    take a slot from another Pod.
+ *  - nvshare.com/gpu-memory: each GPU is M memory units, k = 1..M. A
+ *    container's units belong on one GPU (its memory is on one GPU).
  */
 #ifndef NVSHARE_DP_POLICY_H
 #define NVSHARE_DP_POLICY_H
@@ -62,5 +66,29 @@ int nvs_dp_prefer(enum nvs_dp_policy policy, const char *const *avail, size_t n_
  */
 int nvs_dp_check_request(const char *const *ids, size_t n_ids, char (*uuids)[NVS_DP_ID_MAX],
 			 size_t cap_uuids, char *err, size_t errcap);
+
+/*
+ * GetPreferredAllocation for memory units: `size` IDs on ONE GPU. The GPU
+ * is the one holding most of must_include (whose IDs come first), else the
+ * one the policy picks among the GPUs with at least `size` units in avail
+ * (spread: the most free units; pack: the fewest, i.e. the best fit; ties
+ * by UUID), lowest unit numbers first. When no GPU has enough units, the
+ * GPU with the most is filled and the rest taken from the next ones in the
+ * same order (Allocate then resolves the split, see nvs_dp_units_gpu).
+ * Same conventions as nvs_dp_prefer.
+ */
+int nvs_dp_prefer_units(enum nvs_dp_policy policy, const char *const *avail, size_t n_avail,
+			const char *const *must_include, size_t n_must, size_t size,
+			const char **out);
+
+/*
+ * Allocate's check of a memory-unit request: every ID must parse. Writes the
+ * UUID of the GPU holding most of the units (ties: the one named first) into
+ * uuid and how many of the units it holds into *on_gpu; returns the number
+ * of distinct GPUs named (> 1: the request spans GPUs and the container is
+ * given the majority GPU: docs/kubernetes.md), or -1 with a message in err.
+ */
+int nvs_dp_units_gpu(const char *const *ids, size_t n_ids, char uuid[NVS_DP_ID_MAX], size_t *on_gpu,
+		     char *err, size_t errcap);
 
 #endif

@@ -30,13 +30,19 @@ static struct client_gpu *find_gpu(struct client *cl, uint32_t local_gpu)
 void nvs_client_update_limits(struct client_gpu *cg)
 {
 	struct client *cl = cg->client;
-	/* nvsharectl > Pod annotation > HELLO (env) */
+	/* nvsharectl > Pod annotation > HELLO (env). The Pod's
+	 * nvshare.com/gpu-memory request sits under the annotation; HELLO is
+	 * the process's own claim, so it may lower the request, never raise
+	 * it (NVS_NO_LIMIT is UINT64_MAX: min() does the right thing). */
+	uint64_t base = cl->hello_mem_limit;
+	if (cl->pod_mem_request && cl->pod_mem_request < base)
+		base = cl->pod_mem_request;
 	cg->core_limit = cl->core_override ? cl->core_override
 			 : cl->annot_core  ? cl->annot_core
 					   : cl->hello_core_limit;
 	cg->mem_limit = cl->has_mem_override ? cl->mem_override
 			: cl->has_annot_mem  ? cl->annot_mem
-					     : cl->hello_mem_limit;
+					     : base;
 }
 
 void nvs_client_send_limits(struct client_gpu *cg)
@@ -184,7 +190,8 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 		  "\"client\":%u,\"pid\":%d,\"gpu\":%d,\"cuda_dev\":%u,\"allocated\":%llu", cl->id,
 		  (int)cl->pid, g->index, a->local_gpu, (unsigned long long)a->allocated);
 	nvs_policy_attach(cg);
-	if (cl->core_override || cl->has_mem_override || cl->annot_core || cl->has_annot_mem)
+	if (cl->core_override || cl->has_mem_override || cl->annot_core || cl->has_annot_mem ||
+	    cl->pod_mem_request)
 		nvs_client_send_limits(cg);
 }
 

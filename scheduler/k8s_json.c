@@ -108,6 +108,81 @@ static int uid_copy(char *dst, const char *s)
 	return 0;
 }
 
+int nvs_k8s_units(const struct cJSON *q, uint64_t *units)
+{
+	if (cJSON_IsNumber(q)) {
+		double d = q->valuedouble;
+		if (!(d >= 0 && d <= (double)NVS_K8S_MAX_UNITS) || d != (double)(uint64_t)d)
+			return -1;
+		*units = (uint64_t)d;
+		return 0;
+	}
+	const char *s = cJSON_IsString(q) ? q->valuestring : NULL;
+	if (!s)
+		return -1;
+	size_t nd = strspn(s, "0123456789");
+	if (nd == 0 || nd > 10)
+		return -1;
+	static const struct {
+		const char *sfx;
+		uint64_t mul;
+	} sfx[] = {{"", 1},	 {"k", 1000},	  {"M", 1000000},    {"G", 1000000000},
+		   {"Ki", 1024}, {"Mi", 1048576}, {"Gi", 1073741824}};
+	for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+		if (strcmp(s + nd, sfx[i].sfx))
+			continue;
+		uint64_t v = strtoull(s, NULL, 10);
+		if (v > NVS_K8S_MAX_UNITS / sfx[i].mul)
+			return -1;
+		*units = v * sfx[i].mul;
+		return 0;
+	}
+	return -1;
+}
+
+/* One container's nvshare.com/gpu-memory: limits, else requests (for an
+ * extended resource the API server requires the limit and requests equal
+ * to it). 0 when absent or unusable. */
+static uint64_t container_units(const cJSON *c)
+{
+	const cJSON *res = cJSON_GetObjectItemCaseSensitive(c, "resources");
+	if (!cJSON_IsObject(res))
+		return 0;
+	const char *which[] = {"limits", "requests"};
+	for (int i = 0; i < 2; i++) {
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(res, which[i]);
+		const cJSON *q =
+		    cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, NVS_K8S_RES_MEM) : NULL;
+		uint64_t u;
+		if (q)
+			return nvs_k8s_units(q, &u) ? 0 : u;
+	}
+	return 0;
+}
+
+/* The Pod's units: its containers run together, init containers one at a
+ * time before them (the kubelet lets the app containers reuse their
+ * devices). The scheduler cannot tell which container a process is in
+ * (one Pod UID in the cgroup), so this is the Pod's whole request. */
+static uint64_t pod_units(const cJSON *spec)
+{
+	uint64_t sum = 0, init = 0;
+	const cJSON *c;
+	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, "containers"))
+	{
+		sum += container_units(c);
+		if (sum > NVS_K8S_MAX_UNITS)
+			return 0;
+	}
+	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, "initContainers"))
+	{
+		uint64_t u = container_units(c);
+		if (u > init)
+			init = u;
+	}
+	return sum > init ? sum : init;
+}
+
 int nvs_k8s_pod_from_json(const struct cJSON *obj, struct nvs_k8s_pod *p)
 {
 	memset(p, 0, sizeof *p);
@@ -139,6 +214,9 @@ int nvs_k8s_pod_from_json(const struct cJSON *obj, struct nvs_k8s_pod *p)
 			p->mem.state = NVS_ANN_INVALID,
 			snprintf(p->mem.raw, sizeof p->mem.raw, "(not a string)");
 	}
+	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
+	if (cJSON_IsObject(spec))
+		p->mem_units = pod_units(spec);
 	/* Printable names only: they reach logs, JSON and metric labels. */
 	excerpt(p->name, p->name, sizeof p->name);
 	excerpt(p->ns, p->ns, sizeof p->ns);

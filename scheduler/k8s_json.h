@@ -1,6 +1,7 @@
 /*
  * Kubernetes API objects as the scheduler needs them: Pods reduced to
- * identity + nvshare annotations, watch events, LIST pages, and the
+ * identity + nvshare annotations + their nvshare.com/gpu-memory request,
+ * watch events, LIST pages, and the
  * newline splitter for a chunked watch stream. Pure functions (cJSON
  * only, no globals, no I/O): used by the watch thread (k8s_watch.c) and
  * the fuzz target (tests/fuzz/fuzz_k8s_event.c).
@@ -14,6 +15,11 @@
 #define NVS_K8S_ANN_CORE "nvshare.com/gpu-core-limit"
 #define NVS_K8S_ANN_MEM "nvshare.com/gpu-memory-limit"
 #define NVS_K8S_ANN_MIRROR "kubernetes.io/config.mirror"
+/* The device plugin's memory resource (docs/kubernetes.md). */
+#define NVS_K8S_RES_MEM "nvshare.com/gpu-memory"
+/* More units than this in one Pod is not a request, it is a typo (the
+ * device plugin advertises at most 32768 on a node; x 1 TiB stays in 64 bits). */
+#define NVS_K8S_MAX_UNITS (1ull << 20)
 
 #define NVS_K8S_UID_LEN 40   /* 36 + NUL, rounded */
 #define NVS_K8S_NAME_LEN 254 /* DNS subdomain: 253 + NUL */
@@ -41,6 +47,10 @@ struct nvs_k8s_pod {
 	char ns[NVS_K8S_NS_LEN];
 	char rv[NVS_K8S_RV_LEN];
 	struct nvs_k8s_limit core, mem;
+	/* spec: units of nvshare.com/gpu-memory the Pod was given:
+	 * max(sum over containers, max over initContainers) of each one's
+	 * resources.limits (else requests). 0: none asked, or unusable. */
+	uint64_t mem_units;
 };
 
 enum nvs_k8s_ev_type {
@@ -64,6 +74,12 @@ struct nvs_k8s_event {
  * VALID + value or INVALID; s == NULL gives ABSENT. */
 void nvs_k8s_core_annotation(const char *s, struct nvs_k8s_limit *l);
 void nvs_k8s_mem_annotation(const char *s, struct nvs_k8s_limit *l);
+
+/* A Kubernetes quantity of an extended resource (an integer: "2", "2k",
+ * "1Ki"; a JSON number is accepted too) into *units (<= NVS_K8S_MAX_UNITS).
+ * Returns 0, or -1 for anything else (fractions, "500m", junk). */
+struct cJSON;
+int nvs_k8s_units(const struct cJSON *q, uint64_t *units);
 
 /* A Pod object (cJSON *) into p. Returns 0, or -1 without a usable
  * metadata.uid (36-char UUID). */

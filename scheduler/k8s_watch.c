@@ -9,6 +9,7 @@
 #include "events.h"
 #include "k8s_json.h"
 #include "log.h"
+#include "parse.h"
 #include "pod_identity.h"
 #include "server.h"
 
@@ -123,6 +124,17 @@ void nvs_k8s_config_from_env(struct nvs_k8s_config *kc)
 	env_copy(kc->api, sizeof kc->api, "NVSHARE_KUBE_API");
 	env_copy(kc->token_file, sizeof kc->token_file, "NVSHARE_KUBE_TOKEN_FILE");
 	env_copy(kc->ca_file, sizeof kc->ca_file, "NVSHARE_KUBE_CA_FILE");
+	kc->mem_unit = 1ull << 30;
+	uint64_t u;
+	/* A bare number is bytes, as the device plugin's --memory-unit. */
+	if (nvs_env_size("NVSHARE_GPU_MEMORY_UNIT", 1, &u) == 1) {
+		if (u >= (1ull << 20) && u <= (1ull << 40))
+			kc->mem_unit = u;
+		else
+			NVS_WARN("NVSHARE_GPU_MEMORY_UNIT: %llu bytes is not within 1Mi..1Ti; "
+				 "using 1Gi",
+				 (unsigned long long)u);
+	}
 	const char *v = getenv("NVSHARE_KUBE");
 	if (v && (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "off") || !strcmp(v, "no")))
 		kc->disabled = 1;
@@ -257,8 +269,10 @@ int nvs_k8s_start(void)
 		return -1;
 	}
 	started = 1;
-	NVS_INFO("k8s: watching Pods of node %s at %s (CA %s, token %s)", kc->node_name, base_url,
-		 ca_file, token_file);
+	char ub[32];
+	NVS_INFO("k8s: watching Pods of node %s at %s (CA %s, token %s; %s units of %s)",
+		 kc->node_name, base_url, ca_file, token_file,
+		 nvs_format_size(kc->mem_unit, ub, sizeof ub), NVS_K8S_RES_MEM);
 	{
 		char nq[2 * sizeof kc->node_name], uq[2 * sizeof base_url];
 		nvs_event("k8s_watch",
@@ -862,17 +876,22 @@ static void upsert(const struct kmsg *m)
 	snprintf(e->name, sizeof e->name, "%s", p->name);
 	snprintf(e->ns, sizeof e->ns, "%s", p->ns);
 	int oc = e->has_core, om = e->has_mem;
-	uint64_t ocv = e->core, omv = e->mem;
+	uint64_t ocv = e->core, omv = e->mem, orq = e->mem_request;
+	/* The spec's request: the API server keeps it immutable, and the
+	 * tenant's processes cannot change it (unlike their environment). */
+	e->mem_request = p->mem_units * nvs_k8s_cfg.mem_unit;
 	merge(e, NVS_K8S_ANN_CORE, &p->core, &e->has_core, &e->core, e->bad_core,
 	      sizeof e->bad_core, "an integer percent 1..100");
 	merge(e, NVS_K8S_ANN_MEM, &p->mem, &e->has_mem, &e->mem, e->bad_mem, sizeof e->bad_mem,
 	      "a size: MiB, or with a unit such as 512Mi or 4Gi");
 	e->mark = 1;
-	if (fresh || oc != e->has_core || om != e->has_mem || ocv != e->core || omv != e->mem)
-		NVS_DEBUG("k8s: pod %s/%s uid %s: core %llu mem %llu (%.1f ms after receipt)",
+	if (fresh || oc != e->has_core || om != e->has_mem || ocv != e->core || omv != e->mem ||
+	    orq != e->mem_request)
+		NVS_DEBUG("k8s: pod %s/%s uid %s: core %llu mem %llu request %llu (%.1f ms after "
+			  "receipt)",
 			  e->ns, e->name, e->uid, e->has_core ? (unsigned long long)e->core : 0ull,
 			  e->has_mem ? (unsigned long long)e->mem : 0ull,
-			  (double)(mono_ns() - m->t_ns) / 1e6);
+			  (unsigned long long)e->mem_request, (double)(mono_ns() - m->t_ns) / 1e6);
 	nvs_pod_changed(e);
 }
 

@@ -19,11 +19,15 @@ struct nvs_k8s_config {
 	char token_file[512]; /* "" = in-cluster path */
 	char ca_file[512];    /* "" = in-cluster path */
 	char node_name[254];  /* --node-name / NODE_NAME */
+	/* Bytes per unit of nvshare.com/gpu-memory: NVSHARE_GPU_MEMORY_UNIT,
+	 * default 1Gi; must match the device plugin's --memory-unit. */
+	uint64_t mem_unit;
 };
 
 extern struct nvs_k8s_config nvs_k8s_cfg;
 
-/* Fills the config from the environment (NODE_NAME, NVSHARE_KUBE). */
+/* Fills the config from the environment (NODE_NAME, NVSHARE_KUBE,
+ * NVSHARE_GPU_MEMORY_UNIT). */
 void nvs_k8s_config_from_env(struct nvs_k8s_config *kc);
 
 /* Resolves the configuration (in-cluster when NODE_NAME is set and
@@ -46,6 +50,7 @@ struct nvs_k8s_cached_pod {
 	char name[254], ns[64];
 	int has_core, has_mem; /* annotation limits in force for the Pod */
 	uint64_t core, mem;
+	uint64_t mem_request;		/* bytes: spec's nvshare.com/gpu-memory x unit, 0 none */
 	char bad_core[48], bad_mem[48]; /* last invalid value logged */
 	int mark;			/* re-list bookkeeping */
 	struct nvs_k8s_cached_pod *next;

@@ -2,6 +2,7 @@
 
 #include "clients.h"
 #include "events.h"
+#include "k8s_json.h"
 #include "k8s_watch.h"
 #include "log.h"
 #include "parse.h"
@@ -29,7 +30,21 @@ static void set_annotation_limits(struct client *cl, uint32_t core, uint64_t mem
 	nvs_client_set_limits_from(cl, NVS_LIMIT_SRC_ANNOTATION, core, mem);
 }
 
-/* The client's view of Pod p: name, namespace, annotation limits. */
+/* The Pod's nvshare.com/gpu-memory request (bytes, 0 none). */
+static void set_request(struct client *cl, uint64_t bytes)
+{
+	if (cl->pod_mem_request == bytes)
+		return;
+	char b[32] = "none";
+	if (bytes)
+		nvs_format_size(bytes, b, sizeof b);
+	NVS_INFO("client=%u pid=%d pod %s/%s %s request: %s", cl->id, (int)cl->pid,
+		 cl->pod_namespace, cl->pod_name, NVS_K8S_RES_MEM, b);
+	nvs_client_set_limits_from(cl, NVS_LIMIT_SRC_REQUEST, 0, bytes);
+}
+
+/* The client's view of Pod p: name, namespace, annotation limits, memory
+ * request. */
 static void apply(struct client *cl, const struct nvs_k8s_cached_pod *p)
 {
 	if (strcmp(cl->pod_name, p->name) || strcmp(cl->pod_namespace, p->ns)) {
@@ -39,6 +54,7 @@ static void apply(struct client *cl, const struct nvs_k8s_cached_pod *p)
 			 p->name, cl->pod_uid);
 	}
 	/* At HELLO nothing is attached yet: ATTACH_GPU sends the limits. */
+	set_request(cl, p->mem_request);
 	set_annotation_limits(cl, p->has_core ? (uint32_t)p->core : 0, p->has_mem ? p->mem : 0);
 }
 
@@ -100,9 +116,10 @@ void nvs_pod_removed(const struct nvs_k8s_cached_pod *p)
 	for (struct client *cl = S.clients; cl; cl = cl->next) {
 		if (!in_pod(cl, p))
 			continue;
-		NVS_INFO(
-		    "client=%u pid=%d: pod %s/%s deleted; its annotation limits no longer apply",
-		    cl->id, (int)cl->pid, p->ns, p->name);
+		NVS_INFO("client=%u pid=%d: pod %s/%s deleted; its annotation limits and "
+			 "memory request no longer apply",
+			 cl->id, (int)cl->pid, p->ns, p->name);
+		set_request(cl, 0);
 		if (cl->tenant == NVS_TENANT_UNKNOWN)
 			apply_unknown(cl); /* it was only attributed to that Pod */
 		else

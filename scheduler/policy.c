@@ -33,9 +33,29 @@ static void send_gpu(struct client_gpu *cg, uint16_t type, uint32_t value)
 	nvs_client_send(cg->client, &m);
 }
 
+/* A client whose Pod declared nvshare.com/gpu-memory is expected to grow
+ * to it: counting it from the start serializes the GPU before the Pods'
+ * memory collides, not after (the request comes from the Pod spec, which
+ * the process cannot change; its limit caps what it can allocate). */
+static uint64_t expected_of(const struct client_gpu *cg)
+{
+	uint64_t e = cg->client->pod_mem_request;
+	if (e > cg->mem_limit)
+		e = cg->mem_limit;
+	return e > cg->allocated ? e : cg->allocated;
+}
+
+uint64_t nvs_policy_expected(const struct gpu *g)
+{
+	uint64_t sum = 0;
+	for (const struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
+		sum += expected_of(cg);
+	return sum;
+}
+
 static int oversubscribed(const struct gpu *g)
 {
-	return g->allocated_sum > nvs_gpu_capacity(g);
+	return nvs_policy_expected(g) > nvs_gpu_capacity(g);
 }
 
 /* ---- swap (docs/swap.md) ---- */
@@ -386,20 +406,22 @@ static void reevaluate(struct gpu *g, uint64_t now)
 	if (nvs_quota_refresh(g, now))
 		want = 1;
 	if (want != g->serialized) {
-		char a[32], c[32];
+		char a[32], c[32], e[32];
 		g->serialized = want;
 		g->mode_switches++;
-		NVS_INFO(
-		    "GPU_MODE gpu=%d serialized=%d mode=%s allocated=%s capacity=%s clients=%u",
-		    g->index, want, nvs_mode_name(g->mode),
-		    nvs_format_size(g->allocated_sum, a, sizeof a),
-		    nvs_format_size(nvs_gpu_capacity(g), c, sizeof c), g->nattached);
+		NVS_INFO("GPU_MODE gpu=%d serialized=%d mode=%s allocated=%s capacity=%s "
+			 "clients=%u expected=%s",
+			 g->index, want, nvs_mode_name(g->mode),
+			 nvs_format_size(g->allocated_sum, a, sizeof a),
+			 nvs_format_size(nvs_gpu_capacity(g), c, sizeof c), g->nattached,
+			 nvs_format_size(nvs_policy_expected(g), e, sizeof e));
 		nvs_event("gpu_mode",
 			  "\"gpu\":%d,\"serialized\":%d,\"mode\":\"%s\",\"allocated\":%llu,"
-			  "\"capacity\":%llu,\"clients\":%u",
+			  "\"capacity\":%llu,\"clients\":%u,\"expected\":%llu",
 			  g->index, want, nvs_mode_name(g->mode),
 			  (unsigned long long)g->allocated_sum,
-			  (unsigned long long)nvs_gpu_capacity(g), g->nattached);
+			  (unsigned long long)nvs_gpu_capacity(g), g->nattached,
+			  (unsigned long long)nvs_policy_expected(g));
 		if (!want) {
 			/* Concurrent: the lock means nothing any more. Clients
 			 * learn it from GPU_MODE(0); a LOCK_RELEASED still in

@@ -73,6 +73,11 @@ void nvs_policy_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s
  * last hand-off's swap time while memory does not fit (docs/swap.md). */
 uint64_t nvs_policy_tq_ns(const struct gpu *g);
 
+/* Memory the GPU's clients are expected to use: each one's allocation, or
+ * its Pod's nvshare.com/gpu-memory request (up to its limit) when larger.
+ * Mode auto serializes the GPU when this exceeds the capacity. */
+uint64_t nvs_policy_expected(const struct gpu *g);
+
 /* Hold time including the current hold. */
 uint64_t nvs_policy_held_ns(const struct client_gpu *cg, uint64_t now);
 

@@ -558,6 +558,13 @@ int nvs_client_set_limits_from(struct client *cl, enum nvs_limit_src src, uint32
 		cl->has_mem_override = mem != 0;
 		cl->mem_override = mem;
 		break;
+	case NVS_LIMIT_SRC_REQUEST:
+		if (core || mem == NVS_NO_LIMIT)
+			return -1;
+		if (cl->pod_mem_request == mem)
+			return 0;
+		cl->pod_mem_request = mem;
+		break;
 	}
 	int told = 0;
 	for (unsigned i = 0; i < cl->ngpus; i++) {
@@ -573,9 +580,14 @@ int nvs_client_set_limits_from(struct client *cl, enum nvs_limit_src src, uint32
 			 CG_ARGS(cg), cg->core_limit, (unsigned long long)cg->mem_limit,
 			 src == NVS_LIMIT_SRC_CTL	   ? "ctl"
 			 : src == NVS_LIMIT_SRC_ANNOTATION ? "annotation"
+			 : src == NVS_LIMIT_SRC_REQUEST	   ? "request"
 							   : "env");
 		nvs_policy_settings_changed(cg->gpu);
 	}
+	/* A request also changes what fits where the limit stayed. */
+	if (src == NVS_LIMIT_SRC_REQUEST)
+		for (unsigned i = 0; i < cl->ngpus; i++)
+			nvs_policy_settings_changed(cl->gpus[i]->gpu);
 	return told;
 }
 

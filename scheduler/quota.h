@@ -40,12 +40,16 @@ enum nvs_limit_src {
 	NVS_LIMIT_SRC_ENV = 0,	      /* HELLO: NVSHARE_GPU_CORE/MEMORY_LIMIT */
 	NVS_LIMIT_SRC_ANNOTATION = 1, /* nvshare.com/gpu-core-limit, -memory-limit */
 	NVS_LIMIT_SRC_CTL = 2,	      /* nvsharectl --set-client */
+	/* The Pod's nvshare.com/gpu-memory (mem only, core must be 0): ranks
+	 * below the annotation; HELLO's memory limit may lower it, not raise
+	 * it. Also the client's expected size when fitting (policy.c). */
+	NVS_LIMIT_SRC_REQUEST = 3,
 };
 
 /*
  * Sets the limits one source gives a client, for all its GPUs (and GPUs it
- * attaches later), recomputes the effective limits (ctl > annotation > env,
- * field by field), sends SET_LIMITS to every GPU whose limits changed and
+ * attaches later), recomputes the effective limits (ctl > annotation >
+ * min(request, env), field by field), sends SET_LIMITS to every GPU whose limits changed and
  * re-evaluates those GPUs.
  *   core: 1..100, or 0 = this source gives no core limit (removed)
  *   mem:  bytes; 0 = this source gives no memory limit (removed);

@@ -126,6 +126,11 @@ struct client {
 	uint32_t annot_core;
 	int has_annot_mem;
 	uint64_t annot_mem;
+	/* The Pod's nvshare.com/gpu-memory request in bytes, from its spec
+	 * through the API watch (never from the client): the default memory
+	 * limit (HELLO's may only lower it) and the size the client is
+	 * expected to grow to on its GPU. 0: none. */
+	uint64_t pod_mem_request;
 	/* Kubernetes Pod (pod_identity.c): UID from <proc-root>/<pid>/cgroup
 	 * at connect (tenant unknown: the Pod its pid was last seen in, or
 	 * ""), name and namespace from the API watch cache ("" unknown). */

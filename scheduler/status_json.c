@@ -84,6 +84,7 @@ static cJSON *gpu_json(const struct gpu *g, uint64_t now)
 	cJSON_AddBoolToObject(o, "capacity_override", g->capacity_override != 0);
 	num(o, "total_memory", g->total_mem);
 	num(o, "allocated", g->allocated_sum);
+	num(o, "expected", nvs_policy_expected(g));
 	num(o, "clients", g->nattached);
 	if (g->holder) {
 		cJSON *h = who(g->holder);
@@ -150,6 +151,11 @@ static cJSON *client_json(const struct client *cl, uint64_t now)
 			num(p, "mem_limit", cl->annot_mem);
 		else
 			cJSON_AddNullToObject(p, "mem_limit");
+		/* spec: nvshare.com/gpu-memory x unit */
+		if (cl->pod_mem_request)
+			num(p, "mem_request", cl->pod_mem_request);
+		else
+			cJSON_AddNullToObject(p, "mem_request");
 	} else {
 		cJSON_AddNullToObject(o, "pod");
 	}

@@ -68,6 +68,15 @@ def args_of(c):
     return out
 
 
+def size_bytes(v):
+    """A size as the plugin's --memory-unit and NVSHARE_GPU_MEMORY_UNIT take
+    it (bare = bytes; K/M/G/T and Ki/Mi/Gi/Ti are powers of 1024)."""
+    m = re.fullmatch(r"([0-9]+)\s*([KMGT]?)(i?B?)", str(v or ""), re.I)
+    if not m:
+        return None
+    return int(m.group(1)) << (10 * "_KMGT".index(m.group(2).upper() or "_"))
+
+
 def main():
     deploy, examples, deploy_dir = load(sys.argv[1]), load(sys.argv[2]), sys.argv[3]
 
@@ -124,6 +133,7 @@ def main():
 
     # Scheduler DaemonSet.
     s = find(deploy, "DaemonSet", "nvshare-scheduler")
+    sched_unit = None
     check("scheduler DaemonSet exists", s is not None)
     if s:
         sp = pod_spec(s)
@@ -157,6 +167,7 @@ def main():
         check("scheduler: NVSHARE_METRICS_ADDR from status.podIP",
               env.get("NVSHARE_METRICS_ADDR", {}).get("valueFrom", {}).get("fieldRef", {})
               .get("fieldPath") == "status.podIP", env.get("NVSHARE_METRICS_ADDR"))
+        sched_unit = size_bytes(env.get("NVSHARE_GPU_MEMORY_UNIT", {}).get("value", "1Gi"))
 
     # Only the monitoring namespace may scrape (tenants must not read the
     # metrics): a NetworkPolicy on the scheduler Pods, port 9402 only.
@@ -211,6 +222,14 @@ def main():
         check("device plugin: no API token", sp.get("automountServiceAccountToken") is False)
         check("device plugin: resource nvshare.com/gpu",
               a.get("resource-name", "nvshare.com/gpu") == "nvshare.com/gpu")
+        # A Pod's units x the scheduler's unit is its limit: a different
+        # unit in the plugin would give Pods other limits than they asked.
+        dp_unit = size_bytes(a.get("memory-unit", "1Gi"))
+        check("nvshare.com/gpu-memory: plugin --memory-unit == scheduler "
+              "NVSHARE_GPU_MEMORY_UNIT",
+              "no-memory-resource" in c.get("args", []) or
+              (s is not None and dp_unit is not None and dp_unit == sched_unit),
+              (a.get("memory-unit"), s and sched_unit))
 
     # Images: every container pinned to a tag.
     untagged = []
@@ -225,14 +244,21 @@ def main():
 
     # Examples.
     jobs = [o for o in examples if o["kind"] == "Job"]
-    bad = []
+    bad, mem = [], []
     for j in jobs:
         for c in pod_spec(j)["containers"]:
             lim = c.get("resources", {}).get("limits", {})
-            if str(lim.get("nvshare.com/gpu")) != "1":
+            gpu, units = lim.get("nvshare.com/gpu"), lim.get("nvshare.com/gpu-memory")
+            # One or the other: both in one container may get two GPUs.
+            if (gpu is None) == (units is None) or (gpu is not None and str(gpu) != "1") \
+                    or (units is not None and not re.fullmatch(r"[1-9][0-9]*", str(units))):
                 bad.append(j["metadata"]["name"])
-    check("examples: %d Jobs, each requesting nvshare.com/gpu: 1" % len(jobs),
+            if units is not None:
+                mem.append(j["metadata"]["name"])
+    check("examples: %d Jobs, each requesting nvshare.com/gpu: 1 or whole units of "
+          "nvshare.com/gpu-memory, never both" % len(jobs),
           len(jobs) >= 4 and not bad, bad)
+    check("examples: one asks for nvshare.com/gpu-memory", len(mem) >= 1, mem)
     ann = [j["spec"]["template"]["metadata"].get("annotations", {}) for j in jobs]
     limited = [a for a in ann if "nvshare.com/gpu-core-limit" in a
                or "nvshare.com/gpu-memory-limit" in a]

@@ -11,7 +11,7 @@ import time
 import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fake_kubelet import FakeKubelet, load_messages  # noqa: E402
+from fake_kubelet import GPU, MEM, FakeKubelet, load_messages  # noqa: E402
 
 ROOT = os.environ["NVS_ROOT"]
 B = os.environ["B"]
@@ -114,11 +114,12 @@ def scenario_env_gpus():
     kl = FakeKubelet(d, pb)
     kl.start()
     t0 = time.monotonic()
-    reg = kl.wait(lambda: kl.registrations, 5)
-    ok(reg, "registers once kubelet.sock appears (%.1fs)" % (time.monotonic() - t0), log_of(p))
+    reg = kl.wait(lambda: kl.regs(GPU) and kl.regs(MEM), 5)
+    ok(reg, "registers both resources once kubelet.sock appears (%.1fs)"
+       % (time.monotonic() - t0), log_of(p))
     if not reg:
         return p, kl
-    r = kl.registrations[0]
+    r = kl.regs(GPU)[0]
     ok(r.request.version == "v1beta1" and r.request.resource_name == "nvshare.com/gpu"
        and r.request.endpoint == "nvshare.sock"
        and r.request.options.get_preferred_allocation_available,
@@ -126,7 +127,10 @@ def scenario_env_gpus():
        r.request)
     ok(r.options.get_preferred_allocation_available and not r.options.pre_start_required,
        "dial-back GetDevicePluginOptions answered while Register was pending", r.options)
-    got = kl.wait(lambda: kl.lists, 3)
+    got = kl.wait(lambda: kl.lists and kl.r(MEM).lists, 3)
+    ok(got and kl.last_list(MEM) == [] and "memory size unknown" in log_of(p),
+       "no NVML and no --gpu-memory-size: nvshare.com/gpu-memory has no units (logged)",
+       kl.last_list(MEM))
     want = sorted(ids(GA, 4) + ids(GB, 4))
     lst = kl.last_list() or []
     ok(got and sorted(i for i, _ in lst) == want and all(h == "Healthy" for _, h in lst),
@@ -169,11 +173,12 @@ def scenario_env_gpus():
        "unknown GPU or slice number: INVALID_ARGUMENT", err2 and err2.details())
 
     # Kubelet restart: sockets deleted, kubelet.sock created again.
-    before = len(kl.registrations)
+    before, before_mem = len(kl.regs(GPU)), len(kl.regs(MEM))
     kl.restart()
     t0 = time.monotonic()
-    reg = kl.wait(lambda: len(kl.registrations) > before, 8)
-    ok(reg, "re-registers after a kubelet restart (%.1fs)" % (time.monotonic() - t0), log_of(p))
+    reg = kl.wait(lambda: len(kl.regs(GPU)) > before and len(kl.regs(MEM)) > before_mem, 8)
+    ok(reg, "re-registers both resources after a kubelet restart (%.1fs)"
+       % (time.monotonic() - t0), log_of(p))
     nl = len(kl.lists)
     got = kl.wait(lambda: len(kl.lists) > nl or (reg and kl.streams_opened >= 2 and kl.lists), 3)
     lst = kl.last_list() or []
@@ -181,9 +186,9 @@ def scenario_env_gpus():
        "after the restart: socket back, new ListAndWatch with all devices", lst)
 
     # Our socket deleted while the kubelet stays.
-    before = len(kl.registrations)
+    before = len(kl.regs(GPU))
     os.unlink(os.path.join(d, "nvshare.sock"))
-    reg = kl.wait(lambda: len(kl.registrations) > before, 8)
+    reg = kl.wait(lambda: len(kl.regs(GPU)) > before, 8)
     ok(reg and os.path.exists(os.path.join(d, "nvshare.sock")),
        "own socket deleted: listens again and re-registers", log_of(p))
     a = rpc_error(lambda: kl.allocate([GB + "__1"]))
@@ -236,9 +241,9 @@ def scenario_nvml_health():
     lst = dict(kl.last_list() or [])
     ok(got and all(h == "Healthy" for h in lst.values()),
        "GPU back: Healthy again", lst)
-    ok(len(kl.registrations) == 1 and kl.streams_opened == 1 and kl.streams_ended == 0,
+    ok(len(kl.regs(GPU)) == 1 and kl.streams_opened == 1 and kl.streams_ended == 0,
        "health changes travel on the one open stream",
-       "registrations %d streams %d/%d" % (len(kl.registrations), kl.streams_opened,
+       "registrations %d streams %d/%d" % (len(kl.regs(GPU)), kl.streams_opened,
                                            kl.streams_ended))
     return p, kl
 
@@ -251,11 +256,13 @@ def scenario_refusals():
     kl.reject = 1
     kl.start()
     p = start_plugin("plugin3", d, ["--host-lib-dir", os.path.join(T, "nolib"),
-                                    "--replicas", "2"],
+                                    "--replicas", "2", "--no-memory-resource"],
                      {"NVIDIA_VISIBLE_DEVICES": GA, "LD_LIBRARY_PATH": FAKE_NVML_DIR,
                       "FAKE_NVML_INIT_FAIL": "1"})
     reg = kl.wait(lambda: kl.registrations, 10)
     ok(reg and kl.rejected == 1, "a rejected registration is retried", log_of(p))
+    ok(not kl.regs(MEM) and not os.path.exists(os.path.join(d, "nvshare-memory.sock")),
+       "--no-memory-resource: nvshare.com/gpu only", [x.request for x in kl.registrations])
     if reg:
         err = rpc_error(lambda: kl.allocate([GA + "__1"]))
         ok(err is not None and err.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -288,6 +295,95 @@ def scenario_sim():
     return p, kl
 
 
+def scenario_memory():
+    """nvshare.com/gpu-memory: 16 GiB fake NVML GPUs, 2 GiB units, 1.5x."""
+    d = os.path.join(T, "dp5")
+    os.makedirs(d)
+    lost = os.path.join(T, "lost5")
+    open(lost, "w").close()
+    kl = FakeKubelet(d, pb)
+    kl.start()
+    p = start_plugin("plugin5", d, ["--replicas", "3", "--health-interval", "200ms",
+                                    "--host-lib-dir", libdir, "--memory-unit", "2Gi",
+                                    "--memory-oversubscription", "1.5"],
+                     {"LD_LIBRARY_PATH": FAKE_NVML_DIR, "FAKE_NVML_GPUS": GA + "," + GB,
+                      "FAKE_NVML_LOST_FILE": lost})
+    reg = kl.wait(lambda: kl.regs(GPU) and kl.regs(MEM) and kl.lists and kl.r(MEM).lists, 5)
+    ok(reg, "both resources registered and listed", log_of(p))
+    if not reg:
+        return p, kl
+    r = kl.regs(MEM)[0]
+    ok(r.request.endpoint == "nvshare-memory.sock" and kl.regs(GPU)[0].request.endpoint
+       == "nvshare.sock" and r.request.options.get_preferred_allocation_available
+       and r.options.get_preferred_allocation_available,
+       "nvshare.com/gpu-memory: own endpoint nvshare-memory.sock, preferred allocation",
+       r.request)
+    units = sorted(ids(GA, 12) + ids(GB, 12))
+    lst = kl.last_list(MEM) or []
+    ok(sorted(i for i, _ in lst) == units and all(h == "Healthy" for _, h in lst),
+       "16 GiB x 1.5 / 2 GiB = 12 units <UUID>__<k> per GPU", lst)
+    ok(sorted(i for i, _ in kl.last_list(GPU) or []) == sorted(ids(GA, 3) + ids(GB, 3)),
+       "nvshare.com/gpu still 3 slices per GPU beside it", kl.last_list(GPU))
+
+    avail = ids(GA, 3) + ids(GB, 12)[5:]          # GA 3 free, GB 7 free
+    pref = kl.preferred(avail, [], 4, resource=MEM)
+    ok(len(pref) == 4 and {x.split("__")[0] for x in pref} == {GB},
+       "GetPreferredAllocation: 4 units on one GPU (the only one with 4 free)", pref)
+    pref = kl.preferred(avail, [], 2, resource=MEM)
+    ok(pref == [GB + "__6", GB + "__7"], "spread: the GPU with the most free units", pref)
+    pref = kl.preferred(avail, [GA + "__3"], 2, resource=MEM)
+    ok(pref == [GA + "__3", GA + "__1"], "must_include decides the GPU", pref)
+
+    a = kl.allocate([GA + "__1", GA + "__2"], resource=MEM)
+    e = envs_of(a)
+    ok(e.get("LD_PRELOAD") == "/usr/local/nvshare/lib/libnvshare.so"
+       and e.get("NVIDIA_VISIBLE_DEVICES") == GA
+       and e.get("NVSHARE_GPU_MEMORY_REQUEST") == str(4 << 30)
+       and e.get("NVSHARE_GPU_MEMORY_TOTAL") == str(16 << 30),
+       "Allocate 2 units: the library, the GPU, NVSHARE_GPU_MEMORY_REQUEST=4Gi in bytes, "
+       "NVSHARE_GPU_MEMORY_TOTAL", e)
+    ok(mounts_of(a) == sorted([(libdir, "/usr/local/nvshare/lib", True),
+                               ("/var/run/nvshare", "/var/run/nvshare", True)]),
+       "Allocate mounts the library and socket directories as for nvshare.com/gpu",
+       mounts_of(a))
+    a = kl.allocate([GA + "__4", GB + "__1", GB + "__2"], resource=MEM)
+    e = envs_of(a)
+    ok(e.get("NVIDIA_VISIBLE_DEVICES") == GB
+       and e.get("NVSHARE_GPU_MEMORY_REQUEST") == str(6 << 30)
+       and "span 2 GPUs" in log_of(p),
+       "units spanning GPUs: the GPU holding most of them, the whole request, logged", e)
+    err = rpc_error(lambda: kl.allocate([GA + "__13"], resource=MEM))
+    ok(err is not None and err.code() == grpc.StatusCode.INVALID_ARGUMENT
+       and "unknown device" in err.details() and MEM in err.details(),
+       "a unit number beyond the GPU's units: INVALID_ARGUMENT", err and err.details())
+
+    nl = len(kl.r(MEM).lists)
+    with open(lost, "w") as f:
+        f.write(GA + "\n")
+    got = kl.wait(lambda: len(kl.r(MEM).lists) > nl, 5)
+    lst = dict(kl.last_list(MEM) or [])
+    ok(got and all(lst[i] == "Unhealthy" for i in ids(GA, 12))
+       and all(lst[i] == "Healthy" for i in ids(GB, 12)),
+       "a lost GPU's memory units are re-sent Unhealthy", lst)
+    return p, kl
+
+
+def scenario_flags():
+    """Memory flags out of range are refused before anything starts."""
+    bad = [["--memory-unit", "0"], ["--memory-unit", "512Ki"], ["--memory-unit", "2Ti"],
+           ["--memory-oversubscription", "0"], ["--memory-oversubscription", "65"],
+           ["--memory-oversubscription", "1.5x"], ["--gpu-memory-size", "0"],
+           ["--memory-socket-name", "nvshare.sock"], ["--memory-socket-name", "a/b.sock"]]
+    res = []
+    for a in bad:
+        r = subprocess.run([PLUGIN, "--kubelet-dir", os.path.join(T, "noflags")] + a,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           timeout=10)
+        if r.returncode != 2 or a[0] not in r.stderr:
+            res.append((a, r.returncode, r.stderr[-200:]))
+    ok(not res, "bad --memory-* / --gpu-memory-size values: exit 2 naming the flag", res)
+
+
 def shutdown(p, d, desc):
     if p is None:
         return
@@ -296,7 +392,8 @@ def shutdown(p, d, desc):
         rc = p.wait(5)
     except subprocess.TimeoutExpired:
         rc = None
-    ok(rc == 0 and not os.path.exists(os.path.join(d, "nvshare.sock")), desc,
+    ok(rc == 0 and not os.path.exists(os.path.join(d, "nvshare.sock"))
+       and not os.path.exists(os.path.join(d, "nvshare-memory.sock")), desc,
        "rc=%s\n%s" % (rc, log_of(p)[-2000:]))
 
 
@@ -306,12 +403,14 @@ def main():
         p2, k2 = scenario_nvml_health()
         p3, k3 = scenario_refusals()
         p4, k4 = scenario_sim()
-        shutdown(p1, os.path.join(T, "dp1"), "SIGTERM: clean exit 0, socket removed")
-        for p in (p2, p3, p4):
+        p5, k5 = scenario_memory()
+        scenario_flags()
+        shutdown(p1, os.path.join(T, "dp1"), "SIGTERM: clean exit 0, both sockets removed")
+        for p in (p2, p3, p4, p5):
             if p is not None:
                 p.terminate()
                 p.wait(5)
-        for k in (k1, k2, k3, k4):
+        for k in (k1, k2, k3, k4, k5):
             if k is not None:
                 k.stop()
     finally:

@@ -10,7 +10,9 @@ What it does, as the real kubelet does:
   - serves Registration/Register on <dir>/kubelet.sock;
   - in Register, dials the plugin's endpoint and calls
     GetDevicePluginOptions *before* replying;
-  - after a successful Register, opens ListAndWatch and records every list;
+  - after a successful Register, opens ListAndWatch and records every list,
+    per resource name (a plugin may register several: nvshare.com/gpu and
+    nvshare.com/gpu-memory; the newest registration of a name wins);
   - restart(): stops serving, deletes every socket in the directory (the
     checkpoint file is kept), serves again.
 """
@@ -47,21 +49,57 @@ class Registration:
         self.when = when
 
 
+GPU = "nvshare.com/gpu"
+MEM = "nvshare.com/gpu-memory"
+
+
+class Resource:
+    """What the kubelet keeps per resource name."""
+
+    def __init__(self):
+        self.channel = None
+        self.law = None
+        self.lists = []          # every ListAndWatchResponse, as [(id, health)]
+        self.streams_opened = 0
+        self.streams_ended = 0
+
+
 class FakeKubelet:
     def __init__(self, plugin_dir, pb):
         self.dir = plugin_dir
         self.pb = pb
         self.cv = threading.Condition()
         self.registrations = []
-        self.lists = []          # every ListAndWatchResponse, as [(id, health)]
-        self.streams_opened = 0
-        self.streams_ended = 0
+        self.res = {}            # resource name -> Resource
         self.reject = 0          # reject this many Register calls
         self.rejected = 0
         self.server = None
-        self.channel = None
-        self._law = None
         os.makedirs(plugin_dir, exist_ok=True)
+
+    def r(self, resource=GPU):
+        with self.cv:
+            return self.res.setdefault(resource, Resource())
+
+    # The nvshare.com/gpu resource's state, as before there were two.
+    @property
+    def lists(self):
+        return self.r().lists
+
+    @property
+    def streams_opened(self):
+        return self.r().streams_opened
+
+    @property
+    def streams_ended(self):
+        return self.r().streams_ended
+
+    @property
+    def channel(self):
+        return self.r().channel
+
+    def regs(self, resource=GPU):
+        with self.cv:
+            return [x for x in self.registrations if x.request.resource_name == resource]
 
     # ---- serving ----
     def start(self):
@@ -78,12 +116,13 @@ class FakeKubelet:
 
     def stop(self):
         """The kubelet goes away: streams cancelled, sockets deleted."""
-        if self._law is not None:
-            self._law.cancel()
-            self._law = None
-        if self.channel is not None:
-            self.channel.close()
-            self.channel = None
+        for r in list(self.res.values()):
+            if r.law is not None:
+                r.law.cancel()
+                r.law = None
+            if r.channel is not None:
+                r.channel.close()
+                r.channel = None
         if self.server is not None:
             self.server.stop(0).wait()
             self.server = None
@@ -116,13 +155,14 @@ class FakeKubelet:
         except grpc.RpcError as e:
             ch.close()
             ctx.abort(grpc.StatusCode.UNKNOWN, "dial-back failed: %s" % e.details())
-        old_law, old_ch = self._law, self.channel
-        self.channel = ch
+        res = self.r(req.resource_name)
+        old_law, old_ch = res.law, res.channel
+        res.channel = ch
         law = ch.unary_stream(P + "ListAndWatch",
                               request_serializer=self.pb.Empty.SerializeToString,
                               response_deserializer=self.pb.ListAndWatchResponse.FromString)(
             self.pb.Empty())
-        self._law = law
+        res.law = law
         if old_law is not None:
             old_law.cancel()
         if old_ch is not None:
@@ -130,21 +170,21 @@ class FakeKubelet:
         with self.cv:
             self.registrations.append(Registration(req, opts, time.monotonic()))
             self.cv.notify_all()
-        threading.Thread(target=self._watch, args=(law,), daemon=True).start()
+        threading.Thread(target=self._watch, args=(law, res), daemon=True).start()
         return self.pb.Empty()
 
-    def _watch(self, law):
+    def _watch(self, law, res):
         with self.cv:
-            self.streams_opened += 1
+            res.streams_opened += 1
         try:
             for resp in law:
                 with self.cv:
-                    self.lists.append([(d.ID, d.health) for d in resp.devices])
+                    res.lists.append([(d.ID, d.health) for d in resp.devices])
                     self.cv.notify_all()
         except grpc.RpcError:
             pass
         with self.cv:
-            self.streams_ended += 1
+            res.streams_ended += 1
             self.cv.notify_all()
 
     # ---- helpers for tests ----
@@ -158,26 +198,28 @@ class FakeKubelet:
                 self.cv.wait(left)
             return True
 
-    def last_list(self):
+    def last_list(self, resource=GPU):
+        r = self.r(resource)
         with self.cv:
-            return self.lists[-1] if self.lists else None
+            return r.lists[-1] if r.lists else None
 
-    def _unary(self, method, req, resp_cls, timeout=5):
-        return self.channel.unary_unary(P + method,
-                                        request_serializer=type(req).SerializeToString,
-                                        response_deserializer=resp_cls.FromString)(
-            req, timeout=timeout)
+    def _unary(self, method, req, resp_cls, timeout=5, resource=GPU):
+        return self.r(resource).channel.unary_unary(
+            P + method, request_serializer=type(req).SerializeToString,
+            response_deserializer=resp_cls.FromString)(req, timeout=timeout)
 
-    def preferred(self, available, must, size):
+    def preferred(self, available, must, size, resource=GPU):
         pb = self.pb
         req = pb.PreferredAllocationRequest(container_requests=[
             pb.ContainerPreferredAllocationRequest(available_deviceIDs=available,
                                                    must_include_deviceIDs=must,
                                                    allocation_size=size)])
-        r = self._unary("GetPreferredAllocation", req, pb.PreferredAllocationResponse)
+        r = self._unary("GetPreferredAllocation", req, pb.PreferredAllocationResponse,
+                        resource=resource)
         return list(r.container_responses[0].deviceIDs)
 
-    def allocate(self, ids):
+    def allocate(self, ids, resource=GPU):
         pb = self.pb
         req = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)])
-        return self._unary("Allocate", req, pb.AllocateResponse).container_responses[0]
+        return self._unary("Allocate", req, pb.AllocateResponse,
+                           resource=resource).container_responses[0]

@@ -149,6 +149,71 @@ static void test_check_request(void **state)
 	assert_int_equal(nvs_dp_check_request(two, 2, uuids, 1, err, sizeof err), -1);
 }
 
+/* Memory units: A has 2 free, B has 4, C has 3. */
+static const char *units[] = {B "__7", A "__5", C "__1", B "__1", B "__2",
+			      C "__2", A "__6", B "__3", C "__3"};
+#define NUNITS (sizeof units / sizeof units[0])
+
+static int on_gpu(const char **out, int n, const char *uuid)
+{
+	for (int i = 0; i < n; i++)
+		if (strncmp(out[i], uuid, strlen(uuid)))
+			return 0;
+	return 1;
+}
+
+static void test_units_one_gpu(void **state)
+{
+	(void)state;
+	const char *out[16];
+	/* spread: the GPU with the most free units, lowest numbers first */
+	assert_int_equal(nvs_dp_prefer_units(NVS_DP_SPREAD, units, NUNITS, NULL, 0, 2, out), 2);
+	assert_string_equal(out[0], B "__1");
+	assert_string_equal(out[1], B "__2");
+	/* pack: the best fit (fewest free units that still hold the request) */
+	assert_int_equal(nvs_dp_prefer_units(NVS_DP_PACK, units, NUNITS, NULL, 0, 2, out), 2);
+	assert_true(on_gpu(out, 2, A));
+	assert_int_equal(nvs_dp_prefer_units(NVS_DP_PACK, units, NUNITS, NULL, 0, 3, out), 3);
+	assert_true(on_gpu(out, 3, C));
+	assert_int_equal(nvs_dp_prefer_units(NVS_DP_SPREAD, units, NUNITS, NULL, 0, 4, out), 4);
+	assert_true(on_gpu(out, 4, B));
+	assert_string_equal(out[3], B "__7");
+	/* must_include decides the GPU */
+	const char *must[] = {C "__2"};
+	assert_int_equal(nvs_dp_prefer_units(NVS_DP_SPREAD, units, NUNITS, must, 1, 3, out), 3);
+	assert_string_equal(out[0], C "__2");
+	assert_string_equal(out[1], C "__1");
+	assert_string_equal(out[2], C "__3");
+	/* No GPU holds 5: the largest first, then the next */
+	assert_int_equal(nvs_dp_prefer_units(NVS_DP_PACK, units, NUNITS, NULL, 0, 5, out), 5);
+	assert_true(on_gpu(out, 4, B));
+	assert_true(on_gpu(out + 4, 1, C));
+	assert_int_equal(nvs_dp_prefer_units(NVS_DP_SPREAD, units, NUNITS, NULL, 0, 10, out), 9);
+	assert_int_equal(nvs_dp_prefer_units(NVS_DP_SPREAD, NULL, 2, NULL, 0, 1, out), -1);
+}
+
+static void test_units_gpu(void **state)
+{
+	(void)state;
+	char uuid[NVS_DP_ID_MAX], err[400];
+	size_t n = 0;
+	const char *one[] = {A "__1", A "__9"};
+	assert_int_equal(nvs_dp_units_gpu(one, 2, uuid, &n, err, sizeof err), 1);
+	assert_string_equal(uuid, A);
+	assert_int_equal(n, 2);
+	const char *split[] = {A "__1", B "__2", B "__3"};
+	assert_int_equal(nvs_dp_units_gpu(split, 3, uuid, &n, err, sizeof err), 2);
+	assert_string_equal(uuid, B);
+	assert_int_equal(n, 2);
+	const char *tie[] = {B "__1", A "__2"};
+	assert_int_equal(nvs_dp_units_gpu(tie, 2, uuid, &n, err, sizeof err), 2);
+	assert_string_equal(uuid, B); /* named first */
+	const char *bad[] = {A "__1", "bogus"};
+	assert_int_equal(nvs_dp_units_gpu(bad, 2, uuid, &n, err, sizeof err), -1);
+	assert_non_null(strstr(err, "bogus"));
+	assert_int_equal(nvs_dp_units_gpu(NULL, 0, uuid, &n, err, sizeof err), -1);
+}
+
 static void test_visible_devices(void **state)
 {
 	(void)state;
@@ -191,6 +256,8 @@ int main(void)
 	    cmocka_unit_test(test_ties_and_topup),
 	    cmocka_unit_test(test_must_include),
 	    cmocka_unit_test(test_check_request),
+	    cmocka_unit_test(test_units_one_gpu),
+	    cmocka_unit_test(test_units_gpu),
 	    cmocka_unit_test(test_visible_devices),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

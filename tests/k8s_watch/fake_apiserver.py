@@ -9,7 +9,9 @@ bearer-token check:
       WATCH: chunked, newline-delimited JSON events from RV on
 Pods are changed by commands, one JSON object per line, written to the
 control FIFO (--ctl):
-  {"op":"add","pod":{"uid","name","namespace","node","annotations"}}
+  {"op":"add","pod":{"uid","name","namespace","node","annotations",
+                     "containers","initContainers"}}  (containers with
+      "resources" carry e.g. nvshare.com/gpu-memory limits)
   {"op":"modify","uid":U,"annotations":{...},"split":bool,"silent":bool}
       (split: the event goes out in 3 chunks 30 ms apart; silent: change
       the Pod with no event, as if the watch missed it)
@@ -53,6 +55,15 @@ def log(*a):
         print(now_us(), *a, flush=True)
 
 
+def spec_of(p):
+    """containers / initContainers as given (to carry resources), else one."""
+    spec = {"nodeName": p.get("node", "node-1"),
+            "containers": p.get("containers") or [{"name": "c", "image": "x"}]}
+    if p.get("initContainers"):
+        spec["initContainers"] = p["initContainers"]
+    return spec
+
+
 def make_pod(p):
     global rv
     rv += 1
@@ -68,7 +79,7 @@ def make_pod(p):
             "annotations": ann,
             "labels": {"app": p["name"]},
         },
-        "spec": {"nodeName": p.get("node", "node-1"), "containers": [{"name": "c", "image": "x"}]},
+        "spec": spec_of(p),
         "status": {"phase": "Running"},
     }
 

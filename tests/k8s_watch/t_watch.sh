@@ -48,9 +48,9 @@ check "static pod client (cgroup has the config.mirror uid) gets 512 MiB" \
 fcpod N "0::/user.slice/user-0.slice/session-1.scope" --gpu-uuid GPU-k8s-0 --script 'hold 60s'
 j=$(status_json)
 check "--json: A's pod (uid, name, namespace, annotation limits)" \
-  sh -c 'echo "$0" | grep -qF "\"pod\":{\"uid\":\"$1\",\"name\":\"trainer\",\"namespace\":\"team-a\",\"core_limit\":40,\"mem_limit\":$2}"' "$j" "$UA" $((2 * GI))
+  sh -c 'echo "$0" | grep -qF "\"pod\":{\"uid\":\"$1\",\"name\":\"trainer\",\"namespace\":\"team-a\",\"core_limit\":40,\"mem_limit\":$2,\"mem_request\":null}"' "$j" "$UA" $((2 * GI))
 check "--json: B's pod from cgroup v1 (cgroupfs)" \
-  sh -c 'echo "$0" | grep -qF "\"pod\":{\"uid\":\"$1\",\"name\":\"infer\",\"namespace\":\"team-b\",\"core_limit\":null,\"mem_limit\":null}"' "$j" "$UB"
+  sh -c 'echo "$0" | grep -qF "\"pod\":{\"uid\":\"$1\",\"name\":\"infer\",\"namespace\":\"team-b\",\"core_limit\":null,\"mem_limit\":null,\"mem_request\":null}"' "$j" "$UB"
 check "--json: the static pod by its mirror" sh -c 'echo "$0" | grep -qF "\"name\":\"etcd-node-1\",\"namespace\":\"kube-system\""' "$j"
 check "--json: a client in no pod has \"pod\":null" sh -c 'echo "$0" | grep -qF "\"claimed_name\":\"N\",\"connected_ns\"" && echo "$0" | grep -qF "\"pod\":null"' "$j"
 check "--json: kube watch state and cached pods" sh -c 'echo "$0" | grep -qE "\"kube\":\{\"watch\":\"watching\",\"pods\":3\}"' "$j"

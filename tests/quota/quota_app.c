@@ -18,15 +18,19 @@
  *
  * Memory mode (--mem): reads commands from stdin, one per line, answering
  * each with one line:
- *     alloc  -> "ALLOC ok|fail used=<bytes>"   (64 MiB, cuMemAlloc)
+ *     alloc [MiB] -> "ALLOC ok|fail used=<bytes>"   (64 MiB default, cuMemAlloc)
  *     free   -> "FREE ok used=<bytes>"         (the last allocation)
  *     info   -> "INFO free=<bytes> total=<bytes>"  (cuMemGetInfo)
+ *     nvml   -> "NVML rc=<r> total=<bytes> used=<bytes> free=<bytes>"
+ *               (nvmlDeviceGetMemoryInfo of device 0, looked up as
+ *               monitoring tools do: dlopen + dlsym)
  *     quit
  *
  * quota_app --now prints CLOCK_MONOTONIC in ms (no CUDA).
  */
 #include "tests/sim/sim_api.h"
 
+#include "nvml_api.h"
 #include "tests/common/driver_lookup.h"
 #include <cuda.h>
 #include <dlfcn.h>
@@ -134,30 +138,52 @@ static void *sampler(void *arg)
 	return NULL;
 }
 
+static void nvml_info(void)
+{
+	void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+	nvs_pfn_nvmlInit_v2 init = h ? (nvs_pfn_nvmlInit_v2)dlsym(h, "nvmlInit_v2") : NULL;
+	nvs_pfn_nvmlDeviceGetHandleByIndex_v2 byidx =
+	    h ? (nvs_pfn_nvmlDeviceGetHandleByIndex_v2)dlsym(h, "nvmlDeviceGetHandleByIndex_v2")
+	      : NULL;
+	nvs_pfn_nvmlDeviceGetMemoryInfo mi =
+	    h ? (nvs_pfn_nvmlDeviceGetMemoryInfo)dlsym(h, "nvmlDeviceGetMemoryInfo") : NULL;
+	nvmlDevice_t dev;
+	nvmlMemory_t m = {0};
+	int r = -1;
+	if (init && byidx && mi && !init() && !byidx(0, &dev))
+		r = (int)mi(dev, &m);
+	printf("NVML rc=%d total=%llu used=%llu free=%llu\n", r, m.total, m.used, m.free);
+}
+
 static int mem_mode(void)
 {
 	enum { MAXA = 256 };
 	CUdeviceptr a[MAXA];
+	size_t sz[MAXA];
 	int n = 0;
-	const size_t chunk = 64u << 20;
+	unsigned long long used = 0;
 	char line[64];
 	while (fgets(line, sizeof line, stdin)) {
 		if (!strncmp(line, "alloc", 5)) {
+			unsigned long mib = strtoul(line + 5, NULL, 10);
+			size_t chunk = (size_t)(mib ? mib : 64) << 20;
 			int ok = n < MAXA && cu.MemAlloc(&a[n], chunk) == CUDA_SUCCESS;
-			if (ok)
-				n++;
-			printf("ALLOC %s used=%llu\n", ok ? "ok" : "fail",
-			       (unsigned long long)n * chunk);
+			if (ok) {
+				sz[n++] = chunk;
+				used += chunk;
+			}
+			printf("ALLOC %s used=%llu\n", ok ? "ok" : "fail", used);
 		} else if (!strncmp(line, "free", 4)) {
 			int ok = n > 0 && cu.MemFree(a[n - 1]) == CUDA_SUCCESS;
 			if (ok)
-				n--;
-			printf("FREE %s used=%llu\n", ok ? "ok" : "fail",
-			       (unsigned long long)n * chunk);
+				used -= sz[--n];
+			printf("FREE %s used=%llu\n", ok ? "ok" : "fail", used);
 		} else if (!strncmp(line, "info", 4)) {
 			size_t fr = 0, tot = 0;
 			CUresult r = cu.MemGetInfo(&fr, &tot);
 			printf("INFO rc=%d free=%zu total=%zu\n", (int)r, fr, tot);
+		} else if (!strncmp(line, "nvml", 4)) {
+			nvml_info();
 		} else if (!strncmp(line, "quit", 4)) {
 			break;
 		}
