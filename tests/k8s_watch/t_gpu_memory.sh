@@ -8,6 +8,7 @@
 # Pods that declared more than the GPU holds are serialized before they
 # allocate it, and run together again when one Pod is gone.
 # shellcheck disable=SC1091,SC2016 # libs by path; inner sh -c scripts
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 . "$NVS_ROOT/tests/sched/sched_lib.sh"
 . "$(dirname "$0")/k8s_lib.sh"
@@ -30,7 +31,7 @@ cat >"$T/pods.json" <<EOF2
 EOF2
 start_api token-M "$T/pods.json" || { not_ok "fake API server starts"; exit 1; }
 start_kube_scheduler --reserve 0
-wait_log 5 "$T/scheduler.log" "k8s: LIST: 3 pod" || not_ok "scheduler listed the pods"
+wait_event 5 k8s_list pods=3 || not_ok "scheduler listed the pods"
 
 # jget EXPR: EXPR evaluated on the status JSON (d), with cl(NAME) = the
 # client called NAME (or with that pid) and gpu(UUID) = that GPU.
@@ -38,7 +39,7 @@ jget() {
   "$CTL" --json | "$PY" -c '
 import json, sys
 d = json.load(sys.stdin)
-cl = lambda n: [c for c in d["clients"] if n in (c["name"], str(c["pid"]))][0]
+cl = lambda n: [c for c in d["clients"] if n in (c["claimed_name"], str(c["pid"]))][0]
 gpu = lambda u: [g for g in d["gpus"] if g["uuid"] == u][0]
 print(eval(sys.argv[1]))' "$1" 2>/dev/null
 }

@@ -6,6 +6,7 @@
 # With NVSHARE_UNMANAGED=serialize the GPU serializes (status and GPU_MODE
 # to clients) and the process's memory is kept out of the capacity. Bad
 # policy values are refused at start. Nothing is killed.
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 . "$NVS_ROOT/tests/metrics/metrics_lib.sh"
 
@@ -120,7 +121,7 @@ rc=$?
 check "NVSHARE_UNMANAGED=kill refused (exit $rc)" test "$rc" = 2
 check "message names the variable and the valid values" \
   grep -qF 'NVSHARE_UNMANAGED: "kill" (expected report or serialize)' <<<"$out"
-out=$(NVSHARE_UNMANAGED= NVSHARE_UNMANAGED_INTERVAL_MS=5 NVSHARE_SOCK_DIR=$T/sock-bad timeout 5 "$B/nvshare-scheduler" 2>&1)
+out=$(NVSHARE_UNMANAGED='' NVSHARE_UNMANAGED_INTERVAL_MS=5 NVSHARE_SOCK_DIR=$T/sock-bad timeout 5 "$B/nvshare-scheduler" 2>&1)
 rc=$?
 check "NVSHARE_UNMANAGED_INTERVAL_MS=5 refused (exit $rc)" test "$rc" = 2
 check "message names the interval variable" grep -qF 'NVSHARE_UNMANAGED_INTERVAL_MS: "5"' <<<"$out"
