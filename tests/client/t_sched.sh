@@ -18,14 +18,14 @@ mkdir -p "$T/steps"
 NVS_STEP_DIR=$T/steps LD_PRELOAD="$PRELOAD" "$TC/probe_alloc" runtime >"$T/rt.out" 2>"$T/rt.err" &
 pid=$!; _pids+=("$pid")
 if wait_for 10 test -f "$T/steps/ready1"; then
-  check "CUDA use: the client said HELLO" wait_log 5 "$T/scheduler.log" "HELLO"
+  check "CUDA use: the client said HELLO" wait_event 5 hello
   "$B/nvsharectl" --set-client "$pid" --memory-limit 256Mi >"$T/ctl1.out" 2>&1
   check "nvsharectl set a 256 MiB limit" [ $? -eq 0 ]
   # Not after a sleep: the two processes above had ended before this
   # client started, so anything they sent was queued ahead of its HELLO,
   # and the scheduler has answered nvsharectl since that HELLO.
-  check "no CUDA use: no HELLO at the scheduler" \
-    bash -c "! grep -qE 'HELLO client=[0-9]+ pid=($np1|$np2) ' '$T/scheduler.log'"
+  no_hello() { ! has_event hello pid="($np1|$np2)"; }
+  check "no CUDA use: no HELLO at the scheduler" no_hello
   if wait_for 15 test -f "$T/steps/ready2"; then
     "$B/nvsharectl" --set-client "$pid" --memory-limit none >"$T/ctl2.out" 2>&1
   fi

@@ -23,7 +23,7 @@ cpu() { awk '{ print $14 + $15 }' "/proc/$SCHED_PID/stat"; }
 bg "$LG" --clients 200 --hold-ms 2500 >"$T/hold.out" 2>&1; LGP=${_pids[-1]}
 # The flood has reached the limit once the scheduler refuses a connection;
 # then its CPU time is measured over 1.5 s (the sleep is the window).
-check "the flood exhausts the descriptors" wait_log 10 "$SLOG" 'out of file descriptors'
+check "the flood exhausts the descriptors" wait_event 10 conn_refused reason='"out-of-fds"'
 c0=$(cpu); sleep 1.5; c1=$(cpu)
 ticks=$((c1 - c0)); hz=$(getconf CLK_TCK)
 diag "scheduler CPU while 200 connections hit 64 fds: $ticks ticks in 1.5 s (CLK_TCK $hz)"
