@@ -27,7 +27,11 @@ check "every DROP_LOCK answered by a drained LOCK_RELEASED" \
 nreq=$(count_events req_lock); nok=$(count_events lock_ok)
 check "REQ_LOCK once per wait, not per call or thread ($nreq REQ_LOCK, $nok LOCK_OK)" [ "$nreq" -le $((nok + 2)) ]
 sw=$(switches A B)
-check "gated calls ran in turns ($sw switches, $nok grants)" [ "$sw" -le $((nok + 2)) ]
+# PROGRESS t= is when a call passed the gate; a thread descheduled between
+# the pass and taking the time can still land one line in the next turn, so
+# each grant may add a switch: turns give at most 2 per grant, calls running
+# together hundreds (200 kernels x 2 clients).
+check "gated calls ran in turns ($sw switches, $nok grants)" [ "$sw" -le $((2 * nok + 2)) ]
 kill "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
 # Each phase reads only its own scheduler's log and events.
 mv "$SLOG" "$T/scheduler-1.log"; mv "$NVSHARE_EVENTS" "$T/events-1.jsonl"

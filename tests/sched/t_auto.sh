@@ -28,7 +28,8 @@ check "switch in the events (12Gi of 10Gi)" \
 
 # C leaves: 8Gi fits again -> concurrent, A's lock is dropped silently.
 wait_exit 5 "$PID_C"
-check "C leaving switches A back to concurrent" wait_ev 3 A 'MARK holding' && wait_ev 3 A 'GPU_MODE gpu=0 value=0'
+a_back() { wait_ev 3 A 'MARK holding' && wait_ev 3 A 'GPU_MODE gpu=0 value=0'; }
+check "C leaving switches A back to concurrent" a_back
 check "and B" wait_ev 3 B 'GPU_MODE gpu=0 value=0'
 check "holder and queue cleared" sh -c "$CTL --json | grep -q '\"holder\":null,\"queue\":\[\]'"
 

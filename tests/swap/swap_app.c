@@ -6,9 +6,12 @@
  * whole range, and finally checks every byte pattern.
  *
  *   swap_app --name A --ranges 16Mi,64Mi,256Mi --steps 40 --kernel-us 2000
- *            [--linger-ms MS] [--pause-after STEPS --pause-ms MS]
+ *            [--linger-ms MS] [--pause-after STEPS --pause-ms MS] [--start-file F]
  *   swap_app --prefetch-log      print the simulated GPU's prefetch log
  *
+ * --start-file F: after allocating and filling, print "READY name=A" and
+ * wait until F exists before the first step (tests start two jobs'
+ * steps together whatever the machine's load).
  * --pause-after/--pause-ms: after that many steps, print "PAUSE name=A" and
  * sleep (memory held, no GPU work: an idle client), then go on.
  *
@@ -87,6 +90,7 @@ int main(int argc, char **argv)
 	uint64_t sizes[MAXR];
 	int nr = 0;
 	long steps = 20, linger_ms = 0, pause_after = -1, pause_ms = 0;
+	const char *start_file = NULL;
 	unsigned long long kus = 1000;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
@@ -104,6 +108,8 @@ int main(int argc, char **argv)
 			pause_after = atol(v);
 		else if (!strcmp(a, "--pause-ms") && ++i)
 			pause_ms = atol(v);
+		else if (!strcmp(a, "--start-file") && ++i)
+			start_file = v;
 		else if (!strcmp(a, "--ranges") && ++i) {
 			char *d = strdup(v), *save = NULL;
 			for (char *t = strtok_r(d, ",", &save); t && nr < MAXR;
@@ -133,6 +139,11 @@ int main(int argc, char **argv)
 		CK(cuMemAlloc(&p[r], sizes[r]));
 		pat[r] = 0xa5000000u ^ ((uint32_t)getpid() << 4) ^ (uint32_t)r;
 		CK(cuMemsetD32(p[r], pat[r], sizes[r] / 4));
+	}
+	if (start_file) {
+		printf("READY name=%s t=%.3f\n", name, now_ms());
+		while (access(start_file, F_OK) != 0)
+			sleep_ms(10);
 	}
 	for (long s = 0; s < steps; s++) {
 		if (s == pause_after) {

@@ -12,9 +12,13 @@
 
 export NVSHARE_SCHED_MODE=auto NVSHARE_GPU_CAPACITY=512Mi NVSHARE_TQ=50ms
 start_metrics_scheduler || { not_ok "scheduler starts"; show_logs; exit 1; }
-job A --steps 150 --kernel-us 2000 --linger-ms 1500
-sleep 0.3 # paces the workload (A starts first); no check follows
-job B --steps 150 --kernel-us 2000 --linger-ms 1500
+# Both jobs allocate and fill first, then start their steps together: on a
+# busy machine A must not finish its steps before B has even allocated.
+job A --steps 150 --kernel-us 2000 --linger-ms 1500 --start-file "$T/go"
+wait_log 20 "$T/A.out" "^READY name=A"
+job B --steps 150 --kernel-us 2000 --linger-ms 1500 --start-file "$T/go"
+wait_log 20 "$T/B.out" "^READY name=B"
+touch "$T/go"
 job_wait A 60; job_wait B 60
 
 check "A finished, every byte of its 3 ranges intact" job_ok A
@@ -45,7 +49,8 @@ check "swap-in bandwidth >= $minbw GB/s (80% of the simulated 50 GB/s; $bw GB/s)
   awk -v b="$bw" -v m="$minbw" 'BEGIN { exit !(b >= m) }'
 cin=$(status_py "sum(g['swap']['bytes_in'] for c in d['clients'] for g in c['gpus'])")
 cout=$(status_py "sum(g['swap']['bytes_out'] for c in d['clients'] for g in c['gpus'])")
-check "nvsharectl --json: per-client swap counters (in $cin, out $cout bytes)" [ "${cin:-0}" -gt 0 ] && [ "${cout:-0}" -gt 0 ]
+check "nvsharectl --json: per-client swap counters (in $cin, out $cout bytes)" \
+  test "${cin:-0}" -gt 0 -a "${cout:-0}" -gt 0
 tq=$(status_py "d['gpus'][0]['tq_ms'], d['gpus'][0]['tq_effective_ms'], d['gpus'][0]['swap']['last_in_ns'] + d['gpus'][0]['swap']['last_out_ns']")
 diag "tq_ms, tq_effective_ms, last swap ns: $tq"
 check "adaptive quantum: effective TQ = 10 x last swap time > TQ ($tq)" \
