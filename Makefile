@@ -79,7 +79,7 @@ $(B)/%.o: %.S
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
 
-# make test: the fast tier, in parallel (tests/run -j, default one job
+# make test: the fast tier, in parallel (tests/run -j, default two jobs
 # per CPU); make test-long: fuzzing, the bench self-test, image builds.
 test: targets
 	NVS_BUILD=$(B) tests/run $(if $(J),-j $(J))

@@ -9,7 +9,7 @@
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../e2e/e2e_lib.sh"
 FAKE=$NVS_ROOT/tests/reliability/fake_sched.py
-export NVSHARE_SCHED_TIMEOUT=2
+export NVSHARE_SCHED_TIMEOUT=1
 
 # 1. The real scheduler, stopped (SIGSTOP) while B waits behind A.
 export NVSHARE_SCHED_MODE=on NVSHARE_TQ=30
@@ -27,10 +27,10 @@ kill -STOP "$SCHED_PID"
 stopped=$(date +%s%N)
 check "B runs ungated once the scheduler stopped answering" wait_log 10 "$T/B.out" "^PROGRESS name=B "
 ran=$(date +%s%N)
-diag "B ran $(( (ran - stopped) / 1000000 )) ms after SIGSTOP (NVSHARE_SCHED_TIMEOUT=2)"
+diag "B ran $(( (ran - stopped) / 1000000 )) ms after SIGSTOP (NVSHARE_SCHED_TIMEOUT=1)"
 silence=$(grep -oE 'no answer to a ping for [0-9.]+ s' "$T/B.err" | grep -oE '[0-9.]+' | head -1)
-check "B gave up after the timeout, not later (${silence:-?} s of silence)" \
-  awk -v s="${silence:-99}" 'BEGIN { exit !(s >= 2 && s < 2.5) }'
+check "B gave up after the timeout, within a second more (${silence:-?} s of silence)" \
+  awk -v s="${silence:-99}" 'BEGIN { exit !(s >= 1 && s < 2) }'
 check "one warning, naming NVSHARE_SCHED_TIMEOUT" \
   test "$(grep -c 'NVSHARE_SCHED_TIMEOUT' "$T/B.err")" = 1
 n_hello=$(count_events hello pid="$PID_B")
