@@ -42,6 +42,7 @@ static void load_once(void)
 	 * misbehaving scheduler, a loop of failing calls) appears at most
 	 * once per 10 s per call site, with a count of the ones left out. */
 	nvs_log_set_warn_interval(10ull * 1000000000ull);
+	nvs_log_version();
 	nvs_config_reload();
 }
 

@@ -23,6 +23,8 @@ extern struct nvs_config nvs_cfg;
 void nvs_config_load(void);
 /* Re-reads it (tests; fork child). */
 void nvs_config_reload(void);
+/* Logs the library's version at DEBUG (version.c). */
+void nvs_log_version(void);
 
 /* ---- lazy init (entry.c) ---- */
 extern atomic_int nvs_inited;

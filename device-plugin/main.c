@@ -30,6 +30,8 @@
 #include "policy.h"
 #include "sockpath.h"
 
+#include "nvs_version.h" /* generated: scripts/gen-version.sh */
+
 #define KUBELET_SOCK "kubelet.sock"
 #define REGISTER_TIMEOUT_MS 15000
 #define RETRY_MS 1000
@@ -66,6 +68,7 @@ static void usage(FILE *f)
 		"  --container-socket-dir DIR where containers see it (default the same;\n"
 		"                             a non-default value is passed as\n"
 		"                             NVSHARE_SOCK_DIR)\n"
+		"  -V, --version              print the version\n"
 		"  -h, --help                 this text\n"
 		"\n"
 		"Environment: NVIDIA_VISIBLE_DEVICES (GPUs without NVML), NVSHARE_DEBUG=1.\n",
@@ -230,12 +233,13 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 	    {"no-library-check", no_argument, 0, O_NOCHECK},
 	    {"host-socket-dir", required_argument, 0, O_HSOCK},
 	    {"container-socket-dir", required_argument, 0, O_CSOCK},
+	    {"version", no_argument, 0, 'V'},
 	    {"help", no_argument, 0, 'h'},
 	    {0, 0, 0, 0},
 	};
 	int o;
 	uint64_t v;
-	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
 		switch (o) {
 		case O_KDIR:
 			c->kubelet_dir = optarg;
@@ -290,6 +294,9 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 		case O_CSOCK:
 			c->container_sock_dir = optarg;
 			break;
+		case 'V':
+			printf("nvshare-device-plugin %s\n", NVS_VERSION_FULL);
+			exit(0);
 		case 'h':
 			usage(stdout);
 			exit(0);
