@@ -17,6 +17,10 @@ struct nvs_config {
 	int disable;	    /* NVSHARE_DISABLE=1: every wrapper passes through */
 	int single_oversub; /* NVSHARE_ENABLE_SINGLE_OVERSUB=1 */
 	uint64_t mem_limit; /* NVSHARE_GPU_MEMORY_LIMIT in bytes, UINT64_MAX if unset */
+	/* NVSHARE_UNIFIED_MEMORY (default 1). 0: cuMemAlloc* stay ordinary
+	 * device memory (CUDA IPC works; no oversubscription for this
+	 * process), still gated, limited and accounted (as pinned). */
+	int unified_memory;
 };
 extern struct nvs_config nvs_cfg;
 /* Reads the environment once (idempotent, thread-safe). */
@@ -64,6 +68,7 @@ enum nvs_family {
 	NVS_FAM_VMM,
 	NVS_FAM_ARRAY,
 	NVS_FAM_INFO,
+	NVS_FAM_IPC,
 	NVS_FAM_CAPTURE,
 	NVS_FAM_LAUNCH,
 	NVS_FAM_COPY,
