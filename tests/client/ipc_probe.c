@@ -10,7 +10,8 @@
  *   ipc_probe import HANDLE DONE   wait for HANDLE, open it, check the
  *                                  pattern, write a marker, close, touch DONE
  *
- * Prints key=value lines for the script: managed=, export=, over_limit=,
+ * Prints key=value lines for the script: managed=, over_limit=,
+ * pitch_managed=, async_managed= (cuMemAllocPitch, cuMemAllocAsync), export=,
  * import=, data=, peer_write=, close=. Waits are bounded (30 s).
  */
 #include <cuda.h>
@@ -70,6 +71,21 @@ static int do_export(const char *hpath, const char *done)
 	printf("over_limit=%d\n", (int)over);
 	if (over == CUDA_SUCCESS)
 		cuMemFree(q);
+
+	/* The other converted allocation calls follow the same setting. */
+	CUdeviceptr pp = 0, pa = 0;
+	size_t pitch = 0;
+	unsigned pm = 9, am = 9;
+	if (cuMemAllocPitch(&pp, &pitch, 1000, 16, 4) == CUDA_SUCCESS) {
+		cuPointerGetAttribute(&pm, CU_POINTER_ATTRIBUTE_IS_MANAGED, pp);
+		cuMemFree(pp);
+	}
+	if (cuMemAllocAsync(&pa, 1u << 20, 0) == CUDA_SUCCESS) {
+		cuPointerGetAttribute(&am, CU_POINTER_ATTRIBUTE_IS_MANAGED, pa);
+		cuMemFreeAsync(pa, 0);
+		cuStreamSynchronize(0);
+	}
+	printf("pitch_managed=%u\nasync_managed=%u\n", pm, am);
 
 	CUipcMemHandle h;
 	CUresult r = cuIpcGetMemHandle(&h, p);

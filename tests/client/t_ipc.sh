@@ -39,6 +39,8 @@ check "native: the simulator removes the handle's file when the exporter frees" 
 rm -f "$T/def.h"
 LD_PRELOAD="$PRELOAD" "$P" export "$T/def.h" "$T/def.done" >"$T/def.exp" 2>"$T/def.err"
 check "nvshare default: the allocation is managed" has def.exp managed=1
+check "nvshare default: cuMemAllocPitch and cuMemAllocAsync memory managed too" \
+  bash -c "grep -qx pitch_managed=1 '$T/def.exp' && grep -qx async_managed=1 '$T/def.exp'"
 check "nvshare default: cuIpcGetMemHandle fails with CUDA_ERROR_INVALID_VALUE (1), as the driver says" \
   has def.exp export=1
 n=$(grep -c 'cuIpcGetMemHandle.*NVSHARE_UNIFIED_MEMORY=0' "$T/def.err")
@@ -48,6 +50,11 @@ check "nvshare default: no handle was written" [ ! -e "$T/def.h" ]
 # The opt-out, with a memory limit: device memory, limited, exportable.
 pair optout LD_PRELOAD="$PRELOAD" NVSHARE_UNIFIED_MEMORY=0 NVSHARE_GPU_MEMORY_LIMIT=8Mi NVSHARE_DEBUG=1
 check "NVSHARE_UNIFIED_MEMORY=0: the allocation is device memory" has optout.exp managed=0
+check "NVSHARE_UNIFIED_MEMORY=0: cuMemAllocPitch and cuMemAllocAsync memory too" \
+  bash -c "grep -qx pitch_managed=0 '$T/optout.exp' && grep -qx async_managed=0 '$T/optout.exp'"
+check "NVSHARE_UNIFIED_MEMORY=0: pitch and async memory counted as pinned (DEBUG)" \
+  bash -c "grep -q 'cuMemAllocPitch: .* -> device memory' '$T/optout.exp.err' &&
+    grep -q 'cuMemAllocAsync with NVSHARE_UNIFIED_MEMORY=0: passed through, 1048576 bytes counted as pinned' '$T/optout.exp.err'"
 check "NVSHARE_UNIFIED_MEMORY=0: still limited (8 MiB more over an 8Mi limit: CUDA_ERROR_OUT_OF_MEMORY)" \
   has optout.exp over_limit=2
 check "NVSHARE_UNIFIED_MEMORY=0: counted as pinned device memory (DEBUG)" \
