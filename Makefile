@@ -6,7 +6,8 @@
 #   make SAN=1           ASan+UBSan build into build-san/
 #   make test            build and run the test suite (tests/run)
 #   make demo            two clients sharing a GPU (demo/run-demo.sh)
-#   make install         PREFIX=/usr/local DESTDIR=
+#   make install         PREFIX=/usr/local DESTDIR= STRIP=1 SYSTEMD_UNIT_DIR=
+#   make uninstall       the same variables
 #   make format | lint
 
 PREFIX ?= /usr/local
@@ -46,7 +47,7 @@ ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 TARGETS :=
 TEST_TARGETS :=
 
-.PHONY: all dev clean install test test-long test-all test-san format lint lint-cppcheck lint-format lint-shell demo
+.PHONY: all dev clean install uninstall test test-long test-all test-san format lint lint-cppcheck lint-format lint-shell demo
 all: targets
 
 # make dev: the build developers and CI use (warnings are errors).
@@ -97,12 +98,51 @@ demo: targets
 test-san:
 	$(MAKE) SAN=1 test
 
-install: $(B)/libnvshare.so $(B)/nvshare-scheduler $(B)/nvsharectl
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 $(B)/libnvshare.so $(DESTDIR)$(PREFIX)/lib/libnvshare.so
-	install -m 0755 $(B)/nvshare-scheduler $(DESTDIR)$(PREFIX)/sbin/nvshare-scheduler
-	install -m 0755 $(B)/nvsharectl $(DESTDIR)$(PREFIX)/bin/nvsharectl
-	if [ -f $(B)/nvshare-device-plugin ]; then install -m 0755 $(B)/nvshare-device-plugin $(DESTDIR)$(PREFIX)/sbin/nvshare-device-plugin; fi
+# make install: the library, the scheduler, nvsharectl, the device plugin
+# (when its dependencies let it be built: it is then built first; otherwise
+# the install says so), the scheduler's systemd unit and the documents.
+# STRIP=1 strips the installed programs (install -s); SYSTEMD_UNIT_DIR
+# moves the unit (default $(PREFIX)/lib/systemd/system; /etc/systemd/system
+# or /usr/lib/systemd/system are the usual alternatives). make uninstall
+# removes exactly what install puts there, with the same variables.
+SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
+STRIP ?= 0
+INSTALL_PROG = install -m 0755 $(if $(filter 1 yes true,$(STRIP)),-s)
+DOC_DIR = $(PREFIX)/share/doc/nvshare
+UNIT := nvshare-scheduler.service
+# Buildable when pkg-config finds gRPC and protobuf-c (device-plugin/module.mk).
+DP_BUILDABLE := $(if $(DP_LIBS),1)
+INSTALLED = $(PREFIX)/lib/libnvshare.so $(PREFIX)/sbin/nvshare-scheduler \
+	$(PREFIX)/bin/nvsharectl $(PREFIX)/sbin/nvshare-device-plugin \
+	$(SYSTEMD_UNIT_DIR)/$(UNIT) $(addprefix $(DOC_DIR)/,README.md LICENSE NOTICE CHANGELOG.md)
+
+install: $(B)/libnvshare.so $(B)/nvshare-scheduler $(B)/nvsharectl \
+		$(if $(DP_BUILDABLE),$(B)/nvshare-device-plugin)
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin \
+		$(DESTDIR)$(SYSTEMD_UNIT_DIR) $(DESTDIR)$(DOC_DIR)
+	$(INSTALL_PROG) $(B)/libnvshare.so $(DESTDIR)$(PREFIX)/lib/libnvshare.so
+	$(INSTALL_PROG) $(B)/nvshare-scheduler $(DESTDIR)$(PREFIX)/sbin/nvshare-scheduler
+	$(INSTALL_PROG) $(B)/nvsharectl $(DESTDIR)$(PREFIX)/bin/nvsharectl
+	@if [ -f $(B)/nvshare-device-plugin ]; then \
+		echo "$(INSTALL_PROG) $(B)/nvshare-device-plugin $(DESTDIR)$(PREFIX)/sbin/nvshare-device-plugin"; \
+		$(INSTALL_PROG) $(B)/nvshare-device-plugin $(DESTDIR)$(PREFIX)/sbin/nvshare-device-plugin; \
+	else \
+		echo "make install: nvshare-device-plugin NOT installed: it was not built (pkg-config" \
+		     "finds no grpc/libprotobuf-c; apt-get install libgrpc-dev libprotobuf-c-dev" \
+		     "protobuf-c-compiler, or scripts/install-deps.sh, then make install again)." \
+		     "Only Kubernetes nodes need it." >&2; \
+	fi
+	sed -e 's#/usr/local/sbin/#$(PREFIX)/sbin/#' -e 's#/usr/local/share/doc/#$(PREFIX)/share/doc/#' \
+		deploy/systemd/$(UNIT) >$(DESTDIR)$(SYSTEMD_UNIT_DIR)/$(UNIT).tmp
+	install -m 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$(UNIT).tmp $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$(UNIT)
+	rm -f $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$(UNIT).tmp
+	install -m 0644 README.md LICENSE NOTICE CHANGELOG.md $(DESTDIR)$(DOC_DIR)/
+	@echo "installed under $(DESTDIR)$(PREFIX); start the scheduler with:" \
+	      "systemctl daemon-reload && systemctl enable --now nvshare-scheduler"
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	-rmdir $(DESTDIR)$(DOC_DIR) 2>/dev/null
 
 SOURCES := $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 # Every bash script in the tree: *.sh, the run scripts, scripts/, .ci/run.

@@ -6,18 +6,21 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-struct nvs_config nvs_cfg = {.mem_limit = UINT64_MAX};
+struct nvs_config nvs_cfg = {.mem_limit = UINT64_MAX, .unified_memory = 1};
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 void nvs_config_reload(void)
 {
-	struct nvs_config c = {.mem_limit = UINT64_MAX};
+	struct nvs_config c = {.mem_limit = UINT64_MAX, .unified_memory = 1};
 	int b = 0;
 	if (nvs_env_bool("NVSHARE_DISABLE", &b) == 1)
 		c.disable = b;
 	b = 0;
 	if (nvs_env_bool("NVSHARE_ENABLE_SINGLE_OVERSUB", &b) == 1)
 		c.single_oversub = b;
+	b = 1;
+	if (nvs_env_bool("NVSHARE_UNIFIED_MEMORY", &b) == 1)
+		c.unified_memory = b;
 	uint64_t v;
 	if (nvs_env_size("NVSHARE_GPU_MEMORY_LIMIT", 1ull << 20, &v) == 1) {
 		if (v == 0)
@@ -34,6 +37,9 @@ void nvs_config_reload(void)
 	if (c.disable)
 		NVS_INFO("NVSHARE_DISABLE=1: every CUDA call passes through unchanged "
 			 "(no managed memory, no limits, no scheduler)");
+	if (!c.disable && !c.unified_memory)
+		NVS_DEBUG("NVSHARE_UNIFIED_MEMORY=0: device allocations stay device memory (CUDA "
+			  "IPC works; this process cannot oversubscribe the GPU)");
 	char buf[32];
 	NVS_DEBUG("config: single_oversub=%d memory_limit=%s", c.single_oversub,
 		  c.mem_limit == UINT64_MAX ? "none"
@@ -47,6 +53,7 @@ static void load_once(void)
 	 * misbehaving scheduler, a loop of failing calls) appears at most
 	 * once per 10 s per call site, with a count of the ones left out. */
 	nvs_log_set_warn_interval(10ull * 1000000000ull);
+	nvs_log_version();
 	nvs_config_reload();
 }
 

@@ -12,6 +12,13 @@
  * cuMemAllocFromPoolAsync (an explicit pool, possibly with IPC or
  * non-default attributes) passes through, accounted as pinned device memory.
  *
+ * NVSHARE_UNIFIED_MEMORY=0 (per process) turns the conversion off: cuMemAlloc,
+ * cuMemAllocPitch and cuMemAllocAsync get the driver's own device memory,
+ * reserved against the limit first and counted as pinned device memory like
+ * pools, so the process stays gated, limited and accounted but cannot
+ * oversubscribe the GPU, and its memory can be exported with CUDA IPC
+ * (hooks_ipc.c), which managed memory cannot.
+ *
  * Graph memory nodes added explicitly (cuGraphAddMemAllocNode, or
  * cuGraphAddNode[_v2] with CU_GRAPH_NODE_TYPE_MEM_ALLOC) are what a captured
  * cuMemAllocAsync becomes, so they are counted the same way: reserved when
@@ -50,6 +57,31 @@ static CUresult pinned_done(CUresult r, int dev, const CUdeviceptr *dptr, size_t
 	return r;
 }
 
+/* Reserves `bytes` on the current context's device before a device-memory
+ * allocation; *dev is where. CUDA_ERROR_OUT_OF_MEMORY over the limit. */
+static CUresult device_reserve(int *dev, size_t bytes)
+{
+	CUresult r = alloc_device(dev);
+	if (r != CUDA_SUCCESS)
+		return r;
+	return nvs_acct_reserve(*dev, bytes) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+/* NVSHARE_UNIFIED_MEMORY=0: what the driver answered for a device
+ * allocation reserved on dev, logged. */
+static CUresult device_done(const char *why, CUresult r, int dev, const CUdeviceptr *dptr,
+			    size_t bytes)
+{
+	r = pinned_done(r, dev, dptr, bytes);
+	if (r == CUDA_SUCCESS) {
+		char b[32];
+		NVS_DEBUG("%s: %s on GPU %d -> device memory 0x%llx (NVSHARE_UNIFIED_MEMORY=0, "
+			  "counted as pinned)",
+			  why, nvs_format_size(bytes, b, sizeof b), dev, (unsigned long long)*dptr);
+	}
+	return r;
+}
+
 /* Managed allocation reserved against the limit. */
 static CUresult alloc_managed(CUdeviceptr *dptr, size_t bytes, unsigned flags, const char *why)
 {
@@ -85,7 +117,18 @@ CUresult CUDAAPI nvs_wrap_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 	if (nvs_cfg.disable)
 		return nvs_real.cuMemAlloc_v2 ? nvs_real.cuMemAlloc_v2(dptr, bytesize)
 					      : nvs_unresolved("cuMemAlloc_v2");
-	return alloc_managed(dptr, bytesize, CU_MEM_ATTACH_GLOBAL, "cuMemAlloc");
+	if (nvs_cfg.unified_memory)
+		return alloc_managed(dptr, bytesize, CU_MEM_ATTACH_GLOBAL, "cuMemAlloc");
+	if (!nvs_real.cuMemAlloc_v2)
+		return nvs_unresolved("cuMemAlloc_v2");
+	if (!dptr || bytesize == 0)
+		return nvs_real.cuMemAlloc_v2(dptr, bytesize); /* driver's error */
+	int dev;
+	CUresult r = device_reserve(&dev, bytesize);
+	if (r != CUDA_SUCCESS)
+		return r;
+	return device_done("cuMemAlloc", nvs_real.cuMemAlloc_v2(dptr, bytesize), dev, dptr,
+			   bytesize);
 }
 
 CUresult CUDAAPI nvs_wrap_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
@@ -105,6 +148,20 @@ CUresult CUDAAPI nvs_wrap_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, 
 	size_t pitch = (WidthInBytes + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
 	if (Height > SIZE_MAX / pitch)
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (!nvs_cfg.unified_memory) {
+		/* The driver picks the pitch; ours (512-byte rows) is what is
+		 * counted, as for the managed form. */
+		if (!nvs_real.cuMemAllocPitch_v2)
+			return nvs_unresolved("cuMemAllocPitch_v2");
+		int dev;
+		CUresult r = device_reserve(&dev, pitch * Height);
+		if (r != CUDA_SUCCESS)
+			return r;
+		return device_done("cuMemAllocPitch",
+				   nvs_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height,
+							       ElementSizeBytes),
+				   dev, dptr, pitch * Height);
+	}
 	CUresult r = alloc_managed(dptr, pitch * Height, CU_MEM_ATTACH_GLOBAL, "cuMemAllocPitch");
 	if (r == CUDA_SUCCESS)
 		*pPitch = pitch;
@@ -170,9 +227,11 @@ static CUresult alloc_async(alloc_async_fn real, const char *name, CUdeviceptr *
 		return nvs_unresolved(name);
 	if (nvs_cfg.disable)
 		return real(dptr, bytes, s);
-	if (!capturing(s, ptsz))
+	int captured = capturing(s, ptsz);
+	if (!captured && nvs_cfg.unified_memory)
 		return alloc_managed(dptr, bytes, CU_MEM_ATTACH_GLOBAL, name);
-	/* Captured: becomes a graph memory node; count it as pinned. */
+	/* Captured (becomes a graph memory node), or NVSHARE_UNIFIED_MEMORY=0:
+	 * the driver's stream-ordered device memory, counted as pinned. */
 	int dev;
 	CUresult r = alloc_device(&dev);
 	if (r != CUDA_SUCCESS)
@@ -183,8 +242,9 @@ static CUresult alloc_async(alloc_async_fn real, const char *name, CUdeviceptr *
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	r = pinned_done(real(dptr, bytes, s), dev, dptr, bytes);
 	if (r == CUDA_SUCCESS)
-		NVS_DEBUG("%s during stream capture: passed through, %zu bytes counted as pinned",
-			  name, bytes);
+		NVS_DEBUG("%s %s: passed through, %zu bytes counted as pinned", name,
+			  captured ? "during stream capture" : "with NVSHARE_UNIFIED_MEMORY=0",
+			  bytes);
 	return r;
 }
 

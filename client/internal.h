@@ -23,12 +23,18 @@ struct nvs_config {
 	 * mem_limit: the process can change its own environment, so the
 	 * scheduler takes the request from the Pod spec to raise anything. */
 	uint64_t mem_request;
+	/* NVSHARE_UNIFIED_MEMORY (default 1). 0: cuMemAlloc* stay ordinary
+	 * device memory (CUDA IPC works; no oversubscription for this
+	 * process), still gated, limited and accounted (as pinned). */
+	int unified_memory;
 };
 extern struct nvs_config nvs_cfg;
 /* Reads the environment once (idempotent, thread-safe). */
 void nvs_config_load(void);
 /* Re-reads it (tests; fork child). */
 void nvs_config_reload(void);
+/* Logs the library's version at DEBUG (version.c). */
+void nvs_log_version(void);
 
 /* ---- lazy init (entry.c) ---- */
 extern atomic_int nvs_inited;
@@ -68,6 +74,7 @@ enum nvs_family {
 	NVS_FAM_VMM,
 	NVS_FAM_ARRAY,
 	NVS_FAM_INFO,
+	NVS_FAM_IPC,
 	NVS_FAM_CAPTURE,
 	NVS_FAM_LAUNCH,
 	NVS_FAM_COPY,

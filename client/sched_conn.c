@@ -42,6 +42,9 @@ static unsigned hello_core_limit = 100;
 static uint64_t hello_mem_limit = NVS_NO_LIMIT;
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static uint64_t sched_timeout_ns = NVS_SCHED_TIMEOUT_DEFAULT_NS; /* 0: never */
+/* NVS_HELLO_DEVICE_MEMORY when NVSHARE_UNIFIED_MEMORY=0 (config.c reports a
+ * bad value; here it is only read). */
+static uint32_t hello_mem_flags;
 
 /* Client-thread-only state. */
 static int sock = -1;
@@ -74,6 +77,10 @@ void nvs_sc_conn_configure(void)
 	if (nvs_env_size("NVSHARE_GPU_MEMORY_REQUEST", 1, &mem) == 1 && mem &&
 	    (!hello_mem_limit || mem < hello_mem_limit))
 		hello_mem_limit = mem;
+	const char *um = getenv("NVSHARE_UNIFIED_MEMORY");
+	int unified = 1;
+	if (um && *um && nvs_parse_bool(um, &unified) == 0 && !unified)
+		hello_mem_flags = NVS_HELLO_DEVICE_MEMORY;
 	uint64_t ms;
 	const char *t = getenv("NVSHARE_SCHED_TIMEOUT");
 	if (t && *t) {
@@ -255,7 +262,8 @@ static void try_connect(void)
 
 	struct nvs_msg m;
 	nvs_msg_hello(&m, program_invocation_short_name, hello_core_limit, hello_mem_limit);
-	m.u.hello.flags = NVS_HELLO_SWAP_HINT | (sched_timeout_ns ? NVS_HELLO_PING : 0);
+	m.u.hello.flags =
+	    NVS_HELLO_SWAP_HINT | (sched_timeout_ns ? NVS_HELLO_PING : 0) | hello_mem_flags;
 	queue_msg(&m);
 	ping_ok = 0;
 	ping_sent_ns = 0;

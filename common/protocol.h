@@ -99,6 +99,11 @@ static inline uint32_t nvs_swap_mib(uint64_t bytes)
  * to a client that set this flag; the client sends PINGs only after that
  * PONG, so an older scheduler never sees a type it would close on. */
 #define NVS_HELLO_PING 0x2u
+/* The client keeps its device allocations as device memory
+ * (NVSHARE_UNIFIED_MEMORY=0): its MEM_UPDATE bytes cannot be swapped out, so
+ * a scheduler that knows the flag counts them as pinned when deciding what
+ * fits; one that does not ignores it (docs/protocol.md). */
+#define NVS_HELLO_DEVICE_MEMORY 0x4u
 
 /* LOCK_RELEASED flags. Bit 0: an idle release (not asked). Bits 8..31 (same
  * shift as DROP_LOCK): the MiB an idle release moved to the host, as the

@@ -18,9 +18,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#ifndef NVS_VERSION
-#define NVS_VERSION "0.1.0"
-#endif
+#include "nvs_version.h" /* generated: scripts/gen-version.sh */
 
 #define TIMEOUT_MS 5000
 
@@ -232,7 +230,8 @@ int main(int argc, char **argv)
 			have_mem = 1;
 			break;
 		case 'V':
-			printf("nvsharectl %s (protocol %u)\n", NVS_VERSION, NVS_PROTO_VERSION);
+			printf("nvsharectl %s (protocol %u)\n", NVS_VERSION_FULL,
+			       NVS_PROTO_VERSION);
 			return 0;
 		case 'h':
 			usage(stdout);

@@ -2,20 +2,27 @@
 # deploy/images/Containerfile.* and docs/kubernetes.md). Not part of `all`.
 #
 #   make images                      the three images for this machine's arch
+#   make images-push REGISTRY=R      build, then push R/nvshare/<image>:<tag>
+#   make deploy-images REGISTRY=R    point deploy/kubernetes at those images
 #   make image-scheduler | image-device-plugin | image-library
 #   make image-stage                 only stage the build contexts
 #   make images-multiarch            docker buildx, PLATFORMS, --push
 #
-#   CONTAINER_TOOL  docker (default), podman, or buildah (`build` subcommand)
-#   IMAGE_REPO      image name prefix (default nvshare: nvshare/scheduler...)
-#   IMAGE_TAG       default 0.1.0 (deploy/kubernetes/kustomization.yaml too)
+#   CONTAINER_TOOL  buildah (default when installed, `build` subcommand),
+#                   else docker; podman works too
+#   REGISTRY        registry host[/path] the images go to (default none:
+#                   local names nvshare/scheduler...)
+#   IMAGE_REPO      image name prefix (default REGISTRY/nvshare, or nvshare)
+#   IMAGE_TAG       default: the release in VERSION, as the kustomize base
+#                   (deploy/kubernetes/kustomization.yaml) names it
 #   IMAGE_BASE      base image (default debian:bookworm-slim; glibc >= 2.36)
 #   IMAGE_ARCH      Debian arch of the artifacts in $(B) (default: this host)
 #   IMAGE_CONTEXT   build contexts, shared by all archs (default build/images)
 
-CONTAINER_TOOL ?= docker
-IMAGE_REPO ?= nvshare
-IMAGE_TAG ?= 0.1.0
+CONTAINER_TOOL ?= $(if $(shell command -v buildah 2>/dev/null),buildah,docker)
+REGISTRY ?=
+IMAGE_REPO ?= $(if $(REGISTRY),$(REGISTRY:%/=%)/nvshare,nvshare)
+IMAGE_TAG ?= $(shell tr -d ' \t\r\n' <VERSION)
 IMAGE_BASE ?= debian:bookworm-slim
 IMAGE_ARCH ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 IMAGE_CONTEXT ?= build/images
@@ -23,7 +30,7 @@ PLATFORMS ?= linux/amd64,linux/arm64
 IMAGES := scheduler device-plugin library
 IMAGE_STAGED := $(IMAGES:%=$(IMAGE_CONTEXT)/%/.staged-$(IMAGE_ARCH))
 
-.PHONY: images image-stage images-multiarch $(IMAGES:%=image-%)
+.PHONY: images images-push deploy-images image-stage images-multiarch print-image-tag $(IMAGES:%=image-%)
 
 $(IMAGE_CONTEXT)/scheduler/.staged-$(IMAGE_ARCH): $(B)/nvshare-scheduler $(B)/nvsharectl \
 		deploy/images/stage.sh
@@ -53,6 +60,31 @@ $(IMAGES:%=image-%): image-%: $(IMAGE_CONTEXT)/%/.staged-$(IMAGE_ARCH)
 		-f deploy/images/Containerfile.$* -t $(IMAGE_REPO)/$*:$(IMAGE_TAG) $(IMAGE_CONTEXT)/$*
 
 images: $(IMAGES:%=image-%)
+	@echo "built: $(foreach i,$(IMAGES),$(IMAGE_REPO)/$(i):$(IMAGE_TAG))"
+
+# Pushes what `images` built under the same names. Then point the manifests
+# at them: docs/kubernetes.md, "Install" (kustomize edit set image).
+# Checked before anything is built: without a registry the push would go
+# to docker.io/nvshare, which is not ours.
+ifneq ($(filter images-push,$(MAKECMDGOALS)),)
+ifeq ($(REGISTRY),)
+$(error images-push: set REGISTRY, e.g. make images-push REGISTRY=registry.example.com/team)
+endif
+endif
+images-push: images
+	for i in $(IMAGES); do $(CONTAINER_TOOL) push $(IMAGE_REPO)/$$i:$(IMAGE_TAG) || exit 1; done
+
+# Points the kustomize base's images: list at REGISTRY (and IMAGE_TAG):
+# what `kustomize edit set image` would do, without needing kustomize.
+KUSTOMIZATION := deploy/kubernetes/kustomization.yaml
+deploy-images:
+	@test -n "$(REGISTRY)" || { echo "deploy-images: set REGISTRY" >&2; exit 1; }
+	sed -i -E -e 's#^( *newName: *).*/?nvshare/([a-z-]+)$$#\1$(IMAGE_REPO)/\2#' \
+		-e 's#^( *newTag: *).*#\1"$(IMAGE_TAG)"#' $(KUSTOMIZATION)
+	@grep -E '^ *new(Name|Tag):' $(KUSTOMIZATION)
+
+print-image-tag:
+	@echo $(IMAGE_TAG)
 
 # Every platform's artifacts must be staged in $(IMAGE_CONTEXT) first, e.g.
 # on an arm64 machine (or with an aarch64 cross compiler and arm64 -dev

@@ -32,6 +32,8 @@
 #include "policy.h"
 #include "sockpath.h"
 
+#include "nvs_version.h" /* generated: scripts/gen-version.sh */
+
 #define KUBELET_SOCK "kubelet.sock"
 #define REGISTER_TIMEOUT_MS 15000
 #define RETRY_MS 1000
@@ -78,6 +80,7 @@ static void usage(FILE *f)
 		"                             NVIDIA_VISIBLE_DEVICES); default: no units\n"
 		"  --memory-socket-name NAME  its socket in DIR (default nvshare-memory.sock)\n"
 		"  --no-memory-resource       advertise nvshare.com/gpu only\n"
+		"  -V, --version              print the version\n"
 		"  -h, --help                 this text\n"
 		"\n"
 		"Environment: NVIDIA_VISIBLE_DEVICES (GPUs without NVML), NVSHARE_DEBUG=1.\n",
@@ -258,12 +261,13 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 	    {"gpu-memory-size", required_argument, 0, O_GMEM},
 	    {"memory-socket-name", required_argument, 0, O_MSOCK},
 	    {"no-memory-resource", no_argument, 0, O_NOMEM},
+	    {"version", no_argument, 0, 'V'},
 	    {"help", no_argument, 0, 'h'},
 	    {0, 0, 0, 0},
 	};
 	int o;
 	uint64_t v;
-	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
 		switch (o) {
 		case O_KDIR:
 			c->kubelet_dir = optarg;
@@ -359,6 +363,9 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 		case O_NOMEM:
 			c->mem_resource_name = NULL;
 			break;
+		case 'V':
+			printf("nvshare-device-plugin %s\n", NVS_VERSION_FULL);
+			exit(0);
 		case 'h':
 			usage(stdout);
 			exit(0);

@@ -23,9 +23,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#ifndef NVS_VERSION
-#define NVS_VERSION "0.1.0"
-#endif
+#include "nvs_version.h" /* generated: scripts/gen-version.sh */
 
 struct sched S;
 
@@ -289,7 +287,7 @@ int main(int argc, char **argv)
 			nvs_log_reload_env();
 			break;
 		case 'V':
-			printf("nvshare-scheduler %s (protocol %u)\n", NVS_VERSION,
+			printf("nvshare-scheduler %s (protocol %u)\n", NVS_VERSION_FULL,
 			       NVS_PROTO_VERSION);
 			return 0;
 		case 'h':

@@ -11,9 +11,7 @@
 
 #include <unistd.h>
 
-#ifndef NVS_VERSION
-#define NVS_VERSION "0.1.0"
-#endif
+#include "nvs_version.h" /* generated: scripts/gen-version.sh */
 
 static const char *state_name(const struct client_gpu *cg)
 {

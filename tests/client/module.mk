@@ -22,9 +22,12 @@ $(TC)/probe_lookup: $(TC)/probe_lookup.o $(TC)/libnexttarget.so
 # The plain-link probe links the simulated libcuda.so.1 at build time, so
 # it is built only once the simulated GPU is part of the build.
 ifneq ($(wildcard tests/sim/module.mk),)
-TEST_TARGETS += $(TC)/probe_alloc
+TEST_TARGETS += $(TC)/probe_alloc $(TC)/ipc_probe
 $(TC)/probe_alloc: $(TC)/probe_alloc.o $(NVS_SIM_LIBDIR)/libcuda.so.1
 	$(CC) $(LDFLAGS_ALL) -o $@ $< -L$(NVS_SIM_LIBDIR) -l:libcuda.so.1 -lpthread -ldl
+# CUDA IPC exporter/importer pair (t_ipc.sh).
+$(TC)/ipc_probe: $(TC)/ipc_probe.o $(NVS_SIM_LIBDIR)/libcuda.so.1
+	$(CC) $(LDFLAGS_ALL) -o $@ $< -L$(NVS_SIM_LIBDIR) -l:libcuda.so.1
 endif
 
 TEST_TARGETS += $(TC)/fakedrv/libcuda.so.1 $(TC)/probe_unknown

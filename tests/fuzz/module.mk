@@ -23,6 +23,7 @@ FUZZ_SCHED_SRCS = $(filter-out scheduler/main.c,$(SCHED_SRCS)) \
 	$(filter-out common/log.c,$(COMMON_SRCS))
 FUZZ_SCHED_LIBS ?= -lcjson -lcurl -lmicrohttpd -lpthread -ldl
 fuzz: build/fuzz/fuzz_conn
-build/fuzz/fuzz_conn: tests/fuzz/fuzz_conn.c $(FUZZ_SCHED_SRCS)
+# status_json.c includes the generated version header (common/module.mk).
+build/fuzz/fuzz_conn: tests/fuzz/fuzz_conn.c $(FUZZ_SCHED_SRCS) | $(NVS_VERSION_H)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -Ischeduler -o $@ $^ $(FUZZ_SCHED_LIBS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -Ischeduler -I$(dir $(NVS_VERSION_H)) -o $@ $^ $(FUZZ_SCHED_LIBS)

@@ -5,7 +5,7 @@
 
 SIM_SRCS := $(addprefix tests/sim/,sim_state.c sim_device.c sim_alloc.c sim_residency.c \
 	sim_managed.c sim_pool.c sim_vmm.c sim_array.c sim_copy.c sim_pointer_attr.c \
-	sim_stream.c sim_launch.c sim_procaddr.c sim_export.c sim_stubs.c)
+	sim_stream.c sim_launch.c sim_procaddr.c sim_export.c sim_ipc.c sim_stubs.c)
 SIM_COMMON_OBJS := $(B)/common/parse.o $(B)/common/log.o
 SIM_CUDA_OBJS := $(SIM_SRCS:%.c=$(B)/%.o) $(SIM_COMMON_OBJS)
 SIM_NVML_OBJS := $(B)/tests/sim/sim_state.o $(B)/tests/sim/sim_nvml.o $(SIM_COMMON_OBJS)

@@ -169,6 +169,9 @@ static void alloc_destroy(struct sim_alloc *a)
 		sim_mem_unreserve(a->dev, a->charged);
 	if (a->map)
 		munmap(a->map, a->maplen);
+	if (a->ipc_path) /* exported: importers keep their own mappings */
+		unlink(a->ipc_path);
+	free(a->ipc_path);
 	free(a->slot);
 	free(a->pdev);
 	free(a);
@@ -183,7 +186,8 @@ CUresult sim_free_kind(uint64_t p, unsigned mask)
 {
 	pthread_mutex_lock(&sim_mu);
 	struct sim_alloc *a = sim_alloc_find_locked(p);
-	if (!a || a->base != p || !(mask & (1u << a->kind)) || ((mask & ONLY_GRAPH) && !a->graph)) {
+	if (!a || a->base != p || !(mask & (1u << a->kind)) || ((mask & ONLY_GRAPH) && !a->graph) ||
+	    a->ipc_imported != !!(mask & SIM_FREE_IPC)) {
 		pthread_mutex_unlock(&sim_mu);
 		return CUDA_ERROR_INVALID_VALUE;
 	}

@@ -18,8 +18,8 @@
  * pages are: migration, LRU eviction; device memory accounting, which
  * evicts), sim_managed.c (prefetch, advice, range attributes), sim_pool.c
  * (pools, stream-ordered allocation), sim_vmm.c (virtual memory
- * management), sim_array.c (arrays), sim_copy.c (copies and memsets),
- * sim_pointer_attr.c (pointer attributes).
+ * management), sim_ipc.c (IPC memory handles), sim_array.c (arrays), sim_copy.c (copies and
+ * memsets), sim_pointer_attr.c (pointer attributes).
  */
 #ifndef NVSHARE_TESTS_SIM_MEMORY_H
 #define NVSHARE_TESTS_SIM_MEMORY_H
@@ -48,6 +48,8 @@ struct sim_alloc {
 	int last_prefetch;  /* managed: last prefetch target ordinal, -1 host, -2 none */
 	int graph;	    /* device memory of a graph allocation node */
 	struct vmap *vmaps; /* VA reservation: what cuMemMap put there */
+	char *ipc_path;	    /* exported (sim_ipc.c): the shared file backing it */
+	int ipc_imported;   /* opened from another process's IPC handle */
 };
 
 /* ---- the allocation registry (sim_alloc.c) ---- */
@@ -61,7 +63,9 @@ int sim_range_ok(uint64_t p, size_t n);
 CUresult sim_alloc_new(uint64_t *out, size_t size, int kind, int dev, unsigned flags,
 		       struct sim_pool *pool);
 /* Frees the allocation starting exactly at p, of one of the kinds in mask
- * (bit per kind). */
+ * (bit per kind). Memory imported by cuIpcOpenMemHandle only with
+ * SIM_FREE_IPC in mask (cuIpcCloseMemHandle), never otherwise. */
+#define SIM_FREE_IPC (1u << 30)
 CUresult sim_free_kind(uint64_t p, unsigned mask);
 /* Lazily committed anonymous memory: what backs a "GPU" allocation. */
 void *sim_map_anon(size_t len);
