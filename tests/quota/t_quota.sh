@@ -269,6 +269,10 @@ case_modewait() {
   # only the 200 ms attach wait. The scheduler is stopped (SIGSTOP) while
   # both connect: the kernel accepts the connections, nobody answers.
   case_env modewait
+  # Stopped during its start-up (NVML init, after the socket exists) the
+  # scheduler could hold the simulated GPU's state lock and stop A and B
+  # as well (seen once under ASan): stop it only once it answers status.
+  wait_for 30 snap_once ready || res FAIL "scheduler answers status"
   kill -STOP "${CPIDS[0]}"
   qapp A 50 --seconds 4
   qapp B - --seconds 4 --sync-every 10
@@ -412,7 +416,7 @@ for c in $CASES; do
     if [ "$v" = PASS ]; then ok "$d"; else not_ok "$d"; failed=1; fi
   done <"$f"
   if [ $failed = 1 ] || [ -n "${NVS_VERBOSE:-}" ]; then
-    for l in "$T/$c"/*.log "$T/$c"/*.err; do
+    for l in "$T/$c"/*.log "$T/$c"/*.err "$T/$c"/*.out; do
       [ -f "$l" ] || continue
       echo "# ---- $c/$(basename "$l") (last 12 lines)"
       tail -n 12 "$l" | sed 's/^/#   /'
