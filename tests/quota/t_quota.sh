@@ -96,6 +96,12 @@ snap_at() {
   sleep "$d"
   snap "$1"
 }
+# snap_after NAME FIRST MS: a snapshot MS after snapshot FIRST was taken
+# (not after the boundary it aimed at: a first snapshot that a loaded
+# machine delayed must not shorten the interval).
+snap_after() {
+  snap_at "$1" "$(awk -v a="$(snap_t "$2")" -v d="$3" 'BEGIN { printf "%.3f", a + d }')"
+}
 # boundary_after MS: the first quota window boundary >= MS (ms), from a
 # fresh snapshot (waits until the quota is on).
 quota_on() { snap_once phase && [ "$(qstat boundary "$C/phase.json" 0)" != none ]; }
@@ -120,7 +126,7 @@ measure_from() {
   local from=$1 b s; shift
   b=$(boundary_after "$from")
   snap_at w1 "$(awk -v b="$b" 'BEGIN { printf "%.3f", b + 20 }')"
-  snap_at w2 "$(awk -v b="$b" 'BEGIN { printf "%.3f", b + 10020 }')"
+  snap_after w2 w1 10000
   FROM=$(snap_t w1) TO=$(snap_t w2)
   echo "measured: from $from: boundary $b, snapshots $FROM .. $TO"
   stop_apps "$@"
@@ -142,7 +148,7 @@ limited_checks() {
   pid=$(pid_of "$n")
   t1=$(snap_t "$s1") t2=$(snap_t "$s2")
   bs=$(qstat billed "$C/$s1.json" "$C/$s2.json" "$pid")
-  near "$label: billed" "$bs" "$want"
+  near "$label: billed over $(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.2f", (b - a) / 1e3 }') s" "$bs" "$want"
   gs=$(share "$n" "$t1" "$t2")
   is "$label: GPU time $gs% <= $want% + $TOL" "\"$gs\" != \"nan\" && $gs <= $want + $TOL"
   bm=$(qstat billed_ms "$C/$s2.json" "$pid") gm=$(busy_ms "$n" "$t2")
@@ -205,8 +211,8 @@ case_unaligned() {
   snap u0
   local t0; t0=$(snap_t u0)
   snap_at u1 "$(awk -v a="$t0" 'BEGIN { printf "%.3f", a + 1000 }')"
-  snap_at u4 "$(awk -v a="$t0" 'BEGIN { printf "%.3f", a + 4000 }')"
-  snap_at u5 "$(awk -v a="$(snap_t u1)" 'BEGIN { printf "%.3f", a + 4000 }')"
+  snap_after u4 u0 4000
+  snap_after u5 u1 4000
   stop_apps A
   idle_client_stop
   TOL=3 limited_checks "75% over 4 s from a mid-window start" A 75 u0 u4
@@ -270,6 +276,10 @@ case_modewait() {
   # only the 200 ms attach wait. The scheduler is stopped (SIGSTOP) while
   # both connect: the kernel accepts the connections, nobody answers.
   case_env modewait
+  # Stopped during its start-up (NVML init, after the socket exists) the
+  # scheduler could hold the simulated GPU's state lock and stop A and B
+  # as well (seen once under ASan): stop it only once it answers status.
+  wait_for 30 snap_once ready || res FAIL "scheduler answers status"
   kill -STOP "${CPIDS[0]}"
   qapp A 50 --seconds 4
   qapp B - --seconds 4 --sync-every 10
@@ -317,7 +327,7 @@ case_live() {
   # first window, while pacing and the window phase settle, is left out).
   b=$(boundary_after "$(awk -v a="$s" 'BEGIN { printf "%.3f", a + 2000 }')")
   snap_at l1 "$(awk -v b="$b" 'BEGIN { printf "%.3f", b + 20 }')"
-  snap_at l2 "$(awk -v b="$b" 'BEGIN { printf "%.3f", b + 4020 }')"
+  snap_after l2 l1 4000
   local out; out=$("$CTL" --set-client "$PID_A" --core-limit 30 2>&1) || res FAIL "nvsharectl --set-client: $out"
   # A bound here would time the machine, not the code: it only guards
   # against a hang.
@@ -329,7 +339,7 @@ case_live() {
   wait_for 10 limit30 || res FAIL "the scheduler applies 30% from the next window"
   b=$(boundary_after "$(snap_t l3)")
   snap_at l4 "$(awk -v b="$b" 'BEGIN { printf "%.3f", b + 20 }')"
-  snap_at l5 "$(awk -v b="$b" 'BEGIN { printf "%.3f", b + 6020 }')"
+  snap_after l5 l4 6000
   local st; st=$("$CTL" 2>&1)
   if echo "$st" | grep -qE "^[0-9]+ +$PID_A +0 +30% +30\.0% +[0-9.]+% +[0-9.]+% +[0-9.]+m?s "; then
     res PASS "nvsharectl shows limit, effective limit, shares now / last window, throttled time"
@@ -413,7 +423,7 @@ for c in $CASES; do
     if [ "$v" = PASS ]; then ok "$d"; else not_ok "$d"; failed=1; fi
   done <"$f"
   if [ $failed = 1 ] || [ -n "${NVS_VERBOSE:-}" ]; then
-    for l in "$T/$c"/*.log "$T/$c"/*.err; do
+    for l in "$T/$c"/*.log "$T/$c"/*.err "$T/$c"/*.out; do
       [ -f "$l" ] || continue
       echo "# ---- $c/$(basename "$l") (last 12 lines)"
       tail -n 12 "$l" | sed 's/^/#   /'
