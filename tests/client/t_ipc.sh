@@ -82,8 +82,12 @@ hello_flags() {
   rm -rf "$T/hello"; mkdir -p "$T/hello"
   "$PY" - "$sock" "$T/hello/flags" <<'PY' &
 import socket, struct, sys
+import os
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.bind(sys.argv[1]); s.listen(1); s.settimeout(30)
+# Listening before the path appears (as the scheduler does): a client that
+# finds the path can connect, never ECONNREFUSED.
+s.bind(sys.argv[1] + ".new"); s.listen(1); os.rename(sys.argv[1] + ".new", sys.argv[1])
+s.settimeout(30)
 c, _ = s.accept(); c.settimeout(30)
 buf = b""
 while len(buf) < 16:
@@ -96,9 +100,14 @@ open(sys.argv[2], "w").write("%d %d\n" % (mtype, struct.unpack_from("<I", p, 4)[
 PY
   local l=$!
   wait_for 5 test -S "$sock"
-  env "$@" NVSHARE_SOCK_DIR="$T/hello" LD_PRELOAD="$PRELOAD" "$B/tests/e2e/sim_app" --kernels 1 \
-    >/dev/null 2>&1
+  # The app runs until the listener has its HELLO (a 1-kernel app could
+  # exit before its client thread sent it on a busy machine).
+  env "$@" NVSHARE_SOCK_DIR="$T/hello" LD_PRELOAD="$PRELOAD" "$B/tests/e2e/sim_app" \
+    --kernels 100000 --kernel-us 1000 >/dev/null 2>&1 &
+  local a=$!
   wait "$l"
+  kill "$a" 2>/dev/null
+  wait "$a" 2>/dev/null
   cat "$T/hello/flags" 2>/dev/null
 }
 f=$(hello_flags NVSHARE_UNIFIED_MEMORY=0)
