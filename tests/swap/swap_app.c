@@ -7,11 +7,15 @@
  *
  *   swap_app --name A --ranges 16Mi,64Mi,256Mi --steps 40 --kernel-us 2000
  *            [--linger-ms MS] [--pause-after STEPS --pause-ms MS] [--start-file F]
+ *            [--end-file F]
  *   swap_app --prefetch-log      print the simulated GPU's prefetch log
  *
  * --start-file F: after allocating and filling, print "READY name=A" and
  * wait until F exists before the first step (tests start two jobs'
  * steps together whatever the machine's load).
+ * --end-file F: after DONE, stay connected (memory held) until F exists, so
+ * a test can read the scheduler's per-client view first; --linger-ms
+ * without it sleeps that long instead.
  * --pause-after/--pause-ms: after that many steps, print "PAUSE name=A" and
  * sleep (memory held, no GPU work: an idle client), then go on.
  *
@@ -90,7 +94,7 @@ int main(int argc, char **argv)
 	uint64_t sizes[MAXR];
 	int nr = 0;
 	long steps = 20, linger_ms = 0, pause_after = -1, pause_ms = 0;
-	const char *start_file = NULL;
+	const char *start_file = NULL, *end_file = NULL;
 	unsigned long long kus = 1000;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
@@ -110,6 +114,8 @@ int main(int argc, char **argv)
 			pause_ms = atol(v);
 		else if (!strcmp(a, "--start-file") && ++i)
 			start_file = v;
+		else if (!strcmp(a, "--end-file") && ++i)
+			end_file = v;
 		else if (!strcmp(a, "--ranges") && ++i) {
 			char *d = strdup(v), *save = NULL;
 			for (char *t = strtok_r(d, ",", &save); t && nr < MAXR;
@@ -180,7 +186,11 @@ int main(int argc, char **argv)
 	       name, res, (unsigned long long)st.fault_bytes,
 	       (unsigned long long)st.prefetch_h2d_bytes, (unsigned long long)st.prefetch_d2h_bytes,
 	       (unsigned long long)st.evicted_bytes, now_ms() - t0, now_ms());
-	sleep_ms(linger_ms);
+	if (end_file)
+		while (access(end_file, F_OK) != 0)
+			sleep_ms(10);
+	else
+		sleep_ms(linger_ms);
 	for (int r = 0; r < nr; r++)
 		CK(cuMemFree(p[r]));
 	return strcmp(res, "ok") ? 1 : 0;

@@ -13,10 +13,12 @@
 export NVSHARE_SCHED_MODE=auto NVSHARE_GPU_CAPACITY=512Mi NVSHARE_TQ=50ms
 start_metrics_scheduler || { not_ok "scheduler starts"; show_logs; exit 1; }
 # Both jobs allocate and fill first, then start their steps together: on a
-# busy machine A must not finish its steps before B has even allocated.
-job A --steps 150 --kernel-us 2000 --linger-ms 1500 --start-file "$T/go"
+# busy machine A must not finish its steps before B has even allocated. They
+# stay connected after DONE until $T/end exists: the per-client checks below
+# read them from the scheduler (a fixed linger ran out on a busy machine).
+job A --steps 150 --kernel-us 2000 --start-file "$T/go" --end-file "$T/end"
 wait_log 20 "$T/A.out" "^READY name=A"
-job B --steps 150 --kernel-us 2000 --linger-ms 1500 --start-file "$T/go"
+job B --steps 150 --kernel-us 2000 --start-file "$T/go" --end-file "$T/end"
 wait_log 20 "$T/B.out" "^READY name=B"
 touch "$T/go"
 job_wait A 60; job_wait B 60
@@ -64,5 +66,6 @@ check "/metrics: nvshare_client_swap_in_bytes_total > 0" \
   awk '/^nvshare_client_swap_in_bytes_total\{/ && $2 > 0 { f = 1 } END { exit !f }' "$T/metrics.txt"
 check "/metrics: nvshare_gpu_swap_in_bytes_total and _seconds_total > 0" \
   awk '/^nvshare_gpu_swap_in_bytes_total\{/ && $2 > 0 { a = 1 } /^nvshare_gpu_swap_out_seconds_total\{/ && $2 > 0 { b = 1 } END { exit !(a && b) }' "$T/metrics.txt"
+touch "$T/end" # the jobs may go
 [ -n "${NVS_VERBOSE:-}" ] && show_logs
 true
