@@ -55,9 +55,11 @@ pq_wait() { wait_for "$1" pq_is "$2" "$3"; }
 check "target up" pq_wait 10 'up{job="nvshare"}' 1
 
 U=$(test_gpu_uuid)
-fc A --gpu-uuid "$U" --alloc 3Gi --name prom-holder --script 'lock;mark HELD;hold 5s;release;hold 20s'
+# A holds until the test has seen it holding with B waiting; both then stay
+# (killed at the end): no fixed hold can outlast a slow machine's checks.
+fc A --gpu-uuid "$U" --alloc 3Gi --name prom-holder --script "lock;mark HELD;until $T/a-go;release;hold 600s"
 wait_for 5 grep -q 'MARK HELD' "$T/A.out"
-fc B --gpu-uuid "$U" --alloc 1Gi --name prom-waiter --script 'lock;mark HELD;hold 20s'
+fc B --gpu-uuid "$U" --alloc 1Gi --name prom-waiter --script 'lock;mark HELD;hold 600s'
 TEN="gpu=\"0\",uid=\"$(id -u)\""
 diag "GPU $U, tenant {$TEN}"
 
@@ -75,6 +77,7 @@ check "no client series with a pid or a name label" \
 check "tenant's held-seconds rate > 0" \
   pq_wait 5 "rate(nvshare_client_lock_held_seconds_total{$TEN}[5s]) > bool 0" 1
 
+touch "$T/a-go"
 wait_for 10 grep -q 'MARK HELD' "$T/B.out"
 check "hand-offs counter > 0" pq_wait 6 'nvshare_gpu_handoffs_total{gpu="0"} > bool 0' 1
 check "queue empty after the hand-off" pq_wait 5 'nvshare_gpu_queue_length{gpu="0"}' 0

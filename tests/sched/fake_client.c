@@ -16,6 +16,7 @@
  *                      (DROP_LOCK with grace 0) or CLOSED
  *                      (default 10s; exit 3 on timeout)
  *   hold TIME          handle messages for TIME (alias: sleep)
+ *   until FILE         handle messages until FILE exists (a test's go-ahead)
  *   work TIME [g]      run TIME worth of lock holding: request, hold,
  *                      give the lock back on DROP_LOCK, request again...
  *   mem SIZE [g]       send MEM_UPDATE
@@ -354,6 +355,11 @@ static void run_cmd(char *cmd)
 		send_release(gpu_arg(argv[1]), 1);
 	} else if (!strcmp(c, "hold") || !strcmp(c, "sleep")) {
 		pump(now_us() + dur_us(argv[1]), NULL, 0);
+	} else if (!strcmp(c, "until")) {
+		if (!argv[1])
+			die(2, "until needs a file");
+		while (access(argv[1], F_OK) != 0)
+			pump(now_us() + 10000, NULL, 0);
 	} else if (!strcmp(c, "work")) {
 		work(dur_us(argv[1]), gpu_arg(argv[2]));
 	} else if (!strcmp(c, "wait")) {
