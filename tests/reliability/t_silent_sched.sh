@@ -11,8 +11,9 @@
 FAKE=$NVS_ROOT/tests/reliability/fake_sched.py
 export NVSHARE_SCHED_TIMEOUT=1
 
-# 1. The real scheduler, stopped (SIGSTOP) while B waits behind A.
-export NVSHARE_SCHED_MODE=on NVSHARE_TQ=30
+# 1. The real scheduler, stopped (SIGSTOP) while B waits behind A. A never
+# releases for idleness (a CPU-starved A would go idle and hand B the lock).
+export NVSHARE_SCHED_MODE=on NVSHARE_TQ=30 NVSHARE_IDLE_RELEASE_MS=0
 start_scheduler || { not_ok "scheduler starts"; show_logs; exit 1; }
 app A --alloc 16Mi --kernels 100000 --kernel-us 2000
 wait_event 10 lock_ok pid="$PID_A"
