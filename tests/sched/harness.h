@@ -77,8 +77,10 @@ static inline void h_start(const char *argv0, ...)
 	char sock[300], admin[300], path[400], log[300];
 	snprintf(sock, sizeof sock, "%s/sock", h_dir);
 	snprintf(admin, sizeof admin, "%s/admin", h_dir);
-	/* The admin socket is bound after the client socket: wait for it. */
-	snprintf(path, sizeof path, "%s/admin.sock", admin);
+	/* The admin socket is bound first (scheduler/server.c): once the
+	 * client socket exists, both do. Waiting for the admin socket raced
+	 * with the client socket's bind (seen under ASan beside burners). */
+	snprintf(path, sizeof path, "%s/scheduler.sock", sock);
 	snprintf(log, sizeof log, "%s/scheduler.log", h_dir);
 	setenv("NVSHARE_SOCK_DIR", sock, 1);
 	setenv("NVSHARE_ADMIN_SOCK_DIR", admin, 1);
