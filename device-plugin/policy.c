@@ -72,6 +72,21 @@ static int entry_cmp(const void *a, const void *b)
 	return (x->slice > y->slice) - (x->slice < y->slice);
 }
 
+/* The parseable ids of avail as entries in e (room for n_avail), in avail's
+ * order; returns how many. Both preferred-allocation policies start from
+ * this, then sort by GPU and slice (entry_cmp). */
+static size_t collect_entries(const char *const *avail, size_t n_avail, struct entry *e)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < n_avail; i++) {
+		if (!avail[i] || nvs_dp_parse_id(avail[i], e[n].uuid, NVS_DP_ID_MAX, &e[n].slice))
+			continue;
+		e[n].id = avail[i];
+		n++;
+	}
+	return n;
+}
+
 static int already_out(const char **out, size_t n, const char *id)
 {
 	for (size_t i = 0; i < n; i++)
@@ -94,14 +109,7 @@ int nvs_dp_prefer(enum nvs_dp_policy policy, const char *const *avail, size_t n_
 		free(chosen);
 		return -1;
 	}
-	size_t n_e = 0, n_chosen = 0;
-	for (size_t i = 0; i < n_avail; i++) {
-		if (!avail[i] ||
-		    nvs_dp_parse_id(avail[i], e[n_e].uuid, NVS_DP_ID_MAX, &e[n_e].slice))
-			continue;
-		e[n_e].id = avail[i];
-		n_e++;
-	}
+	size_t n_e = collect_entries(avail, n_avail, e), n_chosen = 0;
 	qsort(e, n_e, sizeof *e, entry_cmp);
 
 	for (size_t i = 0; i < n_must && n_out < size; i++) {
@@ -264,15 +272,9 @@ int nvs_dp_prefer_units(enum nvs_dp_policy policy, const char *const *avail, siz
 		free(order);
 		return -1;
 	}
-	size_t n_e = 0, n_g = 0, n_out = 0;
-	for (size_t i = 0; i < n_avail; i++) {
-		if (!avail[i] ||
-		    nvs_dp_parse_id(avail[i], e[n_e].uuid, NVS_DP_ID_MAX, &e[n_e].slice))
-			continue;
-		e[n_e].id = avail[i];
-		unit_gpu_of(g, &n_g, e[n_e].uuid)->nfree++;
-		n_e++;
-	}
+	size_t n_e = collect_entries(avail, n_avail, e), n_g = 0, n_out = 0;
+	for (size_t j = 0; j < n_e; j++) /* GPUs in avail's order */
+		unit_gpu_of(g, &n_g, e[j].uuid)->nfree++;
 	qsort(e, n_e, sizeof *e, entry_cmp);
 	for (size_t i = 0; i < n_must && n_out < size; i++) {
 		const char *id = must_include[i];
