@@ -48,7 +48,11 @@ def main():
         # client on the inherited connection.
         while os.getppid() == me:
             time.sleep(0.005)
-        os.dup2(s.fileno(), 3)
+        # When the socket already is fd 3 (nothing else open), dup2 is a
+        # no-op that leaves Python's close-on-exec flag: clear it.
+        if s.fileno() != 3:
+            os.dup2(s.fileno(), 3)
+        os.set_inheritable(3, True)
         os.execv(client[0], client + ["--fd", "3"])
     print("HANDED connection to pid %d; exiting" % child, flush=True)
     os._exit(0)
