@@ -215,18 +215,20 @@ int main(void)
 	for (int i = 0; i < 10; i++)
 		run(s1, 2000);
 	double launch_ms = ms_since(t0);
-	OK(launch_ms < 10, "10 launches return at once (%.2f ms)", launch_ms);
-	OK(cuStreamQuery(s1) == CUDA_ERROR_NOT_READY, "stream busy");
+	/* Asynchrony is proven by the stream still being busy (the kernels take
+	 * 20 ms); the time is only checked for a hang. */
+	OK(cuStreamQuery(s1) == CUDA_ERROR_NOT_READY, "stream busy after 10 launches");
+	OK(launch_ms < BUSY_SLACK_MS, "10 launches return at once (%.2f ms)", launch_ms);
 	cuStreamSynchronize(s1);
 	double ms = ms_since(t0);
-	OK(ms >= 20 && ms < 40, "10 x 2 ms kernels: stream sync after %.1f ms", ms);
+	OK(ms >= 20 && ms < 20 + BUSY_SLACK_MS, "10 x 2 ms kernels: stream sync after %.1f ms", ms);
 	OK(cuStreamQuery(s1) == CUDA_SUCCESS, "stream idle");
 
 	t0 = nvshareSimNowNs();
 	cuLaunchKernel(plain, 1, 1, 1, 1, 1, 1, 0, s1, NULL, NULL);
 	cuStreamSynchronize(s1);
 	ms = ms_since(t0);
-	OK(ms >= 3 && ms < 13, "default duration from NVSHARE_SIM_KERNEL_US=3000 (%.1f ms)", ms);
+	OK(ms >= 3 && ms < 3 + BUSY_SLACK_MS, "default duration from NVSHARE_SIM_KERNEL_US=3000 (%.1f ms)", ms);
 
 	/* Two streams share one GPU: their kernels serialize. */
 	t0 = nvshareSimNowNs();
@@ -238,7 +240,7 @@ int main(void)
 	double ms1 = ms_since(t0);
 	cuStreamSynchronize(s2);
 	double ms2 = ms_since(t0);
-	OK(ms1 >= 18 && ms2 >= 20 && ms2 < 40, "2 streams x 5 x 2 ms serialize (%.1f / %.1f ms)",
+	OK(ms1 >= 18 && ms2 >= 20 && ms2 < 20 + BUSY_SLACK_MS, "2 streams x 5 x 2 ms serialize (%.1f / %.1f ms)",
 	   ms1, ms2);
 
 	/* Context sync covers every stream; events time the work. */
@@ -256,7 +258,7 @@ int main(void)
 	OK(cuEventQuery(e1) == CUDA_SUCCESS && cuEventElapsedTime_v2(&el, e0, e1) == 0 &&
 	       el >= 4.9f && el < 6,
 	   "event elapsed %.2f ms for a 5 ms kernel", el);
-	OK(ms >= 4 && ms < 15, "context sync waited %.1f ms", ms);
+	OK(ms >= 4 && ms < 5 + BUSY_SLACK_MS, "context sync waited %.1f ms", ms);
 
 	/* Cross-stream dependency through an event. */
 	run(s1, 4000);
@@ -356,7 +358,7 @@ int main(void)
 	CUstream s3;
 	cuStreamCreate(&s3, CU_STREAM_NON_BLOCKING);
 	struct burst bu = burst(s3);
-	OK(bu.loop_ms < 50 && bu.pending >= 30,
+	OK(bu.loop_ms < BUSY_SLACK_MS && bu.pending >= 30,
 	   "default bound: %d x 5 ms launches return at once (%.2f ms, %d still pending)", BURST,
 	   bu.loop_ms, bu.pending);
 	check_burst(&bu, "default bound");
