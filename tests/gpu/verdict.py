@@ -163,9 +163,64 @@ def v_survive(job, rc, killed_at_s):
                                                       r["elapsed_s"], after))
 
 
+def v_multi_gpu(sched_log, ctl_json, *jobs):
+    """Case 9b: jobs 0a, 0b on GPU 0 (over capacity), 1a, 1b on GPU 1 (fit)."""
+    rs = [load(j) for j in jobs]
+    for r in rs:
+        if "_error" in r:
+            return out(False, "per-GPU independence: no result (%s)" % r["_error"])
+    correct = all(r.get("ok") for r in rs)
+    ser0 = count([sched_log], r"GPU_MODE gpu=0 serialized=1")
+    ser1 = count([sched_log], r"GPU_MODE gpu=1 serialized=1")
+    grants0 = count([sched_log], r"LOCK_OK client=\d+ pid=\d+ gpu=0 ")
+    grants1 = count([sched_log], r"LOCK_OK client=\d+ pid=\d+ gpu=1 ")
+    ov0, ov1 = overlap(rs[0], rs[1]), overlap(rs[2], rs[3])
+    span = lambda a, b: max(a["end"], b["end"]) - min(a["start"], b["start"])  # noqa: E731
+    st = load(ctl_json)
+    gpus = st.get("gpus", []) if "_error" not in st else []
+    uuids = {g.get("uuid") for g in gpus}
+    ok = (correct and ser0 >= 1 and ser1 == 0 and grants0 >= 2 and grants1 == 0 and
+          ov1 >= 0.5 and len(gpus) >= 2 and len(uuids) == len(gpus))
+    return out(ok, ("per-GPU independence: GPU 0 serialized (mode lines %d, LOCK_OK %d, overlap "
+                    "%.0f%%, makespan %.2fs) while GPU 1 ran together (serialized lines %d, LOCK_OK %d, "
+                    "overlap %.0f%%, makespan %.2fs); nvsharectl --json lists %d GPUs; results %s") % (
+        ser0, grants0, 100 * ov0, span(rs[0], rs[1]), ser1, grants1, 100 * ov1,
+        span(rs[2], rs[3]), len(gpus), "correct" if correct else "WRONG"))
+
+
+def v_both(path, sched_log):
+    """Case 9c: one process on both GPUs while GPU 0 is serialized."""
+    r = load(path)
+    if "_error" in r:
+        return out(False, "one process on both GPUs: no result (%s)" % r["_error"])
+    g0 = count([sched_log], r"ATTACH_GPU client=\d+ pid=%d gpu=0 " % r["pid"])
+    g1 = count([sched_log], r"ATTACH_GPU client=\d+ pid=%d gpu=1 " % r["pid"])
+    ser0 = count([sched_log], r"GPU_MODE gpu=0 serialized=1")
+    ok = bool(r.get("ok")) and g0 == 1 and g1 == 1 and ser0 >= 1
+    return out(ok, ("one process on both GPUs while GPU 0 is serialized (mode lines %d): attached "
+                    "to GPU 0 and 1 (%d/%d), %.2fs, no deadlock, results %s") % (
+        ser0, g0, g1, r["elapsed_s"], "correct" if r.get("ok") else "WRONG"))
+
+
+def v_nccl(n0, n1, p0, p1):
+    """Case 9d: NCCL all-reduce, native ranks beside nvshare ranks."""
+    rs = [load(x) for x in (n0, n1, p0, p1)]
+    for r in rs:
+        if "_error" in r:
+            return out(False, "NCCL all-reduce: no result (%s)" % r["_error"])
+    correct = all(r.get("ok") for r in rs)
+    tn = max(rs[0]["elapsed_s"], rs[1]["elapsed_s"])
+    tp = max(rs[2]["elapsed_s"], rs[3]["elapsed_s"])
+    return out(correct, ("NCCL all-reduce of %d MiB x %d between the two GPUs: sum %s, native "
+                         "%.3fs, nvshare %.3fs (%.2fx)") % (
+        rs[0]["mib"], rs[0]["iters"], "correct" if correct else "WRONG", tn, tp,
+        tp / tn if tn > 0 else float("nan")))
+
+
 CASES = {"train": v_train, "graph": v_graph, "cupy": v_cupy, "jax": v_jax,
          "memlimit": v_memlimit, "managed": v_managed, "pair": v_pair, "idle": v_idle,
-         "survive": v_survive}
+         "survive": v_survive, "multi_gpu": v_multi_gpu, "both": v_both,
+         "nccl": v_nccl}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in CASES:
