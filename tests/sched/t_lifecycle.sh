@@ -31,6 +31,10 @@ check "shutdown event names SIGTERM" has_event shutdown signal=15
 
 # A scheduler killed with SIGKILL leaves a stale socket; the next removes it.
 start_scheduler --no-nvml
+# The socket file appears at bind(), before the "listening" event is written:
+# kill only once it is, or the third scheduler's count below never comes
+# (seen in the soak: the SIGKILL landed between the two).
+wait_events 5 2 listening path="\"$SOCK\"" || not_ok "second scheduler listening"
 kill -KILL "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
 check "SIGKILL leaves the socket file" test -S "$SOCK"
 start_scheduler --no-nvml
