@@ -9,6 +9,10 @@ clock of quota_app's samples (the snapshot's now_ns).
                                    limit, effective_pct); "none" if absent
   qstat.py billed SNAP1 SNAP2 PID  PID's billed share (%) of [now1, now2]
   qstat.py billed_ms SNAP PID      PID's billed time so far (ms)
+  qstat.py away EVENTS PID FROM TO percent of [FROM, TO] (ms) in which PID
+                                   did not ask for the lock: from each of its
+                                   releases (idle, early, dropped...) to its
+                                   next request (the scheduler's events)
 """
 import json
 import sys
@@ -30,6 +34,29 @@ def quota(snap, pid):
 
 def now_ms(snap):
     return snap["now_ns"] / 1e6
+
+
+def away(events, pid, t1, t2):
+    """A client starved of CPU asks late and so cannot be billed its whole
+    quota: that time is the client's, not the scheduler's error."""
+    gone, total = None, 0.0
+    with open(events) as f:
+        for line in f:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue  # a line another scheduler is still writing
+            if e.get("pid") != pid:
+                continue
+            t = e["mono_ns"] / 1e6
+            if e["event"] == "lock_released" and gone is None:
+                gone = t
+            elif e["event"] in ("req_lock", "lock_ok") and gone is not None:
+                total += max(0.0, min(t, t2) - max(gone, t1))
+                gone = None
+    if gone is not None:
+        total += max(0.0, t2 - max(gone, t1))
+    return 100.0 * total / (t2 - t1) if t2 > t1 else 0.0
 
 
 def main(argv):
@@ -64,6 +91,8 @@ def main(argv):
     elif cmd == "billed_ms":
         q = quota(load(argv[2]), int(argv[3]))
         print("nan" if q is None else "%.3f" % (q["billed_ns"] / 1e6))
+    elif cmd == "away":
+        print("%.2f" % away(argv[2], int(argv[3]), float(argv[4]), float(argv[5])))
     else:
         print(__doc__, file=sys.stderr)
         return 2
