@@ -22,7 +22,6 @@ fc B --name idle2 "${common[@]}" --script "until $T/done"
 fc C --name worker "${common[@]}" --script "until $T/go;work 3s;until $T/done"
 bg setpriv --reuid=65534 --regid=65534 --clear-groups "$FC" --name flapper "${common[@]}" \
   --script "until $T/go;memflap 200000 64Gi;mark flapped;until $T/done" >"$T/X.out" 2>&1
-PID_X=${_pids[-1]}
 wait_for 5 grep -q READY "$T/X.out"
 touch "$T/go"
 check "the flapper sent its 200,000 MEM_UPDATEs" wait_ev 120 X 'MARK flapped'
