@@ -383,15 +383,48 @@ static int mode_value(const struct gpu *g)
 	return nvs_quota_on(g) ? (int)NVS_GPU_MODE_SERIALIZED_QUOTA : (int)NVS_GPU_MODE_SERIALIZED;
 }
 
+/* GPU_MODE is coalesced per client: while a client's output is backed up
+ * (it is not reading) no further GPU_MODE is queued behind it; the mode is
+ * owed and the latest one sent once its output has drained (the tick polls
+ * every MODE_OWED_POLL_NS while any is owed). A reading client's output
+ * is empty (conn_send writes at once), so it is told at once. */
+#define MODE_OWED_POLL_NS (10ull * 1000000ull)
+static unsigned modes_owed;
+
+static void owe(struct client_gpu *cg, int owed)
+{
+	if (cg->mode_owed == owed)
+		return;
+	cg->mode_owed = owed;
+	if (owed)
+		modes_owed++;
+	else
+		modes_owed--;
+}
+
+static int backed_up(const struct client_gpu *cg)
+{
+	const struct conn *c = cg->client->conn;
+	return c && c->out_len > c->out_off;
+}
+
 static void announce_mode(struct gpu *g)
 {
 	int v = mode_value(g);
-	for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
-		if (cg->mode_sent != v) {
-			cg->mode_sent = v;
-			send_gpu(cg, NVS_MSG_GPU_MODE, (uint32_t)v);
-			nvs_event("gpu_mode_sent", CG_EV ",\"value\":%d", CG_ARGS(cg), v);
+	for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext) {
+		if (cg->mode_sent == v) {
+			owe(cg, 0); /* flipped back before it was told: nothing owed */
+			continue;
 		}
+		if (cg->mode_sent >= 0 && backed_up(cg)) {
+			owe(cg, 1);
+			continue;
+		}
+		owe(cg, 0);
+		cg->mode_sent = v;
+		send_gpu(cg, NVS_MSG_GPU_MODE, (uint32_t)v);
+		nvs_event("gpu_mode_sent", CG_EV ",\"value\":%d", CG_ARGS(cg), v);
+	}
 }
 
 /* force: an administrator's change (settings_changed) switches at once;
@@ -511,6 +544,7 @@ void nvs_policy_detach(struct client_gpu *cg)
 		q_remove(g, cg);
 		cg->state = CG_IDLE;
 	}
+	owe(cg, 0);
 	if (cg->aprev)
 		cg->aprev->anext = cg->anext;
 	else
@@ -695,6 +729,8 @@ static uint64_t gpu_deadline(struct gpu *g, uint64_t now)
 uint64_t nvs_policy_next_deadline(uint64_t now)
 {
 	uint64_t d = nvs_claims_next_deadline(now);
+	if (modes_owed && (!d || now + MODE_OWED_POLL_NS < d))
+		d = now + MODE_OWED_POLL_NS;
 	for (unsigned i = 0; i < S.ngpus; i++) {
 		uint64_t t = gpu_deadline(&S.gpus[i], now);
 		if (t && (!d || t < d))
@@ -727,6 +763,9 @@ static void revoke(struct gpu *g, uint64_t now)
 void nvs_policy_tick(uint64_t now)
 {
 	nvs_claims_tick(now); /* reports kept for lack of budget */
+	if (modes_owed)
+		for (unsigned i = 0; i < S.ngpus; i++)
+			announce_mode(&S.gpus[i]);
 	for (unsigned i = 0; i < S.ngpus; i++) {
 		struct gpu *g = &S.gpus[i];
 		if (g->switch_pending && now >= nvs_claims_switch_at(g)) {

@@ -80,6 +80,7 @@ struct client_gpu {
 	uint64_t resident; /* swap: of those, believed on the GPU (policy.c) */
 	enum cg_state state;
 	int mode_sent;		/* last GPU_MODE value sent, -1 none */
+	int mode_owed;		/* a newer mode waits for its output to drain */
 	uint32_t waiters_sent;	/* last WAITERS count sent while holding */
 	uint32_t hint_sent_mib; /* last SWAP_HINT sent while holding */
 	uint64_t wait_since_ns; /* when it queued */

@@ -24,6 +24,10 @@
  *                      as the socket takes them (reading what comes back)
  *   swap IN OUT [g]    send SWAP_STATS adding IN and OUT (durations) of
  *                      swap time and 1 MiB each way to its running totals
+ *   pingflood N        send N PINGs without reading the PONGs (fills the
+ *                      scheduler's output buffer for this client)
+ *   block FILE         wait for FILE without reading anything (a client
+ *                      that stopped reading), then go on
  *   hog TIME [g]       hold the lock for TIME and never give it back:
  *                      request it, keep it (use --ignore-drop), request
  *                      it again whenever revoked (prints HOG_DONE grants=N)
@@ -456,6 +460,18 @@ static void run_cmd(char *cmd)
 		send_msg(&m);
 		EV("SENT SWAP_STATS gpu=%u ns_in=%llu ns_out=%llu", m.u.swap.local_gpu,
 		   (unsigned long long)swap_in_ns, (unsigned long long)swap_out_ns);
+	} else if (!strcmp(c, "pingflood")) {
+		uint64_t n;
+		if (!argv[1] || nvs_parse_u64(argv[1], 1, 10000000, &n))
+			die(2, "pingflood N");
+		for (uint64_t i = 0; i < n && !closed; i++)
+			send_gpu(NVS_MSG_PING, 0, (uint32_t)i);
+		EV("SENT PINGFLOOD n=%llu", (unsigned long long)n);
+	} else if (!strcmp(c, "block")) {
+		if (!argv[1])
+			die(2, "block needs a file");
+		while (access(argv[1], F_OK) != 0)
+			usleep(10000);
 	} else if (!strcmp(c, "hog")) {
 		hog(dur_us(argv[1]), gpu_arg(argv[2]));
 	} else if (!strcmp(c, "attach")) {

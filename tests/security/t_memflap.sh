@@ -5,12 +5,13 @@
 # mode-switch budget (a burst of 4, then one per 1 s dwell: at most 5 in any
 # second), every client is sent at most one GPU_MODE per switch, the excess
 # reports are coalesced and counted, and no honest client is disconnected:
-# two idle ones and one doing 3 s of work through the switches.
+# two idle ones and one doing 3 s of work through the switches. A client
+# that stopped reading is owed the latest mode, not sent one per switch.
 # shellcheck disable=SC1091,SC2154 # libs by path; lib variables
 . "$(dirname "$0")/../lib.sh"
 . "$NVS_ROOT/tests/sched/sched_lib.sh"
 if ! setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null; then
-  for _ in $(seq 8); do ok "memflap # skip setpriv cannot drop privileges here"; done
+  for _ in $(seq 9); do ok "memflap # skip setpriv cannot drop privileges here"; done
   exit 0
 fi
 chmod 755 "$T" # uid 65534 reaches the socket
@@ -19,11 +20,19 @@ start_scheduler --no-nvml --reserve 0 --tq 300ms --drop-grace-ms 200 ||
 common=(--gpu-uuid GPU-flap --total 10Gi --alloc 2Gi)
 fc A --name idle1 "${common[@]}" --script "until $T/done"
 fc B --name idle2 "${common[@]}" --script "until $T/done"
-fc C --name worker "${common[@]}" --script "until $T/go;work 3s;until $T/done"
+fc C --name worker "${common[@]}" --script "until $T/go2;work 3s;until $T/done"
+# S stops reading with 20,000 PONGs (480 KB) pending: its GPU_MODEs are
+# coalesced, only the latest is sent once it reads again.
+fc S --name stalled "${common[@]}" --script "until $T/go;pingflood 20000;mark flooded;block $T/done;hold 1s"
 bg setpriv --reuid=65534 --regid=65534 --clear-groups "$FC" --name flapper "${common[@]}" \
-  --script "until $T/go;memflap 200000 64Gi;mark flapped;until $T/done" >"$T/X.out" 2>&1
+  --script "until $T/go2;memflap 200000 64Gi;mark flapped;until $T/done" >"$T/X.out" 2>&1
 wait_for 5 grep -q READY "$T/X.out"
 touch "$T/go"
+wait_ev 10 S 'MARK flooded' || not_ok "the stalled client flooded its PINGs"
+# Its 20,000 PINGs were all answered (so its output is backed up) before
+# the flapping starts.
+wait_events 20 20000 ping pid="$PID_S" || not_ok "the scheduler answered the 20,000 PINGs"
+touch "$T/go2"
 check "the flapper sent its 200,000 MEM_UPDATEs" wait_ev 120 X 'MARK flapped'
 check "the worker finished its 3 s of work through the flapping" wait_ev 60 C 'WORK_DONE'
 # The flapper's last report (0) applies once the budget allows: concurrent.
@@ -52,3 +61,7 @@ check "switches deferred and reports coalesced are counted" [ "$ndef" -gt 0 -a "
 gm=$(grep -c 'GPU_MODE' "$T/A.out")
 check "an idle client got one GPU_MODE per switch at most ($gm for $nsw switches, +1 at attach)" \
   [ "$gm" -le $((nsw + 1)) ]
+wait_exit 10 "$PID_S"
+gs=$(sed -n '/MARK flooded/,$p' "$T/S.out" | grep -c 'GPU_MODE')
+check "the client that stopped reading was sent at most the latest mode ($gs GPU_MODE for $nsw switches; rc $RC)" \
+  sh -c "[ '$RC' = 0 ] && [ '$gs' -le 1 ] && ! grep -q CLOSED '$T/S.out'"
