@@ -1,7 +1,9 @@
 #include "clients.h"
 
+#include "claims.h"
 #include "conn.h"
 #include "events.h"
+#include "fairness.h"
 #include "gpus.h"
 #include "log.h"
 #include "parse.h"
@@ -110,6 +112,7 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 		S.clients->prev = cl;
 	S.clients = cl;
 	S.nclients++;
+	nvs_fair_join(cl);    /* its tenant: turns on the GPUs (fairness.h) */
 	nvs_pod_identify(cl); /* the Pod's name and limits, or unknown-tenant limits */
 
 	struct nvs_msg m;
@@ -147,9 +150,9 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 				  a->local_gpu, a->uuid, cg->gpu->uuid);
 			return;
 		}
-		nvs_policy_mem_update(cg, a->allocated);
-		cg->mode_sent = -1; /* repeat the mode: the client may have reset */
-		nvs_policy_settings_changed(cg->gpu);
+		/* A MEM_UPDATE in effect: the same budget and clamp. */
+		nvs_claims_mem_update(cg, a->allocated);
+		nvs_policy_resend_mode(cg); /* the client may have reset */
 		return;
 	}
 	if (cl->ngpus >= NVS_SCHED_MAX_GPUS) {
@@ -180,8 +183,9 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 	cg->client = cl;
 	cg->gpu = g;
 	cg->local_gpu = a->local_gpu;
-	cg->allocated = a->allocated;
+	cg->claimed = a->allocated;
 	nvs_client_update_limits(cg);
+	cg->allocated = nvs_claims_clamp(cg, cg->claimed);
 	cl->gpus[cl->ngpus++] = cg;
 	char b[32];
 	NVS_INFO("ATTACH_GPU client=%u pid=%d gpu=%d cuda_dev=%u allocated=%s", cl->id,
@@ -254,12 +258,12 @@ void nvs_client_msg(struct conn *c, const struct nvs_msg *m)
 	case NVS_MSG_MEM_UPDATE:
 		NVS_DEBUG("MEM_UPDATE client=%u gpu=%d allocated=%llu", cl->id, cg->gpu->index,
 			  (unsigned long long)m->u.mem.allocated);
-		nvs_policy_mem_update(cg, m->u.mem.allocated);
+		nvs_claims_mem_update(cg, m->u.mem.allocated);
 		break;
 	case NVS_MSG_SWAP_STATS:
 		/* Cumulative counters from the client (policy.c keeps them
-		 * and the GPU's totals). */
-		nvs_policy_swap_stats(cg, &m->u.swap);
+		 * and the GPU's totals), within its report budget. */
+		nvs_claims_swap_stats(cg, &m->u.swap);
 		break;
 	default:
 		break;
@@ -274,6 +278,7 @@ void nvs_client_gone(struct client *cl)
 	cl->conn = NULL;
 	for (unsigned i = 0; i < cl->ngpus; i++) {
 		nvs_policy_detach(cl->gpus[i]);
+		nvs_claims_forget(cl->gpus[i]);
 		free(cl->gpus[i]);
 	}
 	if (cl->prev)
@@ -283,5 +288,6 @@ void nvs_client_gone(struct client *cl)
 	if (cl->next)
 		cl->next->prev = cl->prev;
 	S.nclients--;
+	nvs_fair_leave(cl);
 	free(cl);
 }

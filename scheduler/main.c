@@ -2,6 +2,7 @@
  * nvshare-scheduler: command line, environment, signals; then the event
  * loop (server.c). Flags override the matching NVSHARE_* variables.
  */
+#include "claims.h"
 #include "events.h"
 #include "gpus.h"
 #include "k8s_watch.h"
@@ -48,6 +49,20 @@ static void usage(FILE *f)
 	    "(512Mi)\n"
 	    "  -i, --idle-release-ms MS  client idle release        NVSHARE_IDLE_RELEASE_MS (%u)\n"
 	    "  -g, --drop-grace-ms MS    DROP_LOCK -> revocation    NVSHARE_DROP_GRACE_MS (%u)\n"
+	    "      --oversubscription-factor N  a client's claimed allocation counts at most\n"
+	    "                            N x capacity               "
+	    "NVSHARE_OVERSUBSCRIPTION_FACTOR "
+	    "(%u)\n"
+	    "      --mode-dwell-ms MS    automatic mode switches:   NVSHARE_MODE_DWELL_MS (%u)\n"
+	    "                            one per MS once the burst is spent (0: no limit)\n"
+	    "      --mode-switch-burst N ... the burst              NVSHARE_MODE_SWITCH_BURST "
+	    "(%u)\n"
+	    "      --report-rate N       MEM_UPDATE + SWAP_STATS applied per second and\n"
+	    "                            connection (more: only the latest kept)\n"
+	    "                                                       NVSHARE_REPORT_RATE (%u)\n"
+	    "      --swap-tq-max-factor N  swap-stretched quantum   NVSHARE_SWAP_TQ_MAX_FACTOR "
+	    "(%u)\n"
+	    "                            at most N x the TQ\n"
 	    "      --no-nvml             do not load NVML; learn GPUs from clients\n"
 	    "                                                       NVSHARE_SCHED_NVML=0\n"
 	    "      --metrics             serve Prometheus /metrics  NVSHARE_METRICS_ENABLE=1 "
@@ -77,8 +92,9 @@ static void usage(FILE *f)
 	    "  -h, --help                this text\n"
 	    "\n"
 	    "Logs go to stderr. See docs/scheduler.md.\n",
-	    NVS_DEFAULT_IDLE_RELEASE_MS, NVS_DEFAULT_DROP_GRACE_MS,
-	    NVS_UNMANAGED_DEFAULT_INTERVAL_MS);
+	    NVS_DEFAULT_IDLE_RELEASE_MS, NVS_DEFAULT_DROP_GRACE_MS, NVS_DEFAULT_OVERSUB_FACTOR,
+	    NVS_DEFAULT_MODE_DWELL_MS, NVS_DEFAULT_MODE_SWITCH_BURST, NVS_DEFAULT_REPORT_RATE,
+	    NVS_DEFAULT_SWAP_TQ_MAX_FACTOR, NVS_UNMANAGED_DEFAULT_INTERVAL_MS);
 }
 
 static int bad_flag(const char *flag, const char *v, const char *what)
@@ -137,6 +153,10 @@ int main(int argc, char **argv)
 
 	nvs_config_defaults(&S.cfg);
 	nvs_config_from_env(&S.cfg);
+	/* The hostile-load bounds are refused when bad, not ignored: a typo
+	 * must not silently leave a bound off (the message names it). */
+	if (nvs_claims_config_env())
+		return 2;
 	nvs_metrics_config_from_env(&nvs_metrics_cfg);
 	nvs_k8s_config_from_env(&nvs_k8s_cfg);
 	const char *events_path = getenv("NVSHARE_EVENTS");
@@ -179,6 +199,12 @@ int main(int argc, char **argv)
 	    {"unmanaged", required_argument, 0, 1008},
 	    {"metrics-process-labels", no_argument, 0, 1009},
 	    {"unmanaged-interval", required_argument, 0, 1010},
+	    /* claims.c's settings: 1100 + index in nvs_claims_flags */
+	    {"oversubscription-factor", required_argument, 0, 1100},
+	    {"mode-dwell-ms", required_argument, 0, 1101},
+	    {"mode-switch-burst", required_argument, 0, 1102},
+	    {"report-rate", required_argument, 0, 1103},
+	    {"swap-tq-max-factor", required_argument, 0, 1104},
 	    {"debug", no_argument, 0, 'v'},
 	    {"version", no_argument, 0, 'V'},
 	    {"help", no_argument, 0, 'h'},
@@ -282,6 +308,17 @@ int main(int argc, char **argv)
 				return bad_flag("--unmanaged-interval", optarg,
 						"0 (off) or 100 ms .. 1 h (2000, 2s, 500ms)");
 			break;
+		case 1100:
+		case 1101:
+		case 1102:
+		case 1103:
+		case 1104: {
+			char flag[48];
+			snprintf(flag, sizeof flag, "--%s", nvs_claims_flags[o - 1100]);
+			if (nvs_claims_config_flag(flag, optarg))
+				return 2;
+			break;
+		}
 		case 'v':
 			setenv("NVSHARE_DEBUG", "1", 1);
 			nvs_log_reload_env();

@@ -194,6 +194,10 @@ static struct msnap *snap_build(uint64_t now)
 		o->held_ns = g->st.held_ns + (g->holder ? now - g->holder->held_since_ns : 0);
 		o->handoffs = g->handoffs;
 		o->mode_switches = g->mode_switches;
+		o->switches_deferred = g->switches_deferred;
+		o->claims_clamped = g->claims_clamped;
+		o->reports_coalesced = g->reports_coalesced;
+		o->revoke_penalties = g->revoke_penalties;
 		o->swap_bytes_in = g->swap_bytes_in;
 		o->swap_bytes_out = g->swap_bytes_out;
 		o->swap_ns_in = g->swap_ns_in;

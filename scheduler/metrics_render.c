@@ -353,6 +353,20 @@ static void render_gpus(struct mbuf *b, const struct msnap *s, const struct msam
 		   V_INT);
 	gpu_family(b, s, "nvshare_gpu_mode_switches_total", "counter",
 		   "Switches between serialized and concurrent.", GOFF(mode_switches), V_INT);
+	gpu_family(b, s, "nvshare_gpu_mode_switches_deferred_total", "counter",
+		   "Automatic mode switches that waited for the mode-switch budget.",
+		   GOFF(switches_deferred), V_INT);
+	gpu_family(b, s, "nvshare_gpu_claims_clamped_total", "counter",
+		   "Allocation reports counted below what the client claimed (memory limit, "
+		   "capacity x oversubscription factor).",
+		   GOFF(claims_clamped), V_INT);
+	gpu_family(b, s, "nvshare_gpu_reports_coalesced_total", "counter",
+		   "MEM_UPDATE / SWAP_STATS reports beyond a connection's rate, kept as its latest "
+		   "and applied later (or replaced).",
+		   GOFF(reports_coalesced), V_INT);
+	gpu_family(b, s, "nvshare_gpu_revoke_penalties_total", "counter",
+		   "Revoked holders made to wait one quantum before their next grant.",
+		   GOFF(revoke_penalties), V_INT);
 	gpu_family(b, s, "nvshare_gpu_swap_in_bytes_total", "counter",
 		   "Managed memory the GPU's clients prefetched to it at hand-offs.",
 		   GOFF(swap_bytes_in), V_INT);

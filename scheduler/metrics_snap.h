@@ -30,6 +30,7 @@ struct msnap_gpu {
 	struct lock_stats st;
 	uint64_t handoffs;
 	uint64_t mode_switches;
+	uint64_t switches_deferred, claims_clamped, reports_coalesced, revoke_penalties;
 	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
 	uint64_t tq_effective_ns;
 	uint64_t unmanaged; /* processes on it without nvshare (unmanaged.c) */

@@ -1,9 +1,11 @@
 #include "policy.h"
 
+#include "claims.h"
 #include "clients.h"
 #include "conn.h"
 #include "gpus.h"
 #include "events.h"
+#include "fairness.h"
 #include "log.h"
 #include "parse.h"
 #include "quota.h"
@@ -60,8 +62,11 @@ static int oversubscribed(const struct gpu *g)
 
 /* ---- swap (docs/swap.md) ---- */
 
-/* Effective TQ = max(TQ, factor x last hand-off's swap time) while memory
- * does not fit; NVSHARE_SWAP_TQ_FACTOR (default 10, 0 = off), capped. */
+/* Effective TQ = max(TQ, factor x recent swap time) while memory does not
+ * fit; NVSHARE_SWAP_TQ_FACTOR (default 10, 0 = off). The swap time is the
+ * median of the last swaps in each direction (claims.c), so one client's
+ * forged SWAP_STATS do not set it; the result is bounded by
+ * NVSHARE_SWAP_TQ_MAX_FACTOR x TQ (default 4) and 60 s. */
 #define SWAP_TQ_FACTOR_DEFAULT 10u
 #define SWAP_TQ_MAX_NS (60ull * 1000000000ull)
 
@@ -83,9 +88,11 @@ uint64_t nvs_policy_tq_ns(const struct gpu *g)
 	uint64_t tq = g->tq_ms * 1000000ull;
 	if (!g->serialized || !oversubscribed(g))
 		return tq;
-	uint64_t k = swap_tq_factor() * (g->swap_last_in_ns + g->swap_last_out_ns);
-	if (k > SWAP_TQ_MAX_NS)
-		k = SWAP_TQ_MAX_NS;
+	uint64_t cap = nvs_claims_tq_bound_ns(g);
+	if (cap > SWAP_TQ_MAX_NS)
+		cap = SWAP_TQ_MAX_NS;
+	uint64_t f = swap_tq_factor(), med = nvs_claims_swap_median(g);
+	uint64_t k = f && med > cap / f ? cap : f * med;
 	return k > tq ? k : tq;
 }
 
@@ -104,6 +111,7 @@ void nvs_policy_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s
 			g->swap_last_in_ns = s->ns_in - cg->swap_ns_in;
 		if (s->ns_out > cg->swap_ns_out)
 			g->swap_last_out_ns = s->ns_out - cg->swap_ns_out;
+		nvs_claims_swap_sample(g, s->ns_in - cg->swap_ns_in, s->ns_out - cg->swap_ns_out);
 	}
 	cg->swap_bytes_in = s->bytes_in;
 	cg->swap_bytes_out = s->bytes_out;
@@ -256,6 +264,7 @@ static void grant(struct gpu *g, struct client_gpu *cg, uint64_t now, int handof
 	g->drop_sent = g->drop_resent = 0;
 	cg->st.grants++;
 	g->st.grants++;
+	nvs_fair_granted(cg);
 	record_wait(&cg->st, waited);
 	record_wait(&g->st, waited);
 	if (handoff)
@@ -279,14 +288,14 @@ static void grant(struct gpu *g, struct client_gpu *cg, uint64_t now, int handof
 	inform_holder(g);
 }
 
-/* Grants the lock to the first waiter that may have it. */
+/* Grants the lock to the waiter whose turn it is (fairness.c: tenants
+ * take turns, first come first served within a tenant), skipping those a
+ * hook passes over (throttled by a quota) and revoked ones still waiting
+ * out their penalty. */
 static void grant_next(struct gpu *g, uint64_t now, int handoff)
 {
 	while (!g->holder && g->qhead) {
-		struct client_gpu *cg = g->qhead;
-		/* A hook may pass waiters over (throttled by a quota). */
-		while (cg && g->hook && g->hook->may_grant && !g->hook->may_grant(g, cg, now))
-			cg = cg->qnext;
+		struct client_gpu *cg = nvs_fair_pick(g, now, g->hook ? g->hook->may_grant : NULL);
 		if (!cg)
 			return;
 		q_remove(g, cg);
@@ -374,18 +383,55 @@ static int mode_value(const struct gpu *g)
 	return nvs_quota_on(g) ? (int)NVS_GPU_MODE_SERIALIZED_QUOTA : (int)NVS_GPU_MODE_SERIALIZED;
 }
 
+/* GPU_MODE is coalesced per client: while a client's output is backed up
+ * (it is not reading) no further GPU_MODE is queued behind it; the mode is
+ * owed and the latest one sent once its output has drained (the tick polls
+ * every MODE_OWED_POLL_NS while any is owed). A reading client's output
+ * is empty (conn_send writes at once), so it is told at once. */
+#define MODE_OWED_POLL_NS (10ull * 1000000ull)
+static unsigned modes_owed;
+
+static void owe(struct client_gpu *cg, int owed)
+{
+	if (cg->mode_owed == owed)
+		return;
+	cg->mode_owed = owed;
+	if (owed)
+		modes_owed++;
+	else
+		modes_owed--;
+}
+
+static int backed_up(const struct client_gpu *cg)
+{
+	const struct conn *c = cg->client->conn;
+	return c && c->out_len > c->out_off;
+}
+
 static void announce_mode(struct gpu *g)
 {
 	int v = mode_value(g);
-	for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
-		if (cg->mode_sent != v) {
-			cg->mode_sent = v;
-			send_gpu(cg, NVS_MSG_GPU_MODE, (uint32_t)v);
-			nvs_event("gpu_mode_sent", CG_EV ",\"value\":%d", CG_ARGS(cg), v);
+	for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext) {
+		if (cg->mode_sent == v) {
+			owe(cg, 0); /* flipped back before it was told: nothing owed */
+			continue;
 		}
+		if (cg->mode_sent >= 0 && backed_up(cg)) {
+			owe(cg, 1);
+			continue;
+		}
+		owe(cg, 0);
+		cg->mode_sent = v;
+		send_gpu(cg, NVS_MSG_GPU_MODE, (uint32_t)v);
+		nvs_event("gpu_mode_sent", CG_EV ",\"value\":%d", CG_ARGS(cg), v);
+	}
 }
 
-static void reevaluate(struct gpu *g, uint64_t now)
+/* force: an administrator's change (settings_changed) switches at once;
+ * otherwise a switch waits for the GPU's mode-switch budget (claims.h), so
+ * that clients flapping their memory cannot flip the mode more than a few
+ * times a second. */
+static void reevaluate_as(struct gpu *g, uint64_t now, int force)
 {
 	int want;
 	switch (g->mode) {
@@ -405,8 +451,24 @@ static void reevaluate(struct gpu *g, uint64_t now)
 	/* A limited client runs only while it holds the lock (quota.h). */
 	if (nvs_quota_refresh(g, now))
 		want = 1;
+	if (want != g->serialized && !force && nvs_claims_switch_at(g) > now) {
+		if (!g->switch_pending) {
+			g->switch_pending = 1;
+			g->switches_deferred++;
+			NVS_DEBUG(
+			    "GPU_MODE gpu=%d serialized=%d deferred %.0f ms (mode-switch budget)",
+			    g->index, want, ms(nvs_claims_switch_at(g) - now));
+			nvs_event("gpu_mode_deferred",
+				  "\"gpu\":%d,\"serialized\":%d,\"wait_ms\":%.3f", g->index, want,
+				  ms(nvs_claims_switch_at(g) - now));
+		}
+		announce_mode(g);
+		return;
+	}
+	g->switch_pending = 0;
 	if (want != g->serialized) {
 		char a[32], c[32], e[32];
+		nvs_claims_switched(g, now);
 		g->serialized = want;
 		g->mode_switches++;
 		NVS_INFO("GPU_MODE gpu=%d serialized=%d mode=%s allocated=%s capacity=%s "
@@ -446,6 +508,11 @@ static void reevaluate(struct gpu *g, uint64_t now)
 	announce_mode(g);
 }
 
+static void reevaluate(struct gpu *g, uint64_t now)
+{
+	reevaluate_as(g, now, 0);
+}
+
 /* ---- events ---- */
 
 void nvs_policy_attach(struct client_gpu *cg)
@@ -477,6 +544,7 @@ void nvs_policy_detach(struct client_gpu *cg)
 		q_remove(g, cg);
 		cg->state = CG_IDLE;
 	}
+	owe(cg, 0);
 	if (cg->aprev)
 		cg->aprev->anext = cg->anext;
 	else
@@ -493,7 +561,7 @@ void nvs_policy_detach(struct client_gpu *cg)
 	inform_holder(g);
 }
 
-void nvs_policy_mem_update(struct client_gpu *cg, uint64_t allocated)
+static void set_allocated(struct client_gpu *cg, uint64_t allocated)
 {
 	struct gpu *g = cg->gpu;
 	g->allocated_sum = g->allocated_sum - cg->allocated + allocated;
@@ -507,8 +575,19 @@ void nvs_policy_mem_update(struct client_gpu *cg, uint64_t allocated)
 		cg->resident = allocated;
 	if (grew)
 		evict_others(g, cg);
-	reevaluate(g, nvs_now_ns());
-	inform_holder(g);
+}
+
+void nvs_policy_mem_update(struct client_gpu *cg, uint64_t allocated)
+{
+	set_allocated(cg, allocated);
+	reevaluate(cg->gpu, nvs_now_ns());
+	inform_holder(cg->gpu);
+}
+
+void nvs_policy_resend_mode(struct client_gpu *cg)
+{
+	cg->mode_sent = -1;
+	announce_mode(cg->gpu);
 }
 
 void nvs_policy_req_lock(struct client_gpu *cg)
@@ -603,7 +682,13 @@ void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_n
 
 void nvs_policy_settings_changed(struct gpu *g)
 {
-	reevaluate(g, nvs_now_ns());
+	/* Limits or the capacity may have changed: count the claims anew. */
+	for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext) {
+		uint64_t v = nvs_claims_clamp(cg, cg->claimed);
+		if (v != cg->allocated)
+			set_allocated(cg, v);
+	}
+	reevaluate_as(g, nvs_now_ns(), 1);
 	inform_holder(g); /* the capacity may have changed */
 			  /* A new TQ applies to the current quantum: the tick re-checks it. */
 }
@@ -632,13 +717,20 @@ static uint64_t gpu_deadline(struct gpu *g, uint64_t now)
 		if (h)
 			EARLIEST(h);
 	}
+	if (g->switch_pending)
+		EARLIEST(nvs_claims_switch_at(g));
+	uint64_t p = nvs_fair_next_deadline(g, now);
+	if (p)
+		EARLIEST(p);
 #undef EARLIEST
 	return d;
 }
 
 uint64_t nvs_policy_next_deadline(uint64_t now)
 {
-	uint64_t d = 0;
+	uint64_t d = nvs_claims_next_deadline(now);
+	if (modes_owed && (!d || now + MODE_OWED_POLL_NS < d))
+		d = now + MODE_OWED_POLL_NS;
 	for (unsigned i = 0; i < S.ngpus; i++) {
 		uint64_t t = gpu_deadline(&S.gpus[i], now);
 		if (t && (!d || t < d))
@@ -660,6 +752,8 @@ static void revoke(struct gpu *g, uint64_t now)
 	/* DROP_LOCK with grace 0 tells the client it no longer holds the
 	 * lock; its late LOCK_RELEASED is ignored and it may REQ_LOCK again. */
 	send_drop(g, 0);
+	/* It goes to the back and waits one quantum (fairness.c). */
+	nvs_fair_revoked(h, now, nvs_policy_tq_ns(g));
 	end_hold(g, now);
 	NVS_INFO("LOCK_RELEASED " CG_FMT " reason=revoked", CG_ARGS(h));
 	nvs_event("lock_released", CG_EV ",\"reason\":\"revoked\"", CG_ARGS(h));
@@ -668,10 +762,23 @@ static void revoke(struct gpu *g, uint64_t now)
 
 void nvs_policy_tick(uint64_t now)
 {
+	nvs_claims_tick(now); /* reports kept for lack of budget */
+	if (modes_owed)
+		for (unsigned i = 0; i < S.ngpus; i++)
+			announce_mode(&S.gpus[i]);
 	for (unsigned i = 0; i < S.ngpus; i++) {
 		struct gpu *g = &S.gpus[i];
+		if (g->switch_pending && now >= nvs_claims_switch_at(g)) {
+			reevaluate(g, now);
+			if (g->serialized && !g->holder)
+				grant_next(g, now, 0);
+			inform_holder(g);
+		}
 		if (g->hook && g->hook->on_tick)
 			g->hook->on_tick(g, now);
+		/* A revoked waiter's penalty ended and the lock is free. */
+		if (g->serialized && !g->holder && g->qhead && nvs_fair_penalties_ended(g, now))
+			grant_next(g, now, 0);
 		if (!g->holder || !g->qlen)
 			continue; /* nobody waits: a lone holder is never asked */
 		if (!g->drop_sent) {

@@ -51,10 +51,15 @@ struct nvs_policy_hook {
 void nvs_policy_attach(struct client_gpu *cg);
 /* The client is going away: release or dequeue, unlink, re-evaluate. */
 void nvs_policy_detach(struct client_gpu *cg);
+/* allocated: the bytes counted (claims.c clamps what the client says). */
 void nvs_policy_mem_update(struct client_gpu *cg, uint64_t allocated);
+/* Sends cg its GPU's mode again (a client that re-attached may have reset). */
+void nvs_policy_resend_mode(struct client_gpu *cg);
 void nvs_policy_req_lock(struct client_gpu *cg);
 void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_ns);
-/* Settings of g changed (mode, TQ, capacity): re-evaluate now. */
+/* Settings of g changed (mode, TQ, capacity, limits: an administrator or
+ * the Pod watch): re-count the claims and re-evaluate now, without waiting
+ * for the mode-switch budget. */
 void nvs_policy_settings_changed(struct gpu *g);
 /* Grants the lock to the first waiter the hook allows, if it is free (a
  * hook calls it when a throttle ends). */

@@ -1,5 +1,6 @@
 #include "settings.h"
 
+#include "claims.h"
 #include "log.h"
 #include "parse.h"
 #include "state.h"
@@ -20,6 +21,11 @@ void nvs_config_defaults(struct sched_config *cfg)
 	cfg->use_nvml = 1;
 	cfg->unknown_core_limit = NVS_DEFAULT_UNKNOWN_CORE_LIMIT;
 	cfg->unknown_mem_limit = NVS_DEFAULT_UNKNOWN_MEM_LIMIT;
+	cfg->oversub_factor = NVS_DEFAULT_OVERSUB_FACTOR;
+	cfg->mode_dwell_ms = NVS_DEFAULT_MODE_DWELL_MS;
+	cfg->mode_switch_burst = NVS_DEFAULT_MODE_SWITCH_BURST;
+	cfg->report_rate = NVS_DEFAULT_REPORT_RATE;
+	cfg->swap_tq_max_factor = NVS_DEFAULT_SWAP_TQ_MAX_FACTOR;
 }
 
 int nvs_parse_tq_ms(const char *s, uint64_t *out)

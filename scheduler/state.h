@@ -19,6 +19,8 @@
 #include <time.h>
 
 #define NVS_SCHED_MAX_GPUS 64
+/* Swap times kept per GPU and direction (claims.h NVS_SWAP_SAMPLES). */
+#define NVS_SWAP_RING 9
 /* A peer that lets this much output pile up is not reading: disconnect it. */
 #define NVS_SCHED_OUTBUF_MAX (4u << 20)
 
@@ -64,10 +66,21 @@ struct client_gpu {
 	struct client *client;
 	struct gpu *gpu;
 	uint32_t local_gpu; /* the client's CUDA ordinal: key in messages */
-	uint64_t allocated; /* bytes, from ATTACH_GPU / MEM_UPDATE */
-	uint64_t resident;  /* swap: of those, believed on the GPU (policy.c) */
+	uint64_t allocated; /* bytes counted: the claim clamped (claims.c) */
+	uint64_t claimed;   /* bytes the client reported (ATTACH_GPU / MEM_UPDATE) */
+	int clamp_logged;   /* claims.c: causes of clamps already logged */
+	/* claims.c: reports kept while the connection's budget is spent
+	 * (bit 1 MEM_UPDATE, bit 2 SWAP_STATS), the latest of each. */
+	int pending;
+	uint64_t pending_mem;
+	struct nvs_swap_stats pending_swap;
+	/* fairness.c: revoked: not granted before this; pick bookkeeping. */
+	uint64_t penalty_until_ns;
+	uint64_t fair_refused;
+	uint64_t resident; /* swap: of those, believed on the GPU (policy.c) */
 	enum cg_state state;
 	int mode_sent;		/* last GPU_MODE value sent, -1 none */
+	int mode_owed;		/* a newer mode waits for its output to drain */
 	uint32_t waiters_sent;	/* last WAITERS count sent while holding */
 	uint32_t hint_sent_mib; /* last SWAP_HINT sent while holding */
 	uint64_t wait_since_ns; /* when it queued */
@@ -141,6 +154,12 @@ struct client {
 	struct conn *conn;
 	struct client_gpu *gpus[NVS_SCHED_MAX_GPUS];
 	unsigned ngpus;
+	/* fairness.c: its tenant's record (turns, revocations). */
+	struct nvs_tenant *fair;
+	/* claims.c: MEM_UPDATE / SWAP_STATS budget (GCRA) and the reports
+	 * kept (coalesced) because it was spent. */
+	uint64_t report_tat_ns;
+	uint64_t reports_coalesced;
 	struct client *prev, *next;
 };
 
@@ -177,7 +196,19 @@ struct gpu {
 	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
 	uint64_t swap_last_in_ns, swap_last_out_ns;
 	uint64_t swap_out_asked;
+	/* Recent swap times, each direction (claims.c: the median stretches
+	 * the quantum); *_n counts all samples, the ring keeps the last. */
+	uint64_t swap_in_ring[NVS_SWAP_RING], swap_out_ring[NVS_SWAP_RING];
+	unsigned swap_in_n, swap_out_n;
 	uint64_t mode_switches;
+	/* Hostile load (claims.c, fairness.c): the mode-switch budget (GCRA)
+	 * and whether a switch waits for it; counters. */
+	uint64_t switch_tat_ns;
+	int switch_pending;
+	uint64_t switches_deferred; /* switches that waited for the budget */
+	uint64_t claims_clamped;    /* reports counted below what they claimed */
+	uint64_t reports_coalesced; /* reports kept, replaced or applied later */
+	uint64_t revoke_penalties;  /* revoked holders made to wait a quantum */
 	/* Per-GPU policy extension point (compute quotas, later). NULL: plain
 	 * FCFS + TQ. See policy.h. */
 	const struct nvs_policy_hook *hook;
@@ -215,6 +246,12 @@ struct sched_config {
 	uint32_t q_carry_pct; /* NVSHARE_QUOTA_CARRYOVER_PERCENT, 25 */
 	uint32_t q_tail_pct;  /* NVSHARE_DROP_TAIL_BILLING_PERCENT, 70 */
 	uint32_t q_slice_ms;  /* NVSHARE_QUOTA_SLICE_MS, window / 20 */
+	/* hostile load (scheduler/claims.c, docs/scheduler.md) */
+	uint32_t oversub_factor;     /* NVSHARE_OVERSUBSCRIPTION_FACTOR, 4 */
+	uint32_t mode_dwell_ms;	     /* NVSHARE_MODE_DWELL_MS, 1000 */
+	uint32_t mode_switch_burst;  /* NVSHARE_MODE_SWITCH_BURST, 4 */
+	uint32_t report_rate;	     /* NVSHARE_REPORT_RATE, 50 per s */
+	uint32_t swap_tq_max_factor; /* NVSHARE_SWAP_TQ_MAX_FACTOR, 4 */
 };
 
 struct sched {

@@ -1,5 +1,6 @@
 #include "status_json.h"
 
+#include "claims.h"
 #include "conn.h"
 #include "gpus.h"
 #include "k8s_watch.h"
@@ -101,6 +102,11 @@ static cJSON *gpu_json(const struct gpu *g, uint64_t now)
 	num(o, "handoffs", g->handoffs);
 	num(o, "revocations", g->st.revocations);
 	num(o, "mode_switches", g->mode_switches);
+	/* Hostile load (docs/scheduler.md "Client claims", "Fairness"). */
+	num(o, "mode_switches_deferred", g->switches_deferred);
+	num(o, "claims_clamped", g->claims_clamped);
+	num(o, "reports_coalesced", g->reports_coalesced);
+	num(o, "revoke_penalties", g->revoke_penalties);
 	cJSON *sw = cJSON_AddObjectToObject(o, "swap");
 	num(sw, "bytes_in", g->swap_bytes_in);
 	num(sw, "bytes_out", g->swap_bytes_out);
@@ -108,6 +114,8 @@ static cJSON *gpu_json(const struct gpu *g, uint64_t now)
 	num(sw, "ns_out", g->swap_ns_out);
 	num(sw, "last_in_ns", g->swap_last_in_ns);
 	num(sw, "last_out_ns", g->swap_last_out_ns);
+	/* What the adaptive quantum uses: median recent in + out. */
+	num(sw, "median_ns", nvs_claims_swap_median(g));
 	cJSON_AddStringToObject(o, "policy", g->hook ? g->hook->name : "fcfs");
 	uint64_t held = g->st.held_ns + (g->holder ? now - g->holder->held_since_ns : 0);
 	cJSON_AddItemToObject(o, "stats", stats(&g->st, held));
@@ -164,6 +172,7 @@ static cJSON *client_json(const struct client *cl, uint64_t now)
 		num(x, "gpu", (uint64_t)cg->gpu->index);
 		num(x, "local_gpu", cg->local_gpu);
 		num(x, "allocated", cg->allocated);
+		num(x, "claimed", cg->claimed);
 		cJSON_AddStringToObject(x, "state", state_name(cg));
 		num(x, "held_ns", nvs_policy_held_ns(cg, now));
 		cJSON *l = cJSON_AddObjectToObject(x, "limits");

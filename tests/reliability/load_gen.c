@@ -16,6 +16,14 @@
  * received, on the same GPU (one process: one clock). jain = Jain's
  * fairness index of the grants per client, (sum x)^2 / (n sum x^2).
  * violations = LOCK_OK while another client of ours held that GPU.
+ *
+ * Tenants (--tenants K, root only): client i belongs to tenant
+ * (i / gpus) % K, so every GPU has clients of every tenant. Tenant 0 is
+ * this process; tenant t > 0 is a child that switches to uid 61000 + t,
+ * connects its clients' sockets and hands them over (SCM_RIGHTS: the
+ * scheduler pins the connecting process's uid, so the uid is the tenant),
+ * then waits until this process ends. Adds jain_tenants=J (Jain's index of
+ * the grants per tenant) and tenants=K to the LOAD line.
  * Exit 0 when all cycles ran, 1 on a stall (no grant for --stall-ms) or a
  * connection lost, 2 usage.
  *
@@ -32,6 +40,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <getopt.h>
 #include <poll.h>
 #include <stdio.h>
@@ -39,6 +48,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -105,7 +115,8 @@ static int send_gpu(struct lc *c, uint16_t type)
 
 static int open_client(struct lc *c, int attach)
 {
-	c->fd = nvs_sock_connect();
+	if (c->fd <= 0)
+		c->fd = nvs_sock_connect();
 	if (c->fd < 0)
 		return -1;
 	struct nvs_msg m;
@@ -253,6 +264,100 @@ static int hold_mode(int hold_ms)
 	return 0;
 }
 
+/* Tenant t's child: connect n sockets as uid 61000 + t, pass them back
+ * over sp, stay until the parent closes sp. Never returns. */
+static void tenant_child(int sp, int t, int n)
+{
+	if (setgroups(0, NULL) || setresgid(61000 + t, 61000 + t, 61000 + t) ||
+	    setresuid(61000 + t, 61000 + t, 61000 + t)) {
+		fprintf(stderr, "load_gen: tenant %d: cannot switch uid: %s\n", t, strerror(errno));
+		_exit(1);
+	}
+	for (int i = 0; i < n; i++) {
+		int fd = nvs_sock_connect();
+		if (fd < 0)
+			_exit(1);
+		char b = 0;
+		struct iovec io = {.iov_base = &b, .iov_len = 1};
+		union {
+			char buf[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} u;
+		memset(&u, 0, sizeof u);
+		struct msghdr mh = {.msg_iov = &io,
+				    .msg_iovlen = 1,
+				    .msg_control = u.buf,
+				    .msg_controllen = sizeof u.buf};
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+		if (sendmsg(sp, &mh, 0) != 1)
+			_exit(1);
+		close(fd);
+	}
+	char b;
+	while (read(sp, &b, 1) > 0)
+		;
+	_exit(0);
+}
+
+static int recv_fd(int sp)
+{
+	char b;
+	struct iovec io = {.iov_base = &b, .iov_len = 1};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh = {
+	    .msg_iov = &io, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+	if (recvmsg(sp, &mh, 0) != 1)
+		return -1;
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	if (!cm || cm->cmsg_type != SCM_RIGHTS)
+		return -1;
+	int fd;
+	memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+	return fd;
+}
+
+static int ntenants = 1;
+
+static int tenant_of(int i)
+{
+	return (i / ngpus) % ntenants;
+}
+
+/* Pre-connects the sockets of tenants 1.. through their children. */
+static int tenant_sockets(void)
+{
+	for (int t = 1; t < ntenants; t++) {
+		int sp[2];
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp))
+			return -1;
+		int n = 0;
+		for (int i = 0; i < nclients; i++)
+			n += tenant_of(i) == t;
+		pid_t p = fork();
+		if (p < 0)
+			return -1;
+		if (p == 0) {
+			close(sp[0]);
+			tenant_child(sp[1], t, n);
+		}
+		close(sp[1]);
+		for (int i = 0; i < nclients; i++)
+			if (tenant_of(i) == t && (cl[i].fd = recv_fd(sp[0])) < 0) {
+				fprintf(stderr, "load_gen: tenant %d's child failed\n", t);
+				return -1;
+			}
+		/* sp[0] stays open: the child lives until we exit. */
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -261,12 +366,16 @@ int main(int argc, char **argv)
 	target = (uint64_t)env_int("NVS_LOAD_CYCLES", 100000);
 	int stall_ms = 5000, hold_ms = -1;
 	static const struct option opts[] = {
-	    {"clients", required_argument, 0, 'n'}, {"gpus", required_argument, 0, 'g'},
-	    {"cycles", required_argument, 0, 'c'},  {"stall-ms", required_argument, 0, 's'},
-	    {"hold-ms", required_argument, 0, 'H'}, {0, 0, 0, 0},
+	    {"clients", required_argument, 0, 'n'},
+	    {"gpus", required_argument, 0, 'g'},
+	    {"cycles", required_argument, 0, 'c'},
+	    {"stall-ms", required_argument, 0, 's'},
+	    {"hold-ms", required_argument, 0, 'H'},
+	    {"tenants", required_argument, 0, 'T'},
+	    {0, 0, 0, 0},
 	};
 	int o;
-	while ((o = getopt_long(argc, argv, "n:g:c:s:H:", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "n:g:c:s:H:T:", opts, NULL)) != -1) {
 		switch (o) {
 		case 'n':
 			nclients = atoi(optarg);
@@ -283,13 +392,16 @@ int main(int argc, char **argv)
 		case 'H':
 			hold_ms = atoi(optarg);
 			break;
+		case 'T':
+			ntenants = atoi(optarg);
+			break;
 		default:
 			fprintf(stderr, "usage: load_gen [--clients N] [--gpus G] [--cycles C] "
-					"[--stall-ms MS] | --hold-ms MS\n");
+					"[--stall-ms MS] [--tenants K] | --hold-ms MS\n");
 			return 2;
 		}
 	}
-	if (nclients < 1 || ngpus < 1 || target < 1) {
+	if (nclients < 1 || ngpus < 1 || target < 1 || ntenants < 1 || ntenants > 1000) {
 		fprintf(stderr, "load_gen: clients, gpus and cycles must be > 0\n");
 		return 2;
 	}
@@ -304,10 +416,14 @@ int main(int argc, char **argv)
 	if (hold_ms >= 0)
 		return hold_mode(hold_ms);
 
-	int ep = epoll_create1(0);
 	for (int i = 0; i < nclients; i++) {
 		cl[i].idx = i;
 		cl[i].gpu = i % ngpus;
+	}
+	if (ntenants > 1 && tenant_sockets())
+		return 1;
+	int ep = epoll_create1(0);
+	for (int i = 0; i < nclients; i++) {
 		if (open_client(&cl[i], 1)) {
 			fprintf(stderr, "load_gen: client %d cannot connect: %s\n", i,
 				strerror(errno));
@@ -383,13 +499,22 @@ int main(int argc, char **argv)
 			gmax = cl[i].grants;
 	}
 	double jain = sum2 > 0 ? sum * sum / ((double)nclients * sum2) : 0;
+	double *tg = calloc((size_t)ntenants, sizeof *tg), tsum = 0, tsum2 = 0;
+	for (int i = 0; tg && i < nclients; i++)
+		tg[tenant_of(i)] += (double)cl[i].grants;
+	for (int t = 0; tg && t < ntenants; t++) {
+		tsum += tg[t];
+		tsum2 += tg[t] * tg[t];
+	}
+	double jain_t = tsum2 > 0 ? tsum * tsum / ((double)ntenants * tsum2) : 0;
+	free(tg);
 	printf("LOAD clients=%d gpus=%d cycles=%llu seconds=%.2f cycles_per_s=%.0f "
 	       "handoff_p50_us=%.1f handoff_p99_us=%.1f handoff_max_us=%.1f jain=%.5f "
-	       "grants_min=%llu grants_max=%llu violations=%llu\n",
+	       "grants_min=%llu grants_max=%llu violations=%llu tenants=%d jain_tenants=%.5f\n",
 	       nclients, ngpus, (unsigned long long)total, secs, (double)total / secs,
 	       nlat ? lat_ns[nlat / 2] / 1e3 : 0.0, nlat ? lat_ns[nlat * 99 / 100] / 1e3 : 0.0,
 	       nlat ? lat_ns[nlat - 1] / 1e3 : 0.0, jain, (unsigned long long)gmin,
-	       (unsigned long long)gmax, (unsigned long long)violations);
+	       (unsigned long long)gmax, (unsigned long long)violations, ntenants, jain_t);
 	for (int i = 0; i < nclients; i++)
 		close(cl[i].fd);
 	free(cl);

@@ -20,6 +20,17 @@
  *   work TIME [g]      run TIME worth of lock holding: request, hold,
  *                      give the lock back on DROP_LOCK, request again...
  *   mem SIZE [g]       send MEM_UPDATE
+ *   memflap N SIZE [g] send N MEM_UPDATEs alternating SIZE and 0, as fast
+ *                      as the socket takes them (reading what comes back)
+ *   swap IN OUT [g]    send SWAP_STATS adding IN and OUT (durations) of
+ *                      swap time and 1 MiB each way to its running totals
+ *   pingflood N        send N PINGs without reading the PONGs (fills the
+ *                      scheduler's output buffer for this client)
+ *   block FILE         wait for FILE without reading anything (a client
+ *                      that stopped reading), then go on
+ *   hog TIME [g]       hold the lock for TIME and never give it back:
+ *                      request it, keep it (use --ignore-drop), request
+ *                      it again whenever revoked (prints HOG_DONE grants=N)
  *   attach UUID [SIZE] attach one more GPU
  *   raw KIND           send a bad frame: garbage badmagic badversion hugelen
  *                      trunc unknown ctl server_type notattached hello2
@@ -330,6 +341,28 @@ static void work(uint64_t total_us, int g)
 	EV("WORK_DONE gpu=%d", g);
 }
 
+/* Never releases: asks again whenever the lock is taken back. */
+static void hog(uint64_t total_us, int g)
+{
+	uint64_t end = now_us() + total_us;
+	unsigned grants = 0;
+	while (now_us() < end && !closed) {
+		if (mode_known[g] && serialized[g] && !holding[g]) {
+			send_gpu(NVS_MSG_REQ_LOCK, g, 0);
+			EV("SENT REQ_LOCK gpu=%d", g);
+			if (!pump(end, p_lock_ok, g))
+				break;
+			grants += holding[g];
+		}
+		/* Hold until revoked (holding[g] drops) or the time is up. */
+		while (now_us() < end && !closed && (holding[g] || !serialized[g]))
+			pump(now_us() + 5000 < end ? now_us() + 5000 : end, NULL, 0);
+	}
+	EV("HOG_DONE gpu=%d grants=%u", g, grants);
+}
+
+static uint64_t swap_in_ns, swap_out_ns, swap_bytes;
+
 static void run_cmd(char *cmd)
 {
 	char *argv[4] = {0};
@@ -391,6 +424,56 @@ static void run_cmd(char *cmd)
 		send_msg(&m);
 		EV("SENT MEM_UPDATE gpu=%u allocated=%llu", m.u.mem.local_gpu,
 		   (unsigned long long)v);
+	} else if (!strcmp(c, "memflap")) {
+		uint64_t n, v;
+		if (!argv[1] || !argv[2] || nvs_parse_u64(argv[1], 1, 100000000, &n) ||
+		    nvs_parse_size(argv[2], 1, &v))
+			die(2, "memflap N SIZE [g]");
+		struct nvs_msg m;
+		memset(&m, 0, sizeof m);
+		m.type = NVS_MSG_MEM_UPDATE;
+		m.u.mem.local_gpu = (uint32_t)gpu_arg(argv[3]);
+		for (uint64_t i = 0; i < n && !closed; i++) {
+			m.u.mem.allocated = i & 1 ? 0 : v;
+			send_msg(&m);
+			/* Drain replies now and then: the flood is not a slow reader. */
+			if (!(i & 63))
+				pump(now_us() + 1, NULL, 0);
+		}
+		m.u.mem.allocated = 0;
+		send_msg(&m);
+		EV("SENT MEMFLAP gpu=%u n=%llu size=%llu", m.u.mem.local_gpu, (unsigned long long)n,
+		   (unsigned long long)v);
+	} else if (!strcmp(c, "swap")) {
+		if (!argv[1] || !argv[2])
+			die(2, "swap IN OUT [g]");
+		swap_in_ns += dur_us(argv[1]) * 1000;
+		swap_out_ns += dur_us(argv[2]) * 1000;
+		swap_bytes += 1 << 20;
+		struct nvs_msg m;
+		memset(&m, 0, sizeof m);
+		m.type = NVS_MSG_SWAP_STATS;
+		m.u.swap.local_gpu = (uint32_t)gpu_arg(argv[3]);
+		m.u.swap.bytes_in = m.u.swap.bytes_out = swap_bytes;
+		m.u.swap.ns_in = swap_in_ns;
+		m.u.swap.ns_out = swap_out_ns;
+		send_msg(&m);
+		EV("SENT SWAP_STATS gpu=%u ns_in=%llu ns_out=%llu", m.u.swap.local_gpu,
+		   (unsigned long long)swap_in_ns, (unsigned long long)swap_out_ns);
+	} else if (!strcmp(c, "pingflood")) {
+		uint64_t n;
+		if (!argv[1] || nvs_parse_u64(argv[1], 1, 10000000, &n))
+			die(2, "pingflood N");
+		for (uint64_t i = 0; i < n && !closed; i++)
+			send_gpu(NVS_MSG_PING, 0, (uint32_t)i);
+		EV("SENT PINGFLOOD n=%llu", (unsigned long long)n);
+	} else if (!strcmp(c, "block")) {
+		if (!argv[1])
+			die(2, "block needs a file");
+		while (access(argv[1], F_OK) != 0)
+			usleep(10000);
+	} else if (!strcmp(c, "hog")) {
+		hog(dur_us(argv[1]), gpu_arg(argv[2]));
 	} else if (!strcmp(c, "attach")) {
 		uint64_t v = 0;
 		if (!argv[1] || (argv[2] && nvs_parse_size(argv[2], 1, &v)))

@@ -1,0 +1,317 @@
+/*
+ * Client claims, checked (claims.h, docs/scheduler.md "Client claims"):
+ * allocation clamps, the per-connection report budget with coalescing, the
+ * median of recent swap times, the mode-switch budget, and their settings.
+ *
+ * Both budgets are GCRA (a token bucket kept as one "theoretical arrival
+ * time" tat): an event at `now` conforms when tat <= now + (burst - 1) *
+ * interval, and then moves tat to max(tat, now) + interval. At most
+ * burst + T / interval events conform in any interval T.
+ */
+#include "claims.h"
+
+#include "events.h"
+#include "gpus.h"
+#include "log.h"
+#include "parse.h"
+#include "policy.h"
+#include "state.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- settings ---- */
+
+struct knob {
+	const char *env, *flag;
+	uint64_t lo, hi;
+	int is_ms; /* a duration: bare ms or with unit (250ms, 1s) */
+	uint32_t *dst;
+	const char *what;
+};
+
+static const struct knob *knobs(unsigned *n)
+{
+	static struct knob k[5];
+	static const struct knob init[5] = {
+	    {"NVSHARE_OVERSUBSCRIPTION_FACTOR", "--oversubscription-factor", 1, 1000, 0, NULL,
+	     "an integer 1..1000"},
+	    {"NVSHARE_MODE_DWELL_MS", "--mode-dwell-ms", 0, 60000, 1, NULL,
+	     "0..60000 ms (1000, 1s, 250ms; 0: no limit)"},
+	    {"NVSHARE_MODE_SWITCH_BURST", "--mode-switch-burst", 1, 100, 0, NULL,
+	     "an integer 1..100"},
+	    {"NVSHARE_REPORT_RATE", "--report-rate", 1, 10000, 0, NULL,
+	     "an integer 1..10000 (reports per second per connection)"},
+	    {"NVSHARE_SWAP_TQ_MAX_FACTOR", "--swap-tq-max-factor", 1, 100, 0, NULL,
+	     "an integer 1..100"},
+	};
+	memcpy(k, init, sizeof k);
+	k[0].dst = &S.cfg.oversub_factor;
+	k[1].dst = &S.cfg.mode_dwell_ms;
+	k[2].dst = &S.cfg.mode_switch_burst;
+	k[3].dst = &S.cfg.report_rate;
+	k[4].dst = &S.cfg.swap_tq_max_factor;
+	*n = 5;
+	return k;
+}
+
+const char *const nvs_claims_flags[] = {
+    "oversubscription-factor", "mode-dwell-ms",
+    "mode-switch-burst",       "report-rate",
+    "swap-tq-max-factor",      NULL,
+};
+
+static int set_knob(const struct knob *k, const char *name, const char *v)
+{
+	uint64_t x = 0;
+	int bad;
+	if (k->is_ms)
+		bad = nvs_parse_duration_ms(v, &x) || x < k->lo || x > k->hi;
+	else
+		bad = nvs_parse_u64(v, k->lo, k->hi, &x) != 0;
+	if (bad) {
+		fprintf(stderr, "nvshare-scheduler: bad value for %s: \"%s\" (expected %s)\n", name,
+			v, k->what);
+		return -1;
+	}
+	*k->dst = (uint32_t)x;
+	return 0;
+}
+
+int nvs_claims_config_env(void)
+{
+	unsigned n;
+	const struct knob *k = knobs(&n);
+	for (unsigned i = 0; i < n; i++) {
+		const char *v = getenv(k[i].env);
+		if (v && *v && set_knob(&k[i], k[i].env, v))
+			return -1;
+	}
+	return 0;
+}
+
+int nvs_claims_config_flag(const char *flag, const char *value)
+{
+	unsigned n;
+	const struct knob *k = knobs(&n);
+	for (unsigned i = 0; i < n; i++)
+		if (!strcmp(k[i].flag, flag))
+			return set_knob(&k[i], flag, value);
+	return -1;
+}
+
+/* ---- allocation clamps ---- */
+
+uint64_t nvs_claims_clamp(struct client_gpu *cg, uint64_t claimed)
+{
+	struct gpu *g = cg->gpu;
+	uint64_t v = claimed;
+	const char *by = NULL;
+	int bit = 0;
+	uint64_t lim = cg->mem_limit;
+	if (lim && lim != NVS_NO_LIMIT && v > lim) {
+		v = lim;
+		by = "memory-limit";
+		bit = 1;
+	}
+	uint64_t cap = nvs_gpu_capacity(g), f = S.cfg.oversub_factor;
+	if (cap != UINT64_MAX && f && cap <= UINT64_MAX / f && v > cap * f) {
+		v = cap * f;
+		by = "capacity";
+		bit = 2;
+	}
+	if (!by)
+		return v;
+	g->claims_clamped++;
+	if (!(cg->clamp_logged & bit)) {
+		/* Once per client, GPU and cause: a client that keeps claiming
+		 * too much is counted (claims_clamped), not logged again. */
+		char a[32], b[32];
+		cg->clamp_logged |= bit;
+		NVS_WARN("client=%u pid=%d gpu=%d claims %s allocated: counted as %s (%s)",
+			 cg->client->id, (int)cg->client->pid, g->index,
+			 nvs_format_size(claimed, a, sizeof a), nvs_format_size(v, b, sizeof b),
+			 by);
+		nvs_event("claim_clamped",
+			  "\"client\":%u,\"pid\":%d,\"gpu\":%d,\"claimed\":%llu,\"counted\":%llu,"
+			  "\"by\":\"%s\"",
+			  cg->client->id, (int)cg->client->pid, g->index,
+			  (unsigned long long)claimed, (unsigned long long)v, by);
+	}
+	return v;
+}
+
+/* ---- report budget ---- */
+
+#define PEND_MEM 1
+#define PEND_SWAP 2
+
+static unsigned npending; /* client_gpus with something kept */
+
+static uint64_t report_interval_ns(void)
+{
+	return 1000000000ull / (S.cfg.report_rate ? S.cfg.report_rate : 1);
+}
+
+static uint64_t report_at(const struct client *cl)
+{
+	uint64_t iv = report_interval_ns(), slack = (uint64_t)(S.cfg.report_rate - 1) * iv;
+	return cl->report_tat_ns > slack ? cl->report_tat_ns - slack : 0;
+}
+
+/* Takes one report from cl's budget if it has one. */
+static int report_take(struct client *cl, uint64_t now)
+{
+	if (report_at(cl) > now)
+		return 0;
+	cl->report_tat_ns =
+	    (cl->report_tat_ns > now ? cl->report_tat_ns : now) + report_interval_ns();
+	return 1;
+}
+
+static void keep(struct client_gpu *cg, int what)
+{
+	if (!cg->pending)
+		npending++;
+	cg->pending |= what;
+	cg->client->reports_coalesced++;
+	cg->gpu->reports_coalesced++;
+}
+
+static void apply_mem(struct client_gpu *cg, uint64_t claimed)
+{
+	cg->claimed = claimed;
+	nvs_policy_mem_update(cg, nvs_claims_clamp(cg, claimed));
+}
+
+void nvs_claims_mem_update(struct client_gpu *cg, uint64_t claimed)
+{
+	if ((cg->pending & PEND_MEM) || !report_take(cg->client, nvs_now_ns())) {
+		/* Replaces what was kept: only the latest matters. */
+		cg->pending_mem = claimed;
+		keep(cg, PEND_MEM);
+		return;
+	}
+	apply_mem(cg, claimed);
+}
+
+void nvs_claims_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s)
+{
+	/* Cumulative counters: the latest report holds all earlier ones. */
+	if ((cg->pending & PEND_SWAP) || !report_take(cg->client, nvs_now_ns())) {
+		cg->pending_swap = *s;
+		keep(cg, PEND_SWAP);
+		return;
+	}
+	nvs_policy_swap_stats(cg, s);
+}
+
+void nvs_claims_forget(struct client_gpu *cg)
+{
+	if (cg->pending)
+		npending--;
+	cg->pending = 0;
+}
+
+uint64_t nvs_claims_next_deadline(uint64_t now)
+{
+	(void)now;
+	if (!npending)
+		return 0;
+	uint64_t d = 0;
+	for (const struct client *cl = S.clients; cl; cl = cl->next)
+		for (unsigned i = 0; i < cl->ngpus; i++)
+			if (cl->gpus[i]->pending) {
+				uint64_t t = report_at(cl);
+				if (!d || t < d)
+					d = t;
+				break;
+			}
+	return d;
+}
+
+void nvs_claims_tick(uint64_t now)
+{
+	if (!npending)
+		return;
+	for (struct client *cl = S.clients; cl; cl = cl->next)
+		for (unsigned i = 0; i < cl->ngpus; i++) {
+			struct client_gpu *cg = cl->gpus[i];
+			if (!cg->pending)
+				continue;
+			/* Memory first: it may change the mode. */
+			if ((cg->pending & PEND_MEM) && report_take(cl, now)) {
+				cg->pending &= ~PEND_MEM;
+				apply_mem(cg, cg->pending_mem);
+			}
+			if ((cg->pending & PEND_SWAP) && report_take(cl, now)) {
+				cg->pending &= ~PEND_SWAP;
+				nvs_policy_swap_stats(cg, &cg->pending_swap);
+			}
+			if (!cg->pending)
+				npending--;
+		}
+}
+
+/* ---- swap median ---- */
+
+static void ring_push(uint64_t *ring, unsigned *n, uint64_t v)
+{
+	/* *n counts every sample; the ring holds the last NVS_SWAP_SAMPLES. */
+	ring[*n % NVS_SWAP_SAMPLES] = v;
+	(*n)++;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static uint64_t ring_median(const uint64_t *ring, unsigned n)
+{
+	uint64_t v[NVS_SWAP_SAMPLES];
+	unsigned k = n < NVS_SWAP_SAMPLES ? n : NVS_SWAP_SAMPLES;
+	if (k == 0)
+		return 0;
+	memcpy(v, ring, k * sizeof *v);
+	qsort(v, k, sizeof *v, cmp_u64);
+	/* Even count: the lower middle (a forged high half does not move it). */
+	return v[(k - 1) / 2];
+}
+
+void nvs_claims_swap_sample(struct gpu *g, uint64_t in_ns, uint64_t out_ns)
+{
+	if (in_ns)
+		ring_push(g->swap_in_ring, &g->swap_in_n, in_ns);
+	if (out_ns)
+		ring_push(g->swap_out_ring, &g->swap_out_n, out_ns);
+}
+
+uint64_t nvs_claims_swap_median(const struct gpu *g)
+{
+	return ring_median(g->swap_in_ring, g->swap_in_n) +
+	       ring_median(g->swap_out_ring, g->swap_out_n);
+}
+
+uint64_t nvs_claims_tq_bound_ns(const struct gpu *g)
+{
+	return g->tq_ms * 1000000ull * (S.cfg.swap_tq_max_factor ? S.cfg.swap_tq_max_factor : 1);
+}
+
+/* ---- mode-switch budget ---- */
+
+uint64_t nvs_claims_switch_at(const struct gpu *g)
+{
+	uint64_t iv = (uint64_t)S.cfg.mode_dwell_ms * 1000000ull;
+	uint64_t burst = S.cfg.mode_switch_burst ? S.cfg.mode_switch_burst : 1;
+	uint64_t slack = (burst - 1) * iv;
+	return g->switch_tat_ns > slack ? g->switch_tat_ns - slack : 0;
+}
+
+void nvs_claims_switched(struct gpu *g, uint64_t now)
+{
+	uint64_t iv = (uint64_t)S.cfg.mode_dwell_ms * 1000000ull;
+	g->switch_tat_ns = (g->switch_tat_ns > now ? g->switch_tat_ns : now) + iv;
+}

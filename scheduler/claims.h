@@ -1,0 +1,65 @@
+/*
+ * What clients report is checked, not believed (docs/scheduler.md
+ * "Client claims"): allocations are clamped, MEM_UPDATE and SWAP_STATS are
+ * rate-limited per connection (the excess coalesced: only the latest value
+ * is kept and applied when the connection's budget allows), the adaptive
+ * quantum uses the median of recent swap times and is bounded, and a GPU's
+ * automatic mode switches are rate-limited (hysteresis). Also the settings
+ * of all of these.
+ */
+#ifndef NVSHARE_SCHEDULER_CLAIMS_H
+#define NVSHARE_SCHEDULER_CLAIMS_H
+
+#include <stdint.h>
+
+struct client_gpu;
+struct gpu;
+struct nvs_swap_stats;
+
+#define NVS_DEFAULT_OVERSUB_FACTOR 4u
+#define NVS_DEFAULT_MODE_DWELL_MS 1000u
+#define NVS_DEFAULT_MODE_SWITCH_BURST 4u
+#define NVS_DEFAULT_REPORT_RATE 50u
+#define NVS_DEFAULT_SWAP_TQ_MAX_FACTOR 4u
+/* Recent swap times kept per GPU and direction (median of these). */
+#define NVS_SWAP_SAMPLES NVS_SWAP_RING /* state.h */
+
+/* The settings: NVSHARE_* variable, --flag, range. nvs_claims_config_env
+ * applies the variables (defaults are set by nvs_config_defaults); a bad
+ * value is an error naming variable, value and range: returns -1.
+ * nvs_claims_config_flag does the same for a flag ("--report-rate"). */
+int nvs_claims_config_env(void);
+int nvs_claims_config_flag(const char *flag, const char *value);
+/* The long options' names, NULL-terminated (main.c's getopt table). */
+extern const char *const nvs_claims_flags[];
+
+/* The allocation counted for a claim (bytes): min(claimed, the client's
+ * memory limit, capacity x NVSHARE_OVERSUBSCRIPTION_FACTOR). The first
+ * clamp of a client on a GPU is logged and sent as an event; every clamp
+ * is counted on the GPU. */
+uint64_t nvs_claims_clamp(struct client_gpu *cg, uint64_t claimed);
+
+/* MEM_UPDATE / SWAP_STATS from a client: applied now if its connection's
+ * report budget allows, else kept as its latest (coalesced) and applied by
+ * nvs_claims_tick. */
+void nvs_claims_mem_update(struct client_gpu *cg, uint64_t claimed);
+void nvs_claims_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s);
+/* The client_gpu goes away: forget what it had pending. */
+void nvs_claims_forget(struct client_gpu *cg);
+uint64_t nvs_claims_next_deadline(uint64_t now);
+void nvs_claims_tick(uint64_t now);
+
+/* One hand-off's swap times (policy.c): kept for the median. */
+void nvs_claims_swap_sample(struct gpu *g, uint64_t in_ns, uint64_t out_ns);
+/* Median recent swap-in + median recent swap-out, ns (0: no samples). */
+uint64_t nvs_claims_swap_median(const struct gpu *g);
+/* The bound on the stretched quantum: TQ x NVSHARE_SWAP_TQ_MAX_FACTOR. */
+uint64_t nvs_claims_tq_bound_ns(const struct gpu *g);
+
+/* Mode-switch budget (GCRA): a burst of NVSHARE_MODE_SWITCH_BURST
+ * switches, then one per NVSHARE_MODE_DWELL_MS. At most burst + T/dwell
+ * automatic switches in any interval T. */
+uint64_t nvs_claims_switch_at(const struct gpu *g); /* earliest allowed, ns */
+void nvs_claims_switched(struct gpu *g, uint64_t now);
+
+#endif

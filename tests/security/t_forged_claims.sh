@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Hostile load, forged claims (issue 17, docs/scheduler.md "Client claims").
+# The clamp rule: a client's allocation counts as
+#   min(claimed, its memory limit, capacity x NVSHARE_OVERSUBSCRIPTION_FACTOR)
+# and mode auto serializes a GPU only when the counted sum exceeds the
+# capacity. So a client with a memory limit cannot serialize the GPU by
+# claiming 64Gi; one without a limit can (that is what a real oversubscribing
+# job looks like) but then the others still get the lock within TQ + grace.
+# Forged SWAP_STATS (6 s swaps) move the adaptive quantum only through the
+# median of recent swaps, and never beyond NVSHARE_SWAP_TQ_MAX_FACTOR x TQ.
+# shellcheck disable=SC1091,SC2154 # libs by path; lib variables
+. "$(dirname "$0")/../lib.sh"
+. "$NVS_ROOT/tests/sched/sched_lib.sh"
+if ! setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null; then
+  for _ in $(seq 14); do ok "forged claims # skip setpriv cannot drop privileges here"; done
+  exit 0
+fi
+chmod 755 "$T" # uid 65534 reaches the socket
+NOB=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+TQ=300 GRACE=200
+start_scheduler --no-nvml --reserve 0 --tq "${TQ}ms" --drop-grace-ms "$GRACE" --report-rate 5 ||
+  { not_ok "scheduler starts"; exit 1; }
+# gpu_of PID FIELD: FIELD of PID's entry for its first GPU in the status.
+gpu_of() {
+  status_json | python3 -c 'import json,sys
+d = json.load(sys.stdin)
+c = [c for c in d["clients"] if c["pid"] == int(sys.argv[1])]
+print(c[0]["gpus"][0][sys.argv[2]] if c else "none")' "$1" "$2"
+}
+g0() { status_json | python3 -c 'import json,sys; print(json.load(sys.stdin)["gpus"][0][sys.argv[1]])' "$1"; }
+
+# --- allocation: GPU 0, 16Gi, honest A (2Gi) and attacker X (1Gi).
+fc A --name honest --gpu-uuid GPU-claim --total 16Gi --alloc 2Gi --script "until $T/done"
+bg "${NOB[@]}" "$FC" --name forger --gpu-uuid GPU-claim --total 16Gi --alloc 1Gi \
+  --script "until $T/go1;mem 64Gi;until $T/go2;mem 1Ti;hog 60s" >"$T/X.out" 2>&1
+PID_X=${_pids[-1]}
+wait_for 5 grep -q READY "$T/X.out"
+"$CTL" --set-client "$PID_X" --memory-limit 4Gi >/dev/null
+touch "$T/go1"
+check "X's 64Gi claim is clamped to its 4Gi memory limit (event)" \
+  wait_event 5 claim_clamped pid="$PID_X" gpu=0 claimed=$((64 << 30)) counted=$((4 << 30)) by='"memory-limit"'
+check "status: X claimed 64Gi, counted 4Gi" \
+  test "$(gpu_of "$PID_X" claimed) $(gpu_of "$PID_X" allocated)" = "$((64 << 30)) $((4 << 30))"
+check "6Gi counted of 16Gi: the GPU stays concurrent" test "$(g0 serialized)" = False
+# Without a limit the claim counts up to capacity x 4 = 64Gi: that does not
+# fit, so the GPU serializes (a real 64Gi job needs it).
+"$CTL" --set-client "$PID_X" --memory-limit none >/dev/null
+check "limit removed: 64Gi counted (= 16Gi x 4, not clamped), the GPU serializes" \
+  wait_event 5 gpu_mode gpu=0 serialized=1 allocated=$((66 << 30))
+touch "$T/go2"
+check "X's 1Ti claim is clamped to 16Gi x 4 = 64Gi (event)" \
+  wait_event 5 claim_clamped pid="$PID_X" gpu=0 claimed=$((1 << 40)) counted=$((64 << 30)) by='"capacity"'
+check "status: the GPU counts 66Gi, not 1Ti + 2Gi" test "$(g0 allocated)" = $((66 << 30))
+# X now holds the lock whenever it gets it and never gives it back; A takes
+# and releases it 4 times: each wait is bounded by one TQ + grace.
+wait_event 5 lock_ok pid="$PID_X" || not_ok "X holds the lock"
+fc A2 --name honest2 --gpu-uuid GPU-claim --total 16Gi --alloc 1Gi \
+  --script "$(for _ in 1 2 3 4; do printf 'lock;release;hold 50ms;'; done)exit"
+wait_exit 30 "$PID_A2"
+check "honest client completed 4 lock cycles on the serialized GPU (rc $RC)" \
+  [ "$RC" = 0 -a "$(ev_count A2 '^[0-9]+ LOCK_OK')" = 4 ]
+waits=$(event_field waited_ms lock_ok pid="$PID_A2" | tr '\n' ' ')
+max=$(printf '%s\n' $waits | sort -g | tail -1)
+diag "honest waits beside the forger (ms): $waits"
+check "each wait <= TQ + grace (+150 ms slack): max ${max:-none} ms" \
+  awk -v m="${max:-99999}" -v b=$((TQ + GRACE + 150)) 'BEGIN { exit !(m <= b) }'
+check "claims_clamped counted on the GPU" test "$(g0 claims_clamped)" -ge 2
+
+# --- swap stats: GPU 1, 10Gi, H and Y 6Gi each (serialized, oversubscribed:
+# the quantum stretches to 10 x median swap time, at most 4 x TQ = 1200 ms).
+fc H --name honest --gpu-uuid GPU-swap --total 10Gi --alloc 6Gi \
+  --script "swap 20ms 20ms;swap 20ms 20ms;swap 20ms 20ms;until $T/done"
+bg "${NOB[@]}" "$FC" --name forger --gpu-uuid GPU-swap --total 10Gi --alloc 6Gi \
+  --script "until $T/go3;swap 6s 6s;until $T/go4;$(for _ in $(seq 20); do printf 'swap 6s 6s;'; done)until $T/done" >"$T/Y.out" 2>&1
+wait_for 5 grep -q READY "$T/Y.out"
+g1() { status_json | python3 -c 'import json,sys; g = json.load(sys.stdin)["gpus"][1]; print(eval(sys.argv[1]))' "$1"; }
+tq_is() { [ "$(g1 'g["tq_effective_ms"]')" = "$1" ]; }
+last_in_is() { [ "$(g1 'g["swap"]["last_in_ns"]')" = "$1" ]; }
+check "honest swaps (20 ms each way): effective TQ = 10 x 40 ms = 400 ms" wait_for 5 tq_is 400
+touch "$T/go3"
+check "one forged 6 s swap arrives (last_in_ns = 6 s)" wait_for 5 last_in_is 6000000000
+check "... and does not move the median: effective TQ still 400 ms" tq_is 400
+touch "$T/go4"
+# 20 more: the report budget (--report-rate 5) coalesces most of them.
+check "many forged swaps: effective TQ capped at 4 x TQ = 1200 ms" wait_for 10 tq_is 1200
+check "reports beyond 5/s were coalesced (counted)" test "$(g1 'g["reports_coalesced"]')" -gt 0
+touch "$T/done"
+check "scheduler healthy" sched_alive
