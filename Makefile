@@ -58,6 +58,7 @@ include common/module.mk
 include client/module.mk
 include scheduler/module.mk
 include ctl/module.mk
+include bench/module.mk
 -include device-plugin/module.mk
 -include deploy/module.mk
 include tests/module.mk

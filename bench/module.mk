@@ -1,5 +1,4 @@
-# bench/: benchmarks. The top-level Makefile does not include this file;
-# scheduler/module.mk does.
+# bench/: benchmarks (C parts; the Python harness is bench/run).
 TARGETS += $(B)/bench/sched_latency
 
 $(B)/bench/sched_latency: $(B)/bench/sched_latency.o $(B)/ctl/sched_conn.o $(COMMON_OBJS)

@@ -10,10 +10,10 @@
 #ifndef NVSHARE_CLIENT_ACCOUNTING_H
 #define NVSHARE_CLIENT_ACCOUNTING_H
 
+#include "protocol.h" /* NVS_MAX_GPUS */
+
 #include <cuda.h>
 #include <stdint.h>
-
-#define NVS_MAX_GPUS 64
 
 enum nvs_alloc_kind {
 	NVS_ALLOC_MANAGED = 0,	     /* ours (converted) or the application's */

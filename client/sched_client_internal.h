@@ -17,7 +17,6 @@
 
 #include "sched_client.h"
 
-#include "accounting.h" /* NVS_MAX_GPUS */
 #include "real.h"
 
 #include "protocol.h"
@@ -25,10 +24,6 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <time.h>
-
-/* Idle release delay used until the scheduler's WELCOME says otherwise (and
- * when it says 0). See docs/client-lock.md "Idle release". */
-#define NVS_IDLE_RELEASE_DEFAULT_MS 20u
 
 enum lock_state {
 	L_NONE = 0,	  /* not held, not asked for */

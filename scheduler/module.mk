@@ -9,6 +9,3 @@ TARGETS += $(B)/nvshare-scheduler
 
 $(B)/nvshare-scheduler: $(SCHED_OBJS) $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) $(PIE_LDFLAGS) -o $@ $^ -lcjson -lcurl -lmicrohttpd -lpthread -ldl
-
-# The benchmark lives in bench/ (the top-level Makefile has no line for it).
--include bench/module.mk
