@@ -53,14 +53,6 @@ static double start_time_s;
 
 /* ---- settings ---- */
 
-void nvs_metrics_config_defaults(struct nvs_metrics_config *mc)
-{
-	mc->enable = 0;
-	mc->port = NVS_METRICS_DEFAULT_PORT;
-	snprintf(mc->addr, sizeof mc->addr, "%s", NVS_METRICS_DEFAULT_ADDR);
-	mc->process_labels = 0;
-}
-
 int nvs_metrics_set_port(struct nvs_metrics_config *mc, const char *s)
 {
 	uint64_t v;
