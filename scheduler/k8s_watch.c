@@ -39,7 +39,6 @@
 #define LINE_MAX_BYTES (16u << 20)
 #define ERRBODY_MAX 4096
 
-struct nvs_k8s_config nvs_k8s_cfg;
 char nvs_k8s_tag;
 
 enum { KM_UPSERT = 1, KM_DELETE, KM_RESYNC_BEGIN, KM_RESYNC_END };
@@ -107,37 +106,6 @@ const char *nvs_k8s_state(void)
 static int is_stopping(void)
 {
 	return __atomic_load_n(&stopping, __ATOMIC_RELAXED);
-}
-
-/* ---- configuration ---- */
-
-static void env_copy(char *dst, size_t cap, const char *name)
-{
-	const char *v = getenv(name);
-	if (v && *v)
-		snprintf(dst, cap, "%s", v);
-}
-
-void nvs_k8s_config_from_env(struct nvs_k8s_config *kc)
-{
-	env_copy(kc->node_name, sizeof kc->node_name, "NODE_NAME");
-	env_copy(kc->api, sizeof kc->api, "NVSHARE_KUBE_API");
-	env_copy(kc->token_file, sizeof kc->token_file, "NVSHARE_KUBE_TOKEN_FILE");
-	env_copy(kc->ca_file, sizeof kc->ca_file, "NVSHARE_KUBE_CA_FILE");
-	kc->mem_unit = 1ull << 30;
-	uint64_t u;
-	/* A bare number is bytes, as the device plugin's --memory-unit. */
-	if (nvs_env_size("NVSHARE_GPU_MEMORY_UNIT", 1, &u) == 1) {
-		if (u >= (1ull << 20) && u <= (1ull << 40))
-			kc->mem_unit = u;
-		else
-			NVS_WARN("NVSHARE_GPU_MEMORY_UNIT: %llu bytes is not within 1Mi..1Ti; "
-				 "using 1Gi",
-				 (unsigned long long)u);
-	}
-	const char *v = getenv("NVSHARE_KUBE");
-	if (v && (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "off") || !strcmp(v, "no")))
-		kc->disabled = 1;
 }
 
 /* Reads the token file; returns 1 if the token changed, 0 if not, -1 on
