@@ -8,7 +8,8 @@
  *
  * Threads:
  *   - application threads call nvs_gate() (inline, fast path), the slow path
- *     nvs_gate_slow(), nvs_sched_attach_gpu() and nvs_sched_mem_changed().
+ *     nvs_gate_slow() and nvs_sched_attach_gpu(); accounting calls
+ *     mem_changed(), the observer this file registers (nvs_acct_observe).
  *     They never touch the socket: they change per-GPU state under nvs_sc.mu
  *     (or an atomic) and wake the client thread through an eventfd.
  *   - one client thread (all signals blocked) owns the socket: it connects
@@ -23,6 +24,7 @@
  */
 #include "sched_client_internal.h"
 
+#include "accounting.h"
 #include "sched_quota.h"
 #include "sched_swap.h"
 
@@ -53,8 +55,7 @@ struct nvs_sc_state nvs_sc = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static atomic_int gpu_closed[NVS_MAX_GPUS];
 static atomic_int gpu_attached[NVS_MAX_GPUS];
 static atomic_int gpu_fits[NVS_MAX_GPUS]; /* not serialized (or no scheduler) */
-static _Atomic uint64_t mem_value[NVS_MAX_GPUS];
-static atomic_int mem_dirty[NVS_MAX_GPUS];
+static atomic_int mem_dirty[NVS_MAX_GPUS]; /* accounting's count changed */
 static atomic_int capture_depth;
 static atomic_int started;  /* the client thread was started (or tried) */
 static atomic_int stopping; /* process is exiting: no more driver calls */
@@ -65,6 +66,8 @@ static atomic_int probe_pending;
 static pthread_mutex_t start_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
 static int evfd = -1;
+
+static void mem_changed(int dev);
 
 /* Configuration read at start. */
 static uint32_t attach_wait_ms = NVS_ATTACH_WAIT_DEFAULT_MS;
@@ -142,7 +145,7 @@ uint64_t nvs_sc_take_mem(int dev, int *changed)
 	int dirty = atomic_exchange(&mem_dirty[dev], 0);
 	if (changed)
 		*changed = dirty;
-	return atomic_load(&mem_value[dev]);
+	return nvs_acct_used(dev);
 }
 
 int nvs_sc_capturing(void)
@@ -182,6 +185,9 @@ static void ensure_started(void)
 	if (!atomic_load(&started)) {
 		static int atexit_done;
 		read_config();
+		/* ATTACH_GPU carries the count at that time; MEM_UPDATE the
+		 * changes after it. */
+		nvs_acct_observe(mem_changed);
 		evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		int rc = evfd < 0 ? errno : 0;
 		if (rc == 0) {
@@ -356,11 +362,12 @@ void nvs_gate_slow(void)
 	pthread_mutex_unlock(&nvs_sc.mu);
 }
 
-void nvs_sched_mem_changed(int dev, uint64_t allocated)
+/* Accounting's observer (registered at start): dev's allocated bytes
+ * changed. Coalesced: the client thread reads the count when it next runs. */
+static void mem_changed(int dev)
 {
 	if (dev < 0 || dev >= NVS_MAX_GPUS)
 		return;
-	atomic_store(&mem_value[dev], allocated);
 	if (!atomic_exchange(&mem_dirty[dev], 1) &&
 	    atomic_load_explicit(&started, memory_order_acquire))
 		kick();
@@ -408,7 +415,6 @@ void nvs_sched_atfork_child(void)
 		atomic_store(&gpu_closed[i], 0);
 		atomic_store(&gpu_attached[i], 0);
 		atomic_store(&gpu_fits[i], 0);
-		atomic_store(&mem_value[i], 0);
 		atomic_store(&mem_dirty[i], 0);
 	}
 	atomic_store(&capture_depth, 0);

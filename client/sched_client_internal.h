@@ -77,8 +77,8 @@ static inline uint64_t nvs_sc_now_ns(void)
 /* ---- sched_client.c ---- */
 /* After every change of the per-GPU state, with nvs_sc.mu held. */
 void nvs_sc_recompute_gate(void);
-/* dev's allocated bytes as last reported by nvs_sched_mem_changed();
- * *changed (if not NULL) says whether a report came since the last call. */
+/* dev's allocated bytes (accounting's count); *changed (if not NULL) says
+ * whether accounting reported a change since the last call. */
 uint64_t nvs_sc_take_mem(int dev, int *changed);
 /* A stream capture is active somewhere in the process. */
 int nvs_sc_capturing(void);
