@@ -54,7 +54,7 @@ struct nvs_sc_state nvs_sc = {.mu = PTHREAD_MUTEX_INITIALIZER};
 /* Lock-free views for application threads. */
 static atomic_int gpu_closed[NVS_MAX_GPUS];
 static atomic_int gpu_attached[NVS_MAX_GPUS];
-static atomic_int gpu_fits[NVS_MAX_GPUS]; /* not serialized (or no scheduler) */
+static atomic_int gpu_fits[NVS_MAX_GPUS];  /* not serialized (or no scheduler) */
 static atomic_int mem_dirty[NVS_MAX_GPUS]; /* accounting's count changed */
 static atomic_int capture_depth;
 static atomic_int started;  /* the client thread was started (or tried) */
