@@ -54,7 +54,10 @@ struct nvs_sc_state nvs_sc = {.mu = PTHREAD_MUTEX_INITIALIZER};
 /* Lock-free views for application threads. */
 static atomic_int gpu_closed[NVS_MAX_GPUS];
 static atomic_int gpu_attached[NVS_MAX_GPUS];
-static atomic_int gpu_fits[NVS_MAX_GPUS];  /* not serialized (or no scheduler) */
+static atomic_int gpu_fits[NVS_MAX_GPUS]; /* not serialized (or no scheduler) */
+/* Connected, attached, and GPU_MODE not yet here (nor waited for in vain):
+ * a limited GPU's gated calls wait (wait_for_mode); read without nvs_sc.mu. */
+static atomic_int mode_pending[NVS_MAX_GPUS];
 static atomic_int mem_dirty[NVS_MAX_GPUS]; /* accounting's count changed */
 static atomic_int capture_depth;
 static atomic_int started;  /* the client thread was started (or tried) */
@@ -132,6 +135,10 @@ void nvs_sc_recompute_gate(void)
 		atomic_store_explicit(&gpu_fits[i],
 				      !nvs_sc.connected || (g->mode_known && !g->serialized),
 				      memory_order_relaxed);
+		atomic_store_explicit(&mode_pending[i],
+				      nvs_sc.connected && g->attached && !g->mode_known &&
+					  !g->mode_wait_over,
+				      memory_order_release);
 		any |= closed;
 	}
 	any |= atomic_load(&probe_pending);
@@ -264,13 +271,13 @@ void nvs_sched_attach_gpu(int dev)
 		g->cudev = d;
 		g->total_mem = total;
 		g->core_limit = nvs_sc_hello_core_limit();
-		if (nvs_qclient_set_limit(dev, g->core_limit))
-			nvs_sc_recompute_gate();
+		nvs_qclient_set_limit(dev, g->core_limit);
 		memcpy(g->uuid, uuid, sizeof g->uuid);
 		if (ctx)
 			g->ctx = ctx;
 		if (dev >= nvs_sc.ndev)
 			nvs_sc.ndev = dev + 1;
+		nvs_sc_recompute_gate();
 		atomic_store_explicit(&gpu_attached[dev], 1, memory_order_release);
 		NVS_DEBUG("GPU %d attached (%s)", dev, uuid);
 		kick();
@@ -301,6 +308,9 @@ void nvs_sched_attach_gpu(int dev)
 
 static void wait_for_mode(int dev)
 {
+	/* The known mode is read without the mutex: the common case, once. */
+	if (!atomic_load_explicit(&mode_pending[dev], memory_order_acquire))
+		return;
 	pthread_mutex_lock(&nvs_sc.mu);
 	struct gpu *g = &nvs_sc.gpus[dev];
 	if (nvs_sc.connected && g->attached && !g->mode_known && !g->mode_wait_over) {
@@ -310,6 +320,7 @@ static void wait_for_mode(int dev)
 			r = pthread_cond_timedwait(&nvs_sc.cv, &nvs_sc.mu, &ts);
 		if (nvs_sc.connected && !g->mode_known) {
 			g->mode_wait_over = 1;
+			nvs_sc_recompute_gate();
 			NVS_WARN("GPU %d: compute limit set but no GPU_MODE from the scheduler "
 				 "within %u ms; running ungated until it answers",
 				 dev, LIMITED_MODE_WAIT_MS);
@@ -415,6 +426,7 @@ void nvs_sched_atfork_child(void)
 		atomic_store(&gpu_closed[i], 0);
 		atomic_store(&gpu_attached[i], 0);
 		atomic_store(&gpu_fits[i], 0);
+		atomic_store(&mode_pending[i], 0);
 		atomic_store(&mem_dirty[i], 0);
 	}
 	atomic_store(&capture_depth, 0);
