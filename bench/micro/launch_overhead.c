@@ -53,7 +53,8 @@ int main(int argc, char **argv)
 	 * and a compute limit then caps its launches), then launches. */
 	if (!init || !retain || !launch || init(0) != CUDA_SUCCESS ||
 	    retain(&ctx, 0) != CUDA_SUCCESS) {
-		fprintf(stderr, "launch_overhead: no cuInit/cuDevicePrimaryCtxRetain/cuLaunchKernel\n");
+		fprintf(stderr,
+			"launch_overhead: no cuInit/cuDevicePrimaryCtxRetain/cuLaunchKernel\n");
 		return 1;
 	}
 	int bad = 0;
