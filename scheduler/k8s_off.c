@@ -14,8 +14,6 @@
 
 #include <stdlib.h>
 
-char nvs_k8s_tag;
-
 static int asked(const char **why)
 {
 	const struct nvs_k8s_config *kc = &nvs_k8s_cfg;

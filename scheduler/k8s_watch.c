@@ -11,7 +11,7 @@
 #include "log.h"
 #include "parse.h"
 #include "pod_identity.h"
-#include "server.h"
+#include "loop.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -38,8 +38,6 @@
 #define LIST_MAX_BYTES (256u << 20)
 #define LINE_MAX_BYTES (16u << 20)
 #define ERRBODY_MAX 4096
-
-char nvs_k8s_tag;
 
 enum { KM_UPSERT = 1, KM_DELETE, KM_RESYNC_BEGIN, KM_RESYNC_END };
 
@@ -77,6 +75,7 @@ static int need_list = 1;
 static uint64_t backoff_ms;
 
 static void *run(void *arg);
+static void on_queue(void *ctx, uint32_t events);
 
 static uint64_t mono_ns(void)
 {
@@ -227,8 +226,7 @@ int nvs_k8s_start(void)
 	curl_free(e);
 	read_token();
 	efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &nvs_k8s_tag};
-	if (efd < 0 || epoll_ctl(nvs_epfd, EPOLL_CTL_ADD, efd, &ev) < 0) {
+	if (efd < 0 || nvs_loop_add(efd, EPOLLIN, on_queue, NULL) < 0) {
 		NVS_ERROR("k8s: eventfd: %s", strerror(errno));
 		return -1;
 	}
@@ -758,6 +756,7 @@ void nvs_k8s_stop(void)
 		cache = n;
 	}
 	ncache = 0;
+	nvs_loop_remove(efd);
 	close(efd);
 	efd = -1;
 	curl_global_cleanup();
@@ -920,4 +919,10 @@ void nvs_k8s_on_event(void)
 		free(m);
 		m = next;
 	}
+}
+
+/* The eventfd is readable (loop.h): apply what the thread queued. */
+static void on_queue(void *ctx, uint32_t events)
+{
+	nvs_k8s_on_event();
 }

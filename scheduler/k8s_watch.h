@@ -38,9 +38,8 @@ int nvs_k8s_start(void);
 /* Stops and joins the thread. Loop thread. */
 void nvs_k8s_stop(void);
 
-/* epoll data.ptr tag of the notification eventfd (server.c). */
-extern char nvs_k8s_tag;
-/* The eventfd is readable: apply the queued changes. Loop thread. */
+/* Applies the changes the thread queued (the watch's eventfd in the event
+ * loop calls it). Loop thread. */
 void nvs_k8s_on_event(void);
 
 /* Pod cache lookup by the UID found in a client's cgroup (metadata.uid or

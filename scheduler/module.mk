@@ -1,5 +1,5 @@
 # scheduler/: the nvshare-scheduler daemon (epoll loop, policy, control).
-SCHED_SRCS := scheduler/main.c scheduler/server.c scheduler/conn.c scheduler/clients.c \
+SCHED_SRCS := scheduler/main.c scheduler/loop.c scheduler/server.c scheduler/conn.c scheduler/clients.c \
 	scheduler/policy.c scheduler/control.c scheduler/gpus.c scheduler/settings.c \
 	scheduler/status_json.c scheduler/quota.c scheduler/metrics.c scheduler/metrics_render.c \
 	scheduler/metrics_tenant.c scheduler/pod_identity.c scheduler/peer.c \
