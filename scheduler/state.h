@@ -195,9 +195,9 @@ struct gpu {
 struct sched_config {
 	unsigned mode; /* default for every GPU */
 	uint64_t tq_ms;
-	uint64_t reserve;		       /* bytes kept free: capacity = total - reserve */
+	uint64_t reserve;		 /* bytes kept free: capacity = total - reserve */
 	uint64_t capacity[NVS_MAX_GPUS]; /* per index override, 0 none */
-	uint64_t capacity_all;		       /* override for every GPU, 0 none */
+	uint64_t capacity_all;		 /* override for every GPU, 0 none */
 	uint32_t idle_release_ms;
 	uint32_t drop_grace_ms;
 	int use_nvml;
