@@ -54,6 +54,11 @@ void nvs_k8s_on_event(void)
 {
 }
 
+void nvs_k8s_on_change(void (*changed)(const struct nvs_k8s_cached_pod *p),
+		       void (*removed)(const struct nvs_k8s_cached_pod *p))
+{
+}
+
 const struct nvs_k8s_cached_pod *nvs_k8s_pod_lookup(const char *cgroup_uid)
 {
 	return NULL;

@@ -10,7 +10,6 @@
 #include "k8s_json.h"
 #include "log.h"
 #include "parse.h"
-#include "pod_identity.h"
 #include "loop.h"
 
 #include <cjson/cJSON.h>
@@ -63,6 +62,15 @@ static const char *volatile state_name = "off";
 /* loop thread: the Pod cache */
 static struct nvs_k8s_cached_pod *cache;
 static unsigned ncache;
+static void (*on_changed)(const struct nvs_k8s_cached_pod *p);
+static void (*on_removed)(const struct nvs_k8s_cached_pod *p);
+
+void nvs_k8s_on_change(void (*changed)(const struct nvs_k8s_cached_pod *p),
+		       void (*removed)(const struct nvs_k8s_cached_pod *p))
+{
+	on_changed = changed;
+	on_removed = removed;
+}
 
 /* ---- thread state ---- */
 static char base_url[600];
@@ -859,7 +867,8 @@ static void upsert(const struct kmsg *m)
 			  e->ns, e->name, e->uid, e->has_core ? (unsigned long long)e->core : 0ull,
 			  e->has_mem ? (unsigned long long)e->mem : 0ull,
 			  (unsigned long long)e->mem_request, (double)(mono_ns() - m->t_ns) / 1e6);
-	nvs_pod_changed(e);
+	if (on_changed)
+		on_changed(e);
 }
 
 /* pod_deleted: a Pod left the cache (its fields are escaped). */
@@ -873,7 +882,8 @@ static void pod_event(const struct nvs_k8s_cached_pod *e, const char *reason)
 
 static void remove_pod(struct nvs_k8s_cached_pod *e)
 {
-	nvs_pod_removed(e);
+	if (on_removed)
+		on_removed(e);
 	unlink_pod(e);
 }
 

@@ -56,6 +56,12 @@ struct nvs_k8s_cached_pod {
 };
 const struct nvs_k8s_cached_pod *nvs_k8s_pod_lookup(const char *cgroup_uid);
 
+/* Who is told, on the loop thread, when a cached Pod changed (added,
+ * modified, listed) or is gone (pod_identity.c; main.c wires it before
+ * nvs_k8s_start). The watch knows nothing of clients. */
+void nvs_k8s_on_change(void (*changed)(const struct nvs_k8s_cached_pod *p),
+		       void (*removed)(const struct nvs_k8s_cached_pod *p));
+
 /* Watch state for the status view: "off", "listing", "watching",
  * "backoff". */
 const char *nvs_k8s_state(void);
