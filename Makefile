@@ -4,6 +4,7 @@
 #
 #   make                 build everything into build/
 #   make SAN=1           ASan+UBSan build into build-san/
+#   make K8S=0           no Kubernetes Pod watch (no libcurl), into build-nok8s/
 #   make test            build and run the test suite (tests/run)
 #   make demo            two clients sharing a GPU (demo/run-demo.sh)
 #   make install         PREFIX=/usr/local DESTDIR= STRIP=1 SYSTEMD_UNIT_DIR=
@@ -14,6 +15,13 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 CUDA_HOME ?= /usr/local/cuda
 CC ?= gcc
+
+# K8S=0: the scheduler without the Kubernetes Pod watch (no libcurl), into
+# build-nok8s/ unless B says otherwise (scheduler/module.mk).
+K8S ?= 1
+ifeq ($(K8S),0)
+B ?= build-nok8s
+endif
 
 SAN ?= 0
 ifeq ($(SAN),1)
@@ -58,6 +66,7 @@ include common/module.mk
 include client/module.mk
 include scheduler/module.mk
 include ctl/module.mk
+include bench/module.mk
 -include device-plugin/module.mk
 -include deploy/module.mk
 include tests/module.mk

@@ -22,9 +22,23 @@ static _Atomic uint64_t used[NVS_MAX_GPUS];
 static _Atomic uint64_t rt_limit_p1[NVS_MAX_GPUS];
 static _Atomic uint64_t gpu_total[NVS_MAX_GPUS];
 
+static void (*_Atomic observer)(int dev);
+
 static int dev_ok(int dev)
 {
 	return dev >= 0 && dev < NVS_MAX_GPUS;
+}
+
+void nvs_acct_observe(void (*on_change)(int dev))
+{
+	atomic_store_explicit(&observer, on_change, memory_order_release);
+}
+
+static void changed(int dev)
+{
+	void (*cb)(int) = atomic_load_explicit(&observer, memory_order_acquire);
+	if (cb)
+		cb(dev);
 }
 
 uint64_t nvs_acct_gpu_total(int dev)
@@ -141,7 +155,7 @@ int nvs_acct_reserve(int dev, uint64_t bytes)
 	char a[32], u[32];
 	NVS_DEBUG("GPU %d: reserved %s, now %s", dev, nvs_format_size(bytes, a, sizeof a),
 		  nvs_format_size(cur + bytes, u, sizeof u));
-	nvs_sched_mem_changed(dev, cur + bytes);
+	changed(dev);
 	return 0;
 }
 
@@ -154,7 +168,7 @@ void nvs_acct_unreserve(int dev, uint64_t bytes)
 		next = cur > bytes ? cur - bytes : 0; /* never underflow */
 	while (!atomic_compare_exchange_weak_explicit(&used[dev], &cur, next, memory_order_acq_rel,
 						      memory_order_relaxed));
-	nvs_sched_mem_changed(dev, next);
+	changed(dev);
 }
 
 /* ---- allocation table ---- */

@@ -10,10 +10,10 @@
 #ifndef NVSHARE_CLIENT_ACCOUNTING_H
 #define NVSHARE_CLIENT_ACCOUNTING_H
 
+#include "protocol.h" /* NVS_MAX_GPUS */
+
 #include <cuda.h>
 #include <stdint.h>
-
-#define NVS_MAX_GPUS 64
 
 enum nvs_alloc_kind {
 	NVS_ALLOC_MANAGED = 0,	     /* ours (converted) or the application's */
@@ -32,6 +32,13 @@ void nvs_acct_track(int dev, CUdeviceptr ptr, uint64_t bytes, enum nvs_alloc_kin
 uint64_t nvs_acct_untrack(CUdeviceptr ptr, int *dev);
 
 uint64_t nvs_acct_used(int dev);
+/* The one observer of the byte counts (the scheduler client): on_change(dev)
+ * runs after every change of dev's used bytes, on the thread that made it,
+ * and reads the new count with nvs_acct_used(). It must be cheap and must
+ * not allocate. Accounting calls nothing else outside itself, so the
+ * scheduler client depends on accounting and never the other way round.
+ * Replaces the previous observer; NULL: none. */
+void nvs_acct_observe(void (*on_change)(int dev));
 /* Effective limit in bytes (NVS_NO_LIMIT-like UINT64_MAX if none). */
 uint64_t nvs_acct_limit(int dev);
 /* Run-time limit from the scheduler (SET_LIMITS: the effective limit, which

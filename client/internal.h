@@ -94,9 +94,6 @@ extern const unsigned nvs_entries_count;
 /* Exact-name lookup among wrapped names (NVS_USE entries excluded). No
  * locks, no allocation: safe on the dlsym path. */
 const struct nvs_entry *nvs_table_find(const char *name);
-/* Where two exported driver names share one address, dladdr reports one of
- * them: maps that name to the table name it stands for (or returns name). */
-const char *nvs_table_alias(const char *name);
 /* Whether `name` (an exported driver name we do not wrap) is another
  * variant (_vN, _ptsz, _ptds) of a base name whose wrapped variants are
  * gated or accounted: such a pointer would bypass us. */

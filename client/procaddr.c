@@ -27,7 +27,10 @@ enum nvs_subst nvs_substitute(void **pfn, const char *asked)
 			  asked ? asked : "?", p, i.dli_sname);
 		return NVS_SUBST_KEEP;
 	}
-	const char *name = nvs_table_alias(i.dli_sname);
+	/* dladdr reports one name per address: a driver that exported a
+	 * wrapped function under a second name at the same address would need
+	 * that name in entry_points.def too (none does today). */
+	const char *name = i.dli_sname;
 	const struct nvs_entry *e = nvs_table_find(name);
 	if (e && e->family != NVS_FAM_RT && e->family != NVS_FAM_NVML) {
 		*pfn = e->wrapper;

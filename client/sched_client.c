@@ -8,7 +8,8 @@
  *
  * Threads:
  *   - application threads call nvs_gate() (inline, fast path), the slow path
- *     nvs_gate_slow(), nvs_sched_attach_gpu() and nvs_sched_mem_changed().
+ *     nvs_gate_slow() and nvs_sched_attach_gpu(); accounting calls
+ *     mem_changed(), the observer this file registers (nvs_acct_observe).
  *     They never touch the socket: they change per-GPU state under nvs_sc.mu
  *     (or an atomic) and wake the client thread through an eventfd.
  *   - one client thread (all signals blocked) owns the socket: it connects
@@ -23,6 +24,7 @@
  */
 #include "sched_client_internal.h"
 
+#include "accounting.h"
 #include "sched_quota.h"
 #include "sched_swap.h"
 
@@ -53,8 +55,10 @@ struct nvs_sc_state nvs_sc = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static atomic_int gpu_closed[NVS_MAX_GPUS];
 static atomic_int gpu_attached[NVS_MAX_GPUS];
 static atomic_int gpu_fits[NVS_MAX_GPUS]; /* not serialized (or no scheduler) */
-static _Atomic uint64_t mem_value[NVS_MAX_GPUS];
-static atomic_int mem_dirty[NVS_MAX_GPUS];
+/* Connected, attached, and GPU_MODE not yet here (nor waited for in vain):
+ * a limited GPU's gated calls wait (wait_for_mode); read without nvs_sc.mu. */
+static atomic_int mode_pending[NVS_MAX_GPUS];
+static atomic_int mem_dirty[NVS_MAX_GPUS]; /* accounting's count changed */
 static atomic_int capture_depth;
 static atomic_int started;  /* the client thread was started (or tried) */
 static atomic_int stopping; /* process is exiting: no more driver calls */
@@ -65,6 +69,8 @@ static atomic_int probe_pending;
 static pthread_mutex_t start_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
 static int evfd = -1;
+
+static void mem_changed(int dev);
 
 /* Configuration read at start. */
 static uint32_t attach_wait_ms = NVS_ATTACH_WAIT_DEFAULT_MS;
@@ -129,6 +135,10 @@ void nvs_sc_recompute_gate(void)
 		atomic_store_explicit(&gpu_fits[i],
 				      !nvs_sc.connected || (g->mode_known && !g->serialized),
 				      memory_order_relaxed);
+		atomic_store_explicit(&mode_pending[i],
+				      nvs_sc.connected && g->attached && !g->mode_known &&
+					  !g->mode_wait_over,
+				      memory_order_release);
 		any |= closed;
 	}
 	any |= atomic_load(&probe_pending);
@@ -142,7 +152,7 @@ uint64_t nvs_sc_take_mem(int dev, int *changed)
 	int dirty = atomic_exchange(&mem_dirty[dev], 0);
 	if (changed)
 		*changed = dirty;
-	return atomic_load(&mem_value[dev]);
+	return nvs_acct_used(dev);
 }
 
 int nvs_sc_capturing(void)
@@ -182,6 +192,9 @@ static void ensure_started(void)
 	if (!atomic_load(&started)) {
 		static int atexit_done;
 		read_config();
+		/* ATTACH_GPU carries the count at that time; MEM_UPDATE the
+		 * changes after it. */
+		nvs_acct_observe(mem_changed);
 		evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		int rc = evfd < 0 ? errno : 0;
 		if (rc == 0) {
@@ -258,13 +271,13 @@ void nvs_sched_attach_gpu(int dev)
 		g->cudev = d;
 		g->total_mem = total;
 		g->core_limit = nvs_sc_hello_core_limit();
-		if (nvs_qclient_set_limit(dev, g->core_limit))
-			nvs_sc_recompute_gate();
+		nvs_qclient_set_limit(dev, g->core_limit);
 		memcpy(g->uuid, uuid, sizeof g->uuid);
 		if (ctx)
 			g->ctx = ctx;
 		if (dev >= nvs_sc.ndev)
 			nvs_sc.ndev = dev + 1;
+		nvs_sc_recompute_gate();
 		atomic_store_explicit(&gpu_attached[dev], 1, memory_order_release);
 		NVS_DEBUG("GPU %d attached (%s)", dev, uuid);
 		kick();
@@ -295,6 +308,9 @@ void nvs_sched_attach_gpu(int dev)
 
 static void wait_for_mode(int dev)
 {
+	/* The known mode is read without the mutex: the common case, once. */
+	if (!atomic_load_explicit(&mode_pending[dev], memory_order_acquire))
+		return;
 	pthread_mutex_lock(&nvs_sc.mu);
 	struct gpu *g = &nvs_sc.gpus[dev];
 	if (nvs_sc.connected && g->attached && !g->mode_known && !g->mode_wait_over) {
@@ -304,6 +320,7 @@ static void wait_for_mode(int dev)
 			r = pthread_cond_timedwait(&nvs_sc.cv, &nvs_sc.mu, &ts);
 		if (nvs_sc.connected && !g->mode_known) {
 			g->mode_wait_over = 1;
+			nvs_sc_recompute_gate();
 			NVS_WARN("GPU %d: compute limit set but no GPU_MODE from the scheduler "
 				 "within %u ms; running ungated until it answers",
 				 dev, LIMITED_MODE_WAIT_MS);
@@ -356,11 +373,12 @@ void nvs_gate_slow(void)
 	pthread_mutex_unlock(&nvs_sc.mu);
 }
 
-void nvs_sched_mem_changed(int dev, uint64_t allocated)
+/* Accounting's observer (registered at start): dev's allocated bytes
+ * changed. Coalesced: the client thread reads the count when it next runs. */
+static void mem_changed(int dev)
 {
 	if (dev < 0 || dev >= NVS_MAX_GPUS)
 		return;
-	atomic_store(&mem_value[dev], allocated);
 	if (!atomic_exchange(&mem_dirty[dev], 1) &&
 	    atomic_load_explicit(&started, memory_order_acquire))
 		kick();
@@ -408,7 +426,7 @@ void nvs_sched_atfork_child(void)
 		atomic_store(&gpu_closed[i], 0);
 		atomic_store(&gpu_attached[i], 0);
 		atomic_store(&gpu_fits[i], 0);
-		atomic_store(&mem_value[i], 0);
+		atomic_store(&mode_pending[i], 0);
 		atomic_store(&mem_dirty[i], 0);
 	}
 	atomic_store(&capture_depth, 0);

@@ -46,9 +46,6 @@ void nvs_sched_start(void);
  * launch on it). Idempotent and cheap after the first call per device. */
 void nvs_sched_attach_gpu(int dev);
 
-/* Allocated bytes on `dev` changed (accounting calls this; coalesced). */
-void nvs_sched_mem_changed(int dev, uint64_t allocated);
-
 /* 1 when `dev` is not serialized by the scheduler (its clients' memory
  * fits), or no scheduler is connected; 0 while serialized or before the
  * scheduler answered. */

@@ -17,7 +17,6 @@
 
 #include "sched_client.h"
 
-#include "accounting.h" /* NVS_MAX_GPUS */
 #include "real.h"
 
 #include "protocol.h"
@@ -25,10 +24,6 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <time.h>
-
-/* Idle release delay used until the scheduler's WELCOME says otherwise (and
- * when it says 0). See docs/client-lock.md "Idle release". */
-#define NVS_IDLE_RELEASE_DEFAULT_MS 20u
 
 enum lock_state {
 	L_NONE = 0,	  /* not held, not asked for */
@@ -82,8 +77,8 @@ static inline uint64_t nvs_sc_now_ns(void)
 /* ---- sched_client.c ---- */
 /* After every change of the per-GPU state, with nvs_sc.mu held. */
 void nvs_sc_recompute_gate(void);
-/* dev's allocated bytes as last reported by nvs_sched_mem_changed();
- * *changed (if not NULL) says whether a report came since the last call. */
+/* dev's allocated bytes (accounting's count); *changed (if not NULL) says
+ * whether accounting reported a change since the last call. */
 uint64_t nvs_sc_take_mem(int dev, int *changed);
 /* A stream capture is active somewhere in the process. */
 int nvs_sc_capturing(void);

@@ -272,7 +272,8 @@ static void try_connect(void)
 	pthread_mutex_lock(&nvs_sc.mu);
 	nvs_sc.connected = 1;
 	nvs_sc.first_try_done = 1;
-	compose_locked(); /* ATTACH_GPU for every device in use */
+	nvs_sc_recompute_gate(); /* GPU_MODE pending on every attached GPU */
+	compose_locked();	 /* ATTACH_GPU for every device in use */
 	pthread_cond_broadcast(&nvs_sc.cv);
 	pthread_mutex_unlock(&nvs_sc.mu);
 }

@@ -8,6 +8,8 @@
  */
 #include "sched_client_internal.h"
 
+#include "accounting.h"
+
 #include "sched_quota.h"
 #include "sched_swap.h"
 
@@ -25,7 +27,7 @@
 
 /* NVSHARE_IDLE_RELEASE_MS given: WELCOME does not change idle_ms. */
 static int idle_env_set;
-static uint32_t idle_ms = NVS_IDLE_RELEASE_DEFAULT_MS; /* thread only */
+static uint32_t idle_ms = NVS_DEFAULT_IDLE_RELEASE_MS; /* thread only */
 static uint32_t client_id;
 static int watching;	     /* idle watch active */
 static uint64_t act_seen_ns; /* last time activity was observed */
@@ -231,7 +233,7 @@ void nvs_sc_handle_msg(const struct nvs_msg *m)
 		client_id = m->u.welcome.client_id;
 		if (!idle_env_set)
 			idle_ms = m->u.welcome.idle_release_ms ? m->u.welcome.idle_release_ms
-							       : NVS_IDLE_RELEASE_DEFAULT_MS;
+							       : NVS_DEFAULT_IDLE_RELEASE_MS;
 		NVS_DEBUG("registered as client %u (idle release %u ms)", client_id, idle_ms);
 		break;
 	case NVS_MSG_GPU_MODE: {

@@ -25,7 +25,7 @@ struct qgpu {
 	CUcontext ctx;		   /* events belong to this context */
 	CUevent ev[QC_EVENTS_MAX]; /* created lazily, reused */
 	unsigned head, count;	   /* outstanding events: ring */
-	unsigned calls;		   /* gated calls since the last record */
+	atomic_uint calls;	   /* gated calls (only every `every`th locks) */
 };
 
 static struct qgpu qg[NVS_MAX_GPUS];
@@ -126,12 +126,19 @@ static void reset_ring(struct qgpu *q, CUcontext ctx)
 	for (unsigned i = 0; i < QC_EVENTS_MAX; i++)
 		q->ev[i] = NULL;
 	q->ctx = ctx;
-	q->head = q->count = q->calls = 0;
+	q->head = q->count = 0;
 }
 
 void nvs_qclient_gate(int dev, int capturing)
 {
 	if (dev < 0 || dev >= NVS_MAX_GPUS || capturing)
+		return;
+	struct qgpu *q = &qg[dev];
+	/* Only every `every`th call records an event and may wait; the others
+	 * only count (no lock, no driver call). They need not wait: after a
+	 * recording call at most max_out events are incomplete (it waited for
+	 * that), and only recording calls add events. */
+	if ((atomic_fetch_add_explicit(&q->calls, 1, memory_order_relaxed) + 1) % every)
 		return;
 	if (!nvs_real.cuEventCreate || !nvs_real.cuEventRecord || !nvs_real.cuEventQuery ||
 	    !nvs_real.cuCtxGetCurrent)
@@ -139,21 +146,17 @@ void nvs_qclient_gate(int dev, int capturing)
 	CUcontext cur = NULL;
 	if (nvs_real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur)
 		return;
-	struct qgpu *q = &qg[dev];
 	pthread_mutex_lock(&q->mu);
 	if (q->ctx != cur)
 		reset_ring(q, cur);
-	if (++q->calls >= every) {
-		q->calls = 0;
-		unsigned slot = (q->head + q->count) % QC_EVENTS_MAX;
-		if (!q->ev[slot] &&
-		    nvs_real.cuEventCreate(&q->ev[slot], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
-			q->ev[slot] = NULL;
-		/* The legacy default stream: the event completes after the
-		 * work queued before it on every blocking stream. */
-		if (q->ev[slot] && nvs_real.cuEventRecord(q->ev[slot], NULL) == CUDA_SUCCESS)
-			q->count++;
-	}
+	unsigned slot = (q->head + q->count) % QC_EVENTS_MAX;
+	if (!q->ev[slot] &&
+	    nvs_real.cuEventCreate(&q->ev[slot], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+		q->ev[slot] = NULL;
+	/* The legacy default stream: the event completes after the
+	 * work queued before it on every blocking stream. */
+	if (q->ev[slot] && nvs_real.cuEventRecord(q->ev[slot], NULL) == CUDA_SUCCESS)
+		q->count++;
 	/* Drop completed events from the front; wait while too many are not.
 	 * The wait polls with a growing period: the events still queued
 	 * behind the oldest keep the GPU busy meanwhile. */
@@ -192,6 +195,7 @@ void nvs_qclient_atfork_child(void)
 		for (unsigned k = 0; k < QC_EVENTS_MAX; k++)
 			qg[i].ev[k] = NULL;
 		qg[i].ctx = NULL;
-		qg[i].head = qg[i].count = qg[i].calls = 0;
+		qg[i].head = qg[i].count = 0;
+		atomic_store(&qg[i].calls, 0);
 	}
 }

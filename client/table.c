@@ -90,25 +90,6 @@ NVS_NO_SANITIZE const struct nvs_entry *nvs_table_find(const char *name)
 	return NULL;
 }
 
-/* Exported driver names known to share an address with a table name. None
- * in the CUDA 13 stub; a driver branch that aliases (say) a _v2 to its
- * successor gets a line here: { name dladdr reports, table name }. */
-static const struct {
-	const char *seen, *table;
-} aliases[] = {
-    {NULL, NULL},
-};
-
-const char *nvs_table_alias(const char *name)
-{
-	if (nvs_table_find(name))
-		return name;
-	for (size_t i = 0; aliases[i].seen; i++)
-		if (!strcmp(name, aliases[i].seen))
-			return aliases[i].table;
-	return name;
-}
-
 /* Length of the base name: without _ptsz/_ptds, then without _v<digits>. */
 static size_t base_len(const char *s)
 {

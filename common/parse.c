@@ -21,6 +21,59 @@ static int only_ws(const char *s)
 	return *skip_ws(s) == '\0';
 }
 
+int nvs_parse_tq_ms(const char *s, uint64_t *out)
+{
+	if (!s)
+		return -1;
+	while (isspace((unsigned char)*s))
+		s++;
+	const char *p = s;
+	while (isdigit((unsigned char)*p) || *p == '.')
+		p++;
+	while (isspace((unsigned char)*p))
+		p++;
+	uint64_t ms;
+	if (*p == '\0') {
+		/* Bare number: seconds, as nvshare's -T always took. Parse
+		 * the fraction exactly (up to ms) rather than via double. */
+		uint64_t whole = 0, frac = 0;
+		unsigned fd = 0;
+		const char *q = s;
+		if (!isdigit((unsigned char)*q) && *q != '.')
+			return -1;
+		for (; isdigit((unsigned char)*q); q++) {
+			if (whole > NVS_MAX_TQ_MS)
+				return -1;
+			whole = whole * 10 + (uint64_t)(*q - '0');
+		}
+		if (*q == '.') {
+			q++;
+			if (!isdigit((unsigned char)*q))
+				return -1;
+			for (; isdigit((unsigned char)*q); q++, fd++)
+				if (fd < 3)
+					frac = frac * 10 + (uint64_t)(*q - '0');
+			while (fd < 3) {
+				frac *= 10;
+				fd++;
+			}
+		}
+		while (isspace((unsigned char)*q))
+			q++;
+		if (*q)
+			return -1;
+		if (whole > NVS_MAX_TQ_MS / 1000)
+			return -1;
+		ms = whole * 1000 + frac;
+	} else if (nvs_parse_duration_ms(s, &ms)) {
+		return -1;
+	}
+	if (ms < NVS_MIN_TQ_MS || ms > NVS_MAX_TQ_MS)
+		return -1;
+	*out = ms;
+	return 0;
+}
+
 int nvs_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 {
 	if (!s)

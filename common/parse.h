@@ -28,6 +28,13 @@ int nvs_parse_bool(const char *s, int *out);
 /* Non-negative integer milliseconds, optional unit ms, s (e.g. "30s"). */
 int nvs_parse_duration_ms(const char *s, uint64_t *out);
 
+/* TQ (time quantum, scheduler and nvsharectl): a bare number is seconds
+ * (fractions allowed: "0.3"), or a duration with unit ("300ms", "30s",
+ * "2m"). Range NVS_MIN_TQ_MS..NVS_MAX_TQ_MS. */
+#define NVS_MIN_TQ_MS 1u
+#define NVS_MAX_TQ_MS (24ull * 3600 * 1000)
+int nvs_parse_tq_ms(const char *s, uint64_t *out);
+
 /* Unsigned integer in range. */
 int nvs_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 

@@ -29,6 +29,15 @@
 #define NVS_MAX_PAYLOAD (256u * 1024u)
 #define NVS_MAX_STR 4096u
 #define NVS_UUID_LEN 96u /* NVML_DEVICE_UUID_V2_BUFFER_SIZE */
+/* GPUs one process (client) or one node (scheduler) can use; GPU indexes
+ * and client ordinals at or above it are refused on both sides. */
+#define NVS_MAX_GPUS 64
+/* Idle release: the client gives the lock back after this long without a
+ * gated call while someone waits (WELCOME's idle_release_ms; the client's
+ * value until WELCOME, and when WELCOME says 0). 20 ms keeps "a waiting job
+ * runs within 50 ms of the holder's last kernel" with room for drain and
+ * hand-off. docs/client-lock.md "Idle release". */
+#define NVS_DEFAULT_IDLE_RELEASE_MS 20u
 
 enum nvs_msg_type {
 	/* client -> scheduler */

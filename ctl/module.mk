@@ -3,5 +3,5 @@
 CTL_SRCS := ctl/nvsharectl.c ctl/status_view.c
 TARGETS += $(B)/nvsharectl
 
-$(B)/nvsharectl: $(CTL_SRCS:%.c=$(B)/%.o) $(B)/ctl/sched_conn.o $(B)/scheduler/settings.o $(COMMON_OBJS)
+$(B)/nvsharectl: $(CTL_SRCS:%.c=$(B)/%.o) $(B)/ctl/sched_conn.o $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) $(PIE_LDFLAGS) -o $@ $^ -lcjson

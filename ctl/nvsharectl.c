@@ -5,7 +5,6 @@
 #include "log.h"
 #include "parse.h"
 #include "sched_conn.h"
-#include "scheduler/settings.h"
 #include "sockpath.h"
 #include "status_view.h"
 

@@ -155,9 +155,9 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 		nvs_policy_resend_mode(cg); /* the client may have reset */
 		return;
 	}
-	if (cl->ngpus >= NVS_SCHED_MAX_GPUS) {
+	if (cl->ngpus >= NVS_MAX_GPUS) {
 		conn_reason(c, "bad-attach");
-		conn_doom(c, "more than %d GPUs attached", NVS_SCHED_MAX_GPUS);
+		conn_doom(c, "more than %d GPUs attached", NVS_MAX_GPUS);
 		return;
 	}
 	struct gpu *g = nvs_gpu_by_uuid(a->uuid, a->total_mem);

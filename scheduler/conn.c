@@ -4,7 +4,7 @@
 #include "control.h"
 #include "events.h"
 #include "log.h"
-#include "server.h"
+#include "loop.h"
 #include "state.h"
 
 #include <errno.h>
@@ -73,8 +73,7 @@ static void set_want_out(struct conn *c, int on)
 {
 	if (c->want_out == on || c->doomed)
 		return;
-	struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0), .data.ptr = c};
-	if (epoll_ctl(nvs_epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+	if (nvs_loop_events(c->fd, EPOLLIN | (on ? EPOLLOUT : 0)) == 0)
 		c->want_out = on;
 }
 
@@ -272,7 +271,7 @@ static void conn_free(struct conn *c)
 	if (c->client)
 		nvs_client_gone(c->client);
 	c->client = NULL;
-	epoll_ctl(nvs_epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	nvs_loop_remove(c->fd);
 	close(c->fd);
 	if (c->prev)
 		c->prev->next = c->next;

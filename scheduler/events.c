@@ -32,11 +32,6 @@ void nvs_events_close(void)
 	ev_fd = -1;
 }
 
-int nvs_events_on(void)
-{
-	return ev_fd >= 0;
-}
-
 const char *nvs_json_str(const char *s, char *buf, size_t size)
 {
 	size_t o = 0;

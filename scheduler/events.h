@@ -15,7 +15,6 @@
 /* Opens (appends to, creating 0600) the stream. 0, or -1 logged. */
 int nvs_events_open(const char *path);
 void nvs_events_close(void);
-int nvs_events_on(void);
 
 /* Writes {"ts":..., "mono_ns":..., "event":NAME, FIELDS} where FIELDS is
  * the formatted fragment ("\"gpu\":%d,..." without braces; empty for

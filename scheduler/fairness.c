@@ -28,14 +28,14 @@ struct nvs_tenant {
 	uid_t uid;
 	char pod_uid[40];
 	unsigned refs; /* clients */
-	uint64_t last_grant[NVS_SCHED_MAX_GPUS];
+	uint64_t last_grant[NVS_MAX_GPUS];
 	uint64_t revocations;
 	struct nvs_tenant *prev, *next;
 };
 
 static struct nvs_tenant *tenants;
 static uint64_t grant_seq;
-static uint64_t gpu_seq[NVS_SCHED_MAX_GPUS]; /* each GPU's latest grant */
+static uint64_t gpu_seq[NVS_MAX_GPUS]; /* each GPU's latest grant */
 
 static int same(const struct nvs_tenant *t, const struct client *cl)
 {
@@ -69,7 +69,7 @@ void nvs_fair_join(struct client *cl)
 		t->uid = cl->tenant == NVS_TENANT_UID ? cl->uid : 0;
 		if (cl->tenant == NVS_TENANT_POD)
 			snprintf(t->pod_uid, sizeof t->pod_uid, "%s", cl->pod_uid);
-		for (unsigned i = 0; i < NVS_SCHED_MAX_GPUS; i++)
+		for (unsigned i = 0; i < NVS_MAX_GPUS; i++)
 			t->last_grant[i] = gpu_seq[i] ? gpu_seq[i] - 1 : 0;
 		t->next = tenants;
 		if (tenants)

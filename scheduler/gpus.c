@@ -11,8 +11,8 @@
 
 static struct gpu *gpu_add(const char *uuid, const char *name, uint64_t total, int nvml)
 {
-	if (S.ngpus >= NVS_SCHED_MAX_GPUS) {
-		NVS_ERROR("GPU table full (%d): ignoring %s", NVS_SCHED_MAX_GPUS, uuid);
+	if (S.ngpus >= NVS_MAX_GPUS) {
+		NVS_ERROR("GPU table full (%d): ignoring %s", NVS_MAX_GPUS, uuid);
 		return NULL;
 	}
 	struct gpu *g = &S.gpus[S.ngpus];

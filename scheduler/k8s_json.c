@@ -314,12 +314,6 @@ void nvs_k8s_lines_init(struct nvs_k8s_lines *lb, size_t max)
 	lb->max = max;
 }
 
-void nvs_k8s_lines_reset(struct nvs_k8s_lines *lb)
-{
-	lb->len = 0;
-	lb->skipping = 0;
-}
-
 void nvs_k8s_lines_free(struct nvs_k8s_lines *lb)
 {
 	free(lb->buf);

@@ -111,7 +111,6 @@ struct nvs_k8s_lines {
 void nvs_k8s_lines_init(struct nvs_k8s_lines *lb, size_t max);
 int nvs_k8s_lines_feed(struct nvs_k8s_lines *lb, const char *data, size_t n,
 		       int (*cb)(const char *line, size_t len, void *arg), void *arg);
-void nvs_k8s_lines_reset(struct nvs_k8s_lines *lb); /* drop a partial line */
 void nvs_k8s_lines_free(struct nvs_k8s_lines *lb);
 
 /* Merges the annotation states of a new version of a Pod with the limit

@@ -10,8 +10,7 @@
 #include "k8s_json.h"
 #include "log.h"
 #include "parse.h"
-#include "pod_identity.h"
-#include "server.h"
+#include "loop.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -39,9 +38,6 @@
 #define LINE_MAX_BYTES (16u << 20)
 #define ERRBODY_MAX 4096
 
-struct nvs_k8s_config nvs_k8s_cfg;
-char nvs_k8s_tag;
-
 enum { KM_UPSERT = 1, KM_DELETE, KM_RESYNC_BEGIN, KM_RESYNC_END };
 
 struct kmsg {
@@ -66,6 +62,15 @@ static const char *volatile state_name = "off";
 /* loop thread: the Pod cache */
 static struct nvs_k8s_cached_pod *cache;
 static unsigned ncache;
+static void (*on_changed)(const struct nvs_k8s_cached_pod *p);
+static void (*on_removed)(const struct nvs_k8s_cached_pod *p);
+
+void nvs_k8s_on_change(void (*changed)(const struct nvs_k8s_cached_pod *p),
+		       void (*removed)(const struct nvs_k8s_cached_pod *p))
+{
+	on_changed = changed;
+	on_removed = removed;
+}
 
 /* ---- thread state ---- */
 static char base_url[600];
@@ -78,6 +83,7 @@ static int need_list = 1;
 static uint64_t backoff_ms;
 
 static void *run(void *arg);
+static void on_queue(void *ctx, uint32_t events);
 
 static uint64_t mono_ns(void)
 {
@@ -107,37 +113,6 @@ const char *nvs_k8s_state(void)
 static int is_stopping(void)
 {
 	return __atomic_load_n(&stopping, __ATOMIC_RELAXED);
-}
-
-/* ---- configuration ---- */
-
-static void env_copy(char *dst, size_t cap, const char *name)
-{
-	const char *v = getenv(name);
-	if (v && *v)
-		snprintf(dst, cap, "%s", v);
-}
-
-void nvs_k8s_config_from_env(struct nvs_k8s_config *kc)
-{
-	env_copy(kc->node_name, sizeof kc->node_name, "NODE_NAME");
-	env_copy(kc->api, sizeof kc->api, "NVSHARE_KUBE_API");
-	env_copy(kc->token_file, sizeof kc->token_file, "NVSHARE_KUBE_TOKEN_FILE");
-	env_copy(kc->ca_file, sizeof kc->ca_file, "NVSHARE_KUBE_CA_FILE");
-	kc->mem_unit = 1ull << 30;
-	uint64_t u;
-	/* A bare number is bytes, as the device plugin's --memory-unit. */
-	if (nvs_env_size("NVSHARE_GPU_MEMORY_UNIT", 1, &u) == 1) {
-		if (u >= (1ull << 20) && u <= (1ull << 40))
-			kc->mem_unit = u;
-		else
-			NVS_WARN("NVSHARE_GPU_MEMORY_UNIT: %llu bytes is not within 1Mi..1Ti; "
-				 "using 1Gi",
-				 (unsigned long long)u);
-	}
-	const char *v = getenv("NVSHARE_KUBE");
-	if (v && (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "off") || !strcmp(v, "no")))
-		kc->disabled = 1;
 }
 
 /* Reads the token file; returns 1 if the token changed, 0 if not, -1 on
@@ -259,8 +234,7 @@ int nvs_k8s_start(void)
 	curl_free(e);
 	read_token();
 	efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &nvs_k8s_tag};
-	if (efd < 0 || epoll_ctl(nvs_epfd, EPOLL_CTL_ADD, efd, &ev) < 0) {
+	if (efd < 0 || nvs_loop_add(efd, EPOLLIN, on_queue, NULL) < 0) {
 		NVS_ERROR("k8s: eventfd: %s", strerror(errno));
 		return -1;
 	}
@@ -790,6 +764,7 @@ void nvs_k8s_stop(void)
 		cache = n;
 	}
 	ncache = 0;
+	nvs_loop_remove(efd);
 	close(efd);
 	efd = -1;
 	curl_global_cleanup();
@@ -892,7 +867,8 @@ static void upsert(const struct kmsg *m)
 			  e->ns, e->name, e->uid, e->has_core ? (unsigned long long)e->core : 0ull,
 			  e->has_mem ? (unsigned long long)e->mem : 0ull,
 			  (unsigned long long)e->mem_request, (double)(mono_ns() - m->t_ns) / 1e6);
-	nvs_pod_changed(e);
+	if (on_changed)
+		on_changed(e);
 }
 
 /* pod_deleted: a Pod left the cache (its fields are escaped). */
@@ -906,7 +882,8 @@ static void pod_event(const struct nvs_k8s_cached_pod *e, const char *reason)
 
 static void remove_pod(struct nvs_k8s_cached_pod *e)
 {
-	nvs_pod_removed(e);
+	if (on_removed)
+		on_removed(e);
 	unlink_pod(e);
 }
 
@@ -952,4 +929,10 @@ void nvs_k8s_on_event(void)
 		free(m);
 		m = next;
 	}
+}
+
+/* The eventfd is readable (loop.h): apply what the thread queued. */
+static void on_queue(void *ctx, uint32_t events)
+{
+	nvs_k8s_on_event();
 }

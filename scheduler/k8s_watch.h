@@ -38,9 +38,8 @@ int nvs_k8s_start(void);
 /* Stops and joins the thread. Loop thread. */
 void nvs_k8s_stop(void);
 
-/* epoll data.ptr tag of the notification eventfd (server.c). */
-extern char nvs_k8s_tag;
-/* The eventfd is readable: apply the queued changes. Loop thread. */
+/* Applies the changes the thread queued (the watch's eventfd in the event
+ * loop calls it). Loop thread. */
 void nvs_k8s_on_event(void);
 
 /* Pod cache lookup by the UID found in a client's cgroup (metadata.uid or
@@ -56,6 +55,12 @@ struct nvs_k8s_cached_pod {
 	struct nvs_k8s_cached_pod *next;
 };
 const struct nvs_k8s_cached_pod *nvs_k8s_pod_lookup(const char *cgroup_uid);
+
+/* Who is told, on the loop thread, when a cached Pod changed (added,
+ * modified, listed) or is gone (pod_identity.c; main.c wires it before
+ * nvs_k8s_start). The watch knows nothing of clients. */
+void nvs_k8s_on_change(void (*changed)(const struct nvs_k8s_cached_pod *p),
+		       void (*removed)(const struct nvs_k8s_cached_pod *p));
 
 /* Watch state for the status view: "off", "listing", "watching",
  * "backoff". */

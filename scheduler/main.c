@@ -10,6 +10,7 @@
 #include "metrics.h"
 #include "parse.h"
 #include "peer.h"
+#include "pod_identity.h"
 #include "server.h"
 #include "settings.h"
 #include "sockpath.h"
@@ -364,6 +365,7 @@ int main(int argc, char **argv)
 		NVS_INFO("NVML disabled: GPUs will be learned from clients");
 	nvs_unmanaged_start(); /* needs the GPUs; without NVML it is off */
 	nvs_metrics_start();   /* a failure is logged; scheduling goes on */
+	nvs_k8s_on_change(nvs_pod_changed, nvs_pod_removed);
 	if (nvs_k8s_start()) {
 		nvs_server_close();
 		return 1;

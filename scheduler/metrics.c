@@ -53,14 +53,6 @@ static double start_time_s;
 
 /* ---- settings ---- */
 
-void nvs_metrics_config_defaults(struct nvs_metrics_config *mc)
-{
-	mc->enable = 0;
-	mc->port = NVS_METRICS_DEFAULT_PORT;
-	snprintf(mc->addr, sizeof mc->addr, "%s", NVS_METRICS_DEFAULT_ADDR);
-	mc->process_labels = 0;
-}
-
 int nvs_metrics_set_port(struct nvs_metrics_config *mc, const char *s)
 {
 	uint64_t v;
@@ -313,8 +305,8 @@ static struct {
 	nvs_pfn_nvmlDeviceGetHandleByUUID by_uuid;
 	nvs_pfn_nvmlDeviceGetUtilizationRates util;
 	nvs_pfn_nvmlDeviceGetMemoryInfo mem;
-	char uuid[NVS_SCHED_MAX_GPUS][NVS_UUID_LEN]; /* handle cache key */
-	nvmlDevice_t dev[NVS_SCHED_MAX_GPUS];
+	char uuid[NVS_MAX_GPUS][NVS_UUID_LEN]; /* handle cache key */
+	nvmlDevice_t dev[NVS_MAX_GPUS];
 } nv;
 
 static int nvml_open(void)
@@ -349,7 +341,7 @@ static void nvml_sample(const struct msnap *s, struct msample *out)
 		const struct msnap_gpu *g = &s->gpus[i];
 		struct msample *o = &out[i];
 		memset(o, 0, sizeof *o);
-		if (!g->from_nvml || (unsigned)g->index >= NVS_SCHED_MAX_GPUS)
+		if (!g->from_nvml || (unsigned)g->index >= NVS_MAX_GPUS)
 			continue;
 		unsigned k = (unsigned)g->index;
 		if (strcmp(nv.uuid[k], g->uuid)) {
@@ -394,7 +386,7 @@ static enum MHD_Result reply_metrics(struct MHD_Connection *conn)
 	struct msnap *s = snap_get();
 	if (!s)
 		return reply_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "no snapshot yet\n");
-	struct msample samples[NVS_SCHED_MAX_GPUS];
+	struct msample samples[NVS_MAX_GPUS];
 	int sampled = 0;
 	int want_nvml = 0;
 	for (unsigned i = 0; i < s->ngpus; i++)

@@ -42,8 +42,7 @@ struct nvs_metrics_config {
 
 extern struct nvs_metrics_config nvs_metrics_cfg;
 
-/* Defaults: off, NVS_METRICS_DEFAULT_ADDR:NVS_METRICS_DEFAULT_PORT. */
-void nvs_metrics_config_defaults(struct nvs_metrics_config *mc);
+/* Starts as the defaults: off, NVS_METRICS_DEFAULT_ADDR:NVS_METRICS_DEFAULT_PORT. */
 /* NVSHARE_METRICS_ENABLE, NVSHARE_METRICS_PORT, NVSHARE_METRICS_ADDR,
  * NVSHARE_METRICS_PROCESS_LABELS. Bad
  * values are logged and ignored; returns their number. */

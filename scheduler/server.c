@@ -2,8 +2,8 @@
 
 #include "conn.h"
 #include "events.h"
-#include "k8s_watch.h"
 #include "log.h"
+#include "loop.h"
 #include "metrics.h"
 #include "policy.h"
 #include "state.h"
@@ -23,11 +23,16 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-int nvs_epfd = -1;
 static int sig_fd = -1, spare_fd = -1;
-/* epoll data.ptr tag for the signalfd; listeners are tagged with their
- * own struct listener. */
-static char tag_signal;
+
+/* What the loop calls (loop.h), defined at the end. */
+static void on_listener(void *l, uint32_t events);
+static void on_conn(void *c, uint32_t events);
+static void on_signal(void *ctx, uint32_t events);
+static void reap_tick(uint64_t now);
+static void server_tick(uint64_t now);
+static uint64_t server_next_deadline(uint64_t now);
+static uint64_t unmanaged_next_deadline(uint64_t now);
 
 /*
  * The two sockets (docs/security.md). Both are set up, checked and
@@ -207,10 +212,9 @@ static int bind_socket(const struct listener *l, ino_t *ino, int loud)
 	return fd;
 }
 
-static int watch_listener(struct listener *l, int fd, int op)
+static int watch_listener(struct listener *l, int fd)
 {
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
-	return epoll_ctl(nvs_epfd, op, fd, &ev);
+	return nvs_loop_add(fd, EPOLLIN, on_listener, l);
 }
 
 /* Directory, lock file and socket of one listener. */
@@ -227,7 +231,7 @@ static int open_listener(struct listener *l)
 	l->fd = bind_socket(l, &l->ino, 1);
 	if (l->fd < 0)
 		return -1;
-	if (watch_listener(l, l->fd, EPOLL_CTL_ADD) < 0) {
+	if (watch_listener(l, l->fd) < 0) {
 		NVS_ERROR("event loop setup failed: %s", strerror(errno));
 		return -1;
 	}
@@ -252,13 +256,19 @@ int nvs_server_open(void)
 	sigaddset(&set, SIGINT);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-	nvs_epfd = epoll_create1(EPOLL_CLOEXEC);
 	spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	struct epoll_event es = {.events = EPOLLIN, .data.ptr = &tag_signal};
-	if (sig_fd < 0 || nvs_epfd < 0 || epoll_ctl(nvs_epfd, EPOLL_CTL_ADD, sig_fd, &es) < 0) {
+	if (sig_fd < 0 || nvs_loop_init() < 0 ||
+	    nvs_loop_add(sig_fd, EPOLLIN, on_signal, NULL) < 0) {
 		NVS_ERROR("event loop setup failed: %s", strerror(errno));
 		return -1;
 	}
+	/* What runs each turn, in this order (loop.h). */
+	nvs_loop_timer(nvs_policy_tick, nvs_policy_next_deadline);
+	nvs_loop_timer(reap_tick, NULL);
+	nvs_loop_timer(server_tick, server_next_deadline);
+	nvs_loop_timer(nvs_unmanaged_tick, unmanaged_next_deadline);
+	nvs_loop_timer(nvs_metrics_loop, nvs_metrics_next_deadline);
+	nvs_loop_after_events(conn_reap);
 	for (unsigned i = 0; i < NLISTENERS; i++)
 		if (open_listener(&listeners[i])) {
 			for (unsigned j = 0; j <= i; j++)
@@ -317,7 +327,7 @@ static void check_listener(struct listener *l)
 		l->lost_logged = 1;
 		return;
 	}
-	if (watch_listener(l, fd, EPOLL_CTL_ADD) < 0) {
+	if (watch_listener(l, fd) < 0) {
 		NVS_ERROR("cannot watch the new socket: %s", strerror(errno));
 		unlink(l->path);
 		close(fd);
@@ -327,7 +337,7 @@ static void check_listener(struct listener *l)
 		return;
 	}
 	if (l->fd >= 0) {
-		epoll_ctl(nvs_epfd, EPOLL_CTL_DEL, l->fd, NULL);
+		nvs_loop_remove(l->fd);
 		close(l->fd);
 	}
 	if (l->lock_fd >= 0 && l->lock_fd != lfd)
@@ -359,12 +369,9 @@ static void pause_accept(int on)
 {
 	/* Out of fds or memory is the process's state: pause both. */
 	int done = 0;
-	for (unsigned i = 0; i < NLISTENERS; i++) {
-		struct epoll_event ev = {.events = on ? 0 : EPOLLIN, .data.ptr = &listeners[i]};
-		if (listeners[i].fd >= 0 &&
-		    epoll_ctl(nvs_epfd, EPOLL_CTL_MOD, listeners[i].fd, &ev) == 0)
+	for (unsigned i = 0; i < NLISTENERS; i++)
+		if (listeners[i].fd >= 0 && nvs_loop_events(listeners[i].fd, on ? 0 : EPOLLIN) == 0)
 			done = 1;
-	}
 	if (done)
 		accept_paused_until = on ? nvs_now_ns() + ACCEPT_PAUSE_NS : 0;
 }
@@ -438,8 +445,7 @@ static void accept_all(struct listener *l)
 		struct conn *c = conn_new(fd, l->role);
 		if (!c)
 			continue;
-		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-		if (epoll_ctl(nvs_epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		if (nvs_loop_add(fd, EPOLLIN, on_conn, c) < 0) {
 			conn_doom(c, "epoll_ctl: %s", strerror(errno));
 			continue;
 		}
@@ -450,71 +456,61 @@ static void accept_all(struct listener *l)
 	}
 }
 
+/* ---- what the loop calls (registered in nvs_server_open) ---- */
+
+static void on_listener(void *l, uint32_t events)
+{
+	accept_all(l);
+}
+
+static void on_conn(void *c, uint32_t events)
+{
+	if (events & EPOLLOUT)
+		conn_on_writable(c);
+	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+		conn_on_readable(c);
+}
+
+static void on_signal(void *ctx, uint32_t events)
+{
+	struct signalfd_siginfo si;
+	if (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+		NVS_INFO("signal %u (%s): shutting down", si.ssi_signo,
+			 strsignal((int)si.ssi_signo));
+		nvs_event("shutdown", "\"signal\":%u", si.ssi_signo);
+		nvs_loop_stop(0);
+	}
+}
+
+static void reap_tick(uint64_t now)
+{
+	conn_reap();
+}
+
+/* The socket check and the end of an accept pause. */
+static void server_tick(uint64_t now)
+{
+	check_socket(now);
+	if (accept_paused_until && now >= accept_paused_until)
+		pause_accept(0);
+}
+
+static uint64_t server_next_deadline(uint64_t now)
+{
+	uint64_t deadline = next_sock_check_ns;
+	if (accept_paused_until && accept_paused_until < deadline)
+		deadline = accept_paused_until;
+	return deadline;
+}
+
+static uint64_t unmanaged_next_deadline(uint64_t now)
+{
+	return nvs_unmanaged_next_deadline();
+}
+
 int nvs_server_run(void)
 {
-	struct epoll_event evs[64];
-	for (;;) {
-		uint64_t now = nvs_now_ns();
-		nvs_policy_tick(now);
-		conn_reap();
-		check_socket(now);
-		if (accept_paused_until && now >= accept_paused_until)
-			pause_accept(0);
-		nvs_unmanaged_tick(now);
-		nvs_metrics_loop(now);
-		uint64_t deadline = nvs_policy_next_deadline(now);
-		uint64_t udeadline = nvs_unmanaged_next_deadline();
-		if (udeadline && (!deadline || udeadline < deadline))
-			deadline = udeadline;
-		uint64_t mdeadline = nvs_metrics_next_deadline(now);
-		if (mdeadline && (!deadline || mdeadline < deadline))
-			deadline = mdeadline;
-		if (!deadline || next_sock_check_ns < deadline)
-			deadline = next_sock_check_ns;
-		if (accept_paused_until && accept_paused_until < deadline)
-			deadline = accept_paused_until;
-		int timeout = -1;
-		if (deadline) {
-			uint64_t left = deadline > now ? deadline - now : 0;
-			/* Round up: waking early would only loop. */
-			uint64_t t = (left + 999999) / 1000000;
-			timeout = t > 60000 ? 60000 : (int)t;
-		}
-		int n = epoll_wait(nvs_epfd, evs, 64, timeout);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			NVS_ERROR("epoll_wait: %s", strerror(errno));
-			return 1;
-		}
-		for (int i = 0; i < n; i++) {
-			void *p = evs[i].data.ptr;
-			struct listener *l = NULL;
-			for (unsigned k = 0; k < NLISTENERS; k++)
-				if (p == &listeners[k])
-					l = &listeners[k];
-			if (l) {
-				accept_all(l);
-			} else if (p == &nvs_k8s_tag) {
-				nvs_k8s_on_event();
-			} else if (p == &tag_signal) {
-				struct signalfd_siginfo si;
-				if (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
-					NVS_INFO("signal %u (%s): shutting down", si.ssi_signo,
-						 strsignal((int)si.ssi_signo));
-					nvs_event("shutdown", "\"signal\":%u", si.ssi_signo);
-					return 0;
-				}
-			} else {
-				struct conn *c = p;
-				if (evs[i].events & EPOLLOUT)
-					conn_on_writable(c);
-				if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
-					conn_on_readable(c);
-			}
-		}
-		conn_reap();
-	}
+	return nvs_loop_run();
 }
 
 void nvs_server_close(void)
@@ -531,8 +527,7 @@ void nvs_server_close(void)
 	}
 	if (sig_fd >= 0)
 		close(sig_fd);
-	if (nvs_epfd >= 0)
-		close(nvs_epfd);
+	nvs_loop_close();
 	if (spare_fd >= 0)
 		close(spare_fd);
 	NVS_INFO("stopped; removed %s and %s", S.sock_path, S.admin_sock_path);

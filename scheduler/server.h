@@ -1,13 +1,13 @@
 /*
- * The event loop: one epoll set with the listening socket, a signalfd for
- * SIGTERM/SIGINT, and every connection. Timers (TQ expiry, DROP_LOCK grace)
- * come from policy_next_deadline() as the epoll timeout, on
- * CLOCK_MONOTONIC.
+ * The server: the two listening sockets (client and admin), a signalfd for
+ * SIGTERM/SIGINT, and every accepted connection, watched through the event
+ * loop (loop.h). nvs_server_open() also registers the loop's timers, in
+ * the order they run each turn: policy (TQ expiry, DROP_LOCK grace), the
+ * reaping of ended connections, the socket check, unmanaged processes,
+ * metrics.
  */
 #ifndef NVSHARE_SCHEDULER_SERVER_H
 #define NVSHARE_SCHEDULER_SERVER_H
-
-extern int nvs_epfd;
 
 /* Binds the socket in cfg.sock_dir (taking the directory's lock file),
  * or explains why not and returns -1. */

@@ -28,59 +28,6 @@ void nvs_config_defaults(struct sched_config *cfg)
 	cfg->swap_tq_max_factor = NVS_DEFAULT_SWAP_TQ_MAX_FACTOR;
 }
 
-int nvs_parse_tq_ms(const char *s, uint64_t *out)
-{
-	if (!s)
-		return -1;
-	while (isspace((unsigned char)*s))
-		s++;
-	const char *p = s;
-	while (isdigit((unsigned char)*p) || *p == '.')
-		p++;
-	while (isspace((unsigned char)*p))
-		p++;
-	uint64_t ms;
-	if (*p == '\0') {
-		/* Bare number: seconds, as nvshare's -T always took. Parse
-		 * the fraction exactly (up to ms) rather than via double. */
-		uint64_t whole = 0, frac = 0;
-		unsigned fd = 0;
-		const char *q = s;
-		if (!isdigit((unsigned char)*q) && *q != '.')
-			return -1;
-		for (; isdigit((unsigned char)*q); q++) {
-			if (whole > NVS_MAX_TQ_MS)
-				return -1;
-			whole = whole * 10 + (uint64_t)(*q - '0');
-		}
-		if (*q == '.') {
-			q++;
-			if (!isdigit((unsigned char)*q))
-				return -1;
-			for (; isdigit((unsigned char)*q); q++, fd++)
-				if (fd < 3)
-					frac = frac * 10 + (uint64_t)(*q - '0');
-			while (fd < 3) {
-				frac *= 10;
-				fd++;
-			}
-		}
-		while (isspace((unsigned char)*q))
-			q++;
-		if (*q)
-			return -1;
-		if (whole > NVS_MAX_TQ_MS / 1000)
-			return -1;
-		ms = whole * 1000 + frac;
-	} else if (nvs_parse_duration_ms(s, &ms)) {
-		return -1;
-	}
-	if (ms < NVS_MIN_TQ_MS || ms > NVS_MAX_TQ_MS)
-		return -1;
-	*out = ms;
-	return 0;
-}
-
 int nvs_parse_ms32(const char *s, uint32_t *out)
 {
 	uint64_t v;
@@ -94,7 +41,7 @@ int nvs_parse_capacity_list(const char *s, struct sched_config *cfg)
 {
 	if (!s)
 		return -1;
-	uint64_t vals[NVS_SCHED_MAX_GPUS];
+	uint64_t vals[NVS_MAX_GPUS];
 	unsigned n = 0;
 	char buf[1024];
 	if (strlen(s) >= sizeof buf)
@@ -107,7 +54,7 @@ int nvs_parse_capacity_list(const char *s, struct sched_config *cfg)
 		char *comma = strchr(item, ',');
 		if (comma)
 			*comma = '\0';
-		if (n >= NVS_SCHED_MAX_GPUS)
+		if (n >= NVS_MAX_GPUS)
 			return -1;
 		char *t = item;
 		while (isspace((unsigned char)*t))

@@ -1,6 +1,6 @@
 /*
- * Scheduler settings: defaults, the environment (NVSHARE_*), and the value
- * parsers shared with nvsharectl (TQ in seconds, capacity lists).
+ * Scheduler settings: defaults, the environment (NVSHARE_*), and the
+ * scheduler-only value parsers (capacity lists, 32-bit durations).
  */
 #ifndef NVSHARE_SCHEDULER_SETTINGS_H
 #define NVSHARE_SCHEDULER_SETTINGS_H
@@ -11,16 +11,11 @@ struct sched_config;
 
 #define NVS_DEFAULT_TQ_MS 30000u
 #define NVS_DEFAULT_RESERVE (512ull << 20)
-/* Idle release: the client gives the lock back after this long without a
- * gated call while someone waits. 20 ms keeps "a waiting job runs within
- * 50 ms of the holder's last kernel" with room for drain and hand-off. */
-#define NVS_DEFAULT_IDLE_RELEASE_MS 20u
+/* NVS_DEFAULT_IDLE_RELEASE_MS: common/protocol.h (the client shares it). */
 #define NVS_DEFAULT_DROP_GRACE_MS 5000u
 /* Unknown tenants (peer.h, docs/security.md): restrictive by default. */
 #define NVS_DEFAULT_UNKNOWN_CORE_LIMIT 10u
 #define NVS_DEFAULT_UNKNOWN_MEM_LIMIT (1ull << 30)
-#define NVS_MIN_TQ_MS 1u
-#define NVS_MAX_TQ_MS (24ull * 3600 * 1000)
 
 /* Fills cfg with the built-in defaults. */
 void nvs_config_defaults(struct sched_config *cfg);
@@ -28,10 +23,7 @@ void nvs_config_defaults(struct sched_config *cfg);
  * the number of bad values. */
 int nvs_config_from_env(struct sched_config *cfg);
 
-/* TQ: a bare number is seconds (fractions allowed: "0.3"), or a duration
- * with unit ("300ms", "30s", "2m"). Range NVS_MIN_TQ_MS..NVS_MAX_TQ_MS.
- * Returns 0 or -1. */
-int nvs_parse_tq_ms(const char *s, uint64_t *out);
+/* The TQ parser and its range, shared with nvsharectl: common/parse.h. */
 
 /* Capacity: "16Gi" for every GPU, or a comma list per GPU index
  * ("16Gi,8Gi"; an empty item or "auto" leaves that GPU automatic). Fills

@@ -18,7 +18,6 @@
 #include <sys/types.h>
 #include <time.h>
 
-#define NVS_SCHED_MAX_GPUS 64
 /* Swap times kept per GPU and direction (claims.h NVS_SWAP_SAMPLES). */
 #define NVS_SWAP_RING 9
 /* A peer that lets this much output pile up is not reading: disconnect it. */
@@ -152,7 +151,7 @@ struct client {
 	char pod_namespace[64];
 	uint64_t connected_ns;
 	struct conn *conn;
-	struct client_gpu *gpus[NVS_SCHED_MAX_GPUS];
+	struct client_gpu *gpus[NVS_MAX_GPUS];
 	unsigned ngpus;
 	/* fairness.c: its tenant's record (turns, revocations). */
 	struct nvs_tenant *fair;
@@ -227,9 +226,9 @@ struct gpu {
 struct sched_config {
 	unsigned mode; /* default for every GPU */
 	uint64_t tq_ms;
-	uint64_t reserve;		       /* bytes kept free: capacity = total - reserve */
-	uint64_t capacity[NVS_SCHED_MAX_GPUS]; /* per index override, 0 none */
-	uint64_t capacity_all;		       /* override for every GPU, 0 none */
+	uint64_t reserve;		 /* bytes kept free: capacity = total - reserve */
+	uint64_t capacity[NVS_MAX_GPUS]; /* per index override, 0 none */
+	uint64_t capacity_all;		 /* override for every GPU, 0 none */
 	uint32_t idle_release_ms;
 	uint32_t drop_grace_ms;
 	int use_nvml;
@@ -256,7 +255,7 @@ struct sched_config {
 
 struct sched {
 	struct sched_config cfg;
-	struct gpu gpus[NVS_SCHED_MAX_GPUS];
+	struct gpu gpus[NVS_MAX_GPUS];
 	unsigned ngpus;
 	int nvml_ok;
 	struct client *clients;

@@ -74,7 +74,7 @@ static nvs_pfn_nvmlDeviceGetComputeRunningProcesses_v3 list_v2;
 static nvs_pfn_nvmlDeviceGetComputeRunningProcesses list_v1;
 static nvs_pfn_nvmlDeviceGetHandleByUUID by_uuid;
 static int enabled;
-static nvmlDevice_t dev_cache[NVS_SCHED_MAX_GPUS];
+static nvmlDevice_t dev_cache[NVS_MAX_GPUS];
 
 /* ---- the table of processes seen ---- */
 
@@ -94,9 +94,9 @@ struct um_proc {
 static struct um_proc tab[NVS_UNMANAGED_MAX_TRACKED];
 static uint64_t gen, next_check_ns;
 /* Processes beyond the table, per GPU (counted, not remembered). */
-static unsigned untracked[NVS_SCHED_MAX_GPUS];
-static int table_full_logged, too_many_logged[NVS_SCHED_MAX_GPUS];
-static int query_failed_logged[NVS_SCHED_MAX_GPUS];
+static unsigned untracked[NVS_MAX_GPUS];
+static int table_full_logged, too_many_logged[NVS_MAX_GPUS];
+static int query_failed_logged[NVS_MAX_GPUS];
 
 static struct um_proc *find(int pid, int gpu)
 {

@@ -1,6 +1,6 @@
 /*
- * client_probe: the scheduler client (client/sched_*.c) linked into a
- * program with a fake driver table, so the lock protocol can be tested
+ * client_probe: the scheduler client (client/sched_*.c) and accounting
+ * linked into a program with a fake driver table, so the lock protocol can be tested
  * against the real nvshare-scheduler without libnvshare's interposition or a
  * GPU. A "kernel" is nvs_gate() followed by a sleep of --kernel-us in the
  * calling thread (it is synchronous, so the drain has nothing to wait for).
@@ -72,18 +72,6 @@ static CUresult f_total(size_t *b, CUdevice d)
 	(void)d;
 	*b = (size_t)16 << 30;
 	return CUDA_SUCCESS;
-}
-
-/* accounting.c is not linked: SET_LIMITS lands here. */
-void nvs_acct_set_runtime_limit(int dev, uint64_t bytes)
-{
-	printf("SET_LIMITS dev=%d bytes=%llu\n", dev, (unsigned long long)bytes);
-}
-
-/* client/sched_swap.c walks the allocation table: this program has none. */
-void nvs_acct_foreach_managed(int dev, void (*cb)(CUdeviceptr, uint64_t, void *), void *ctx)
-{
-	(void)dev, (void)cb, (void)ctx;
 }
 
 static double now_ms(void)
@@ -170,7 +158,8 @@ int main(int argc, char **argv)
 	printf("START name=%s pid=%d t=%.3f\n", name, (int)getpid(), t0);
 	nvs_sched_start();
 	has_ctx = 1;
-	nvs_sched_mem_changed(0, alloc);
+	if (alloc && nvs_acct_reserve(0, alloc))
+		printf("ALLOC refused bytes=%llu\n", (unsigned long long)alloc);
 	nvs_sched_attach_gpu(0);
 	pthread_t t[64];
 	if (threads > 64)

@@ -7,10 +7,11 @@ TEST_TARGETS += $(B)/tests/e2e/sim_app
 $(B)/tests/e2e/sim_app: $(B)/tests/e2e/sim_app.o
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ -ldl
 
-# client_probe: the scheduler client (client/sched_*.c) with a fake driver
-# table, to test the lock protocol against the real scheduler without
+# client_probe: the scheduler client (client/sched_*.c) and accounting,
+# no stubs, with a fake driver table, to test the lock protocol against the real scheduler without
 # interposition or a GPU.
 TEST_TARGETS += $(B)/tests/e2e/client_probe
 
-$(B)/tests/e2e/client_probe: $(B)/tests/e2e/client_probe.o $(CLIENT_SCHED_OBJS) $(COMMON_OBJS)
+$(B)/tests/e2e/client_probe: $(B)/tests/e2e/client_probe.o $(CLIENT_SCHED_OBJS) \
+		$(B)/client/accounting.o $(B)/client/config.o $(B)/client/version.o $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lpthread

@@ -16,8 +16,12 @@ export NVSHARE_SCHED_MODE=on NVSHARE_SCHED_NVML=0
 
 # 1. Turns under a 100 ms quantum, 4 threads per client at the gate.
 NVSHARE_TQ=100ms start_scheduler || { not_ok "scheduler starts"; show_logs; exit 1; }
-probe A --kernels 200 --kernel-us 2000 --threads 4
+probe A --kernels 200 --kernel-us 2000 --threads 4 --alloc 1073741824
 probe B --kernels 200 --kernel-us 2000 --threads 4
+# A's 1 GiB goes through accounting (linked, not stubbed) and reaches the
+# scheduler in ATTACH_GPU: the scheduler client reads accounting's count.
+check "accounting's bytes reach the scheduler (ATTACH allocated=1Gi)" \
+  wait_event 10 attach allocated=1073741824
 app_wait A 30; app_wait B 30
 check "both finish" sh -c "grep -q '^DONE' '$T/A.out' && grep -q '^DONE' '$T/B.out'"
 alt=$(alternations)

@@ -1,5 +1,6 @@
 /* Unit tests for the scheduler's value parsers (TQ, capacity lists). */
 #include "harness.h"
+#include "parse.h"
 #include "scheduler/settings.h"
 #include "scheduler/state.h"
 
