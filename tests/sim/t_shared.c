@@ -189,7 +189,10 @@ int main(void)
 	   "both ran %d x %llu us", KERNELS, KERNEL_US);
 	double wall = (double)(nvshareSimNowNs() - t0) / 1e6, alone = KERNELS * KERNEL_US / 1000.0;
 	DIAG("alone %.0f ms; co-running: %.0f ms and %.0f ms, wall %.0f ms", alone, e1, e2, wall);
-	OK(e1 > 1.7 * alone && e2 > 1.7 * alone && wall < 2.6 * alone,
+	uint64_t t_end = nvshareSimNowNs();
+	/* Sharing shows in each one's time; wall only has to show no hang
+	 * (a busy machine stretches it: tap.h BUSY_SLACK_MS). */
+	OK(e1 > 1.7 * alone && e2 > 1.7 * alone && wall < 2 * alone + 4 * BUSY_SLACK_MS,
 	   "each got about half the GPU");
 	struct nvshare_sim_stats st, s1;
 	nvshareSimGetStats(1, &st);
@@ -200,8 +203,15 @@ int main(void)
 	       s1.used_bytes == 256 * MiB,
 	   "per-process stats of another process");
 	nvmlUtilization_t u;
-	OK(nvmlDeviceGetUtilizationRates(d1, &u) == 0 && u.gpu >= 85,
-	   "GPU 1 utilization %u%% over the last second", u.gpu);
+	int ur = nvmlDeviceGetUtilizationRates(d1, &u);
+	/* The GPU was busy until both replies came (the children queue all
+	 * their kernels at once); at most the time since then, which a busy
+	 * machine can stretch, is idle in the last second. */
+	double idle_ms = (double)(nvshareSimNowNs() - t_end) / 1e6;
+	double floor_pct = 100.0 * (1.0 - idle_ms / 1000.0) - 15.0;
+	OK(ur == 0 && u.gpu <= 100 && u.gpu >= floor_pct,
+	   "GPU 1 utilization %u%% over the last second (>= %.0f%%: idle at most %.1f ms of it)",
+	   u.gpu, floor_pct, idle_ms);
 	OK(nvmlDeviceGetUtilizationRates(d0, &u) == 0 && u.gpu == 0, "GPU 0 idle");
 
 	/* ---- exit: entries of dead processes are reclaimed ---- */

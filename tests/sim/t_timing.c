@@ -228,7 +228,8 @@ int main(void)
 	cuLaunchKernel(plain, 1, 1, 1, 1, 1, 1, 0, s1, NULL, NULL);
 	cuStreamSynchronize(s1);
 	ms = ms_since(t0);
-	OK(ms >= 3 && ms < 3 + BUSY_SLACK_MS, "default duration from NVSHARE_SIM_KERNEL_US=3000 (%.1f ms)", ms);
+	OK(ms >= 3 && ms < 3 + BUSY_SLACK_MS,
+	   "default duration from NVSHARE_SIM_KERNEL_US=3000 (%.1f ms)", ms);
 
 	/* Two streams share one GPU: their kernels serialize. */
 	t0 = nvshareSimNowNs();
@@ -240,8 +241,8 @@ int main(void)
 	double ms1 = ms_since(t0);
 	cuStreamSynchronize(s2);
 	double ms2 = ms_since(t0);
-	OK(ms1 >= 18 && ms2 >= 20 && ms2 < 20 + BUSY_SLACK_MS, "2 streams x 5 x 2 ms serialize (%.1f / %.1f ms)",
-	   ms1, ms2);
+	OK(ms1 >= 18 && ms2 >= 20 && ms2 < 20 + BUSY_SLACK_MS,
+	   "2 streams x 5 x 2 ms serialize (%.1f / %.1f ms)", ms1, ms2);
 
 	/* Context sync covers every stream; events time the work. */
 	CUevent e0, e1;
