@@ -20,6 +20,21 @@ void nvs_log_reload_env(void);
 int nvs_log_debug_enabled(void);
 
 void nvs_log(enum nvs_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* As nvs_log, with " (N similar lines suppressed)" appended when N > 0
+ * (callers that rate-limit lines themselves). */
+void nvs_log_n(enum nvs_log_level level, unsigned suppressed, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * Non-blocking logging for a daemon's event loop: from nvs_log_queue_start
+ * on, lines go into a bounded queue (cap bytes) that a writer thread
+ * drains to stderr; a line that does not fit is dropped and counted
+ * (nvs_log_dropped). nvs_log_queue_stop drains it (2 s at most). Without
+ * it (the client library) every line is written directly.
+ */
+int nvs_log_queue_start(unsigned long cap);
+void nvs_log_queue_stop(void);
+unsigned long long nvs_log_dropped(void);
 
 /*
  * Repeated warnings. Each NVS_WARN call site keeps its own limiter: once
