@@ -12,6 +12,9 @@ MODE:
   churn      connect, send garbage, close, in a loop (N: parallel sockets
              per round), for --hold seconds
   register   N connections that each send HELLO and read what comes
+  ctl-late   one connection (N: seconds to wait first) that then asks for
+             the status (streamed) and prints "REPLY status=S bytes=B
+             frames=F" (an nvsharectl that is slow to speak)
 
 Prints "READY opened=O failed=F" once the connections are set up (for
 churn: at the start), then, once FILE exists or --hold seconds passed,
@@ -71,6 +74,30 @@ def main():
 
     def done():
         return (until and os.path.exists(until)) or time.monotonic() >= end
+
+    if mode == "ctl-late":
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        time.sleep(n)
+        s.settimeout(10)
+        s.sendall(header(66, 4, 7) + struct.pack("<I", 1))
+        buf, text, frames = b"", b"", 0
+        while True:
+            while len(buf) < 16 or len(buf) < 16 + struct.unpack("<I", buf[8:12])[0]:
+                r = s.recv(65536)
+                if not r:
+                    print("REPLY closed bytes=%d frames=%d" % (len(text), frames), flush=True)
+                    return
+                buf += r
+            length = struct.unpack("<I", buf[8:12])[0]
+            body, buf = buf[16:16 + length], buf[16 + length:]
+            status, tlen = struct.unpack("<iI", body[:8])
+            text += body[8:8 + tlen]
+            frames += 1
+            if status != 1:
+                print("REPLY status=%d bytes=%d frames=%d" % (status, len(text), frames),
+                      flush=True)
+                return
 
     if mode == "churn":
         rounds = opened = failed = 0
