@@ -124,7 +124,8 @@ static void pump(struct conn *c)
 	m.reply_text = c->stream + c->stream_off;
 	m.reply_len = (uint32_t)n;
 	c->stream_off += n;
-	if (enqueue(c, &m) || c->stream_off == c->stream_len) {
+	int r = enqueue(c, &m);
+	if (c->stream && (r || c->stream_off == c->stream_len)) {
 		free(c->stream);
 		nvs_limits_charge(c, -(long long)c->stream_len);
 		c->stream = NULL;
@@ -196,6 +197,7 @@ static int enqueue(struct conn *c, const struct nvs_msg *m)
 		S.conns_closed_slow++;
 		conn_reason(c, "not-reading");
 		conn_doom(c, "peer is not reading: %zu bytes of output pending", pending);
+		conn_release_buffers(c);
 		return -1;
 	}
 	if (c->out_off && c->out_len + need > c->out_cap) {
@@ -224,6 +226,7 @@ static int enqueue(struct conn *c, const struct nvs_msg *m)
 		S.conns_closed_slow++;
 		conn_reason(c, "not-reading");
 		conn_doom(c, "peer is not reading: %zu bytes of output pending", pending + n);
+		conn_release_buffers(c);
 		return -1;
 	}
 	return 0;
@@ -284,10 +287,41 @@ static void dispatch(struct conn *c, const struct nvs_msg *m)
 	}
 }
 
+static void conn_read(struct conn *c);
+
+/* The connection whose input is being decoded: its buffer is in use. */
+static struct conn *reading;
+
+void conn_release_buffers(struct conn *c)
+{
+	if (!c->doomed)
+		return;
+	if (c != reading) {
+		resize(c, &c->in, &c->in_cap, 0);
+		c->in_len = 0;
+	}
+	resize(c, &c->out, &c->out_cap, 0);
+	c->out_len = c->out_off = 0;
+	if (c->stream) {
+		free(c->stream);
+		nvs_limits_charge(c, -(long long)c->stream_len);
+		c->stream = NULL;
+		c->stream_len = c->stream_off = 0;
+	}
+}
+
 void conn_on_readable(struct conn *c)
 {
 	if (c->doomed)
 		return;
+	reading = c;
+	conn_read(c);
+	reading = NULL;
+	nvs_limits_enforce_budget();
+}
+
+static void conn_read(struct conn *c)
+{
 	if (c->in_cap - c->in_len < 1024 && c->in_cap < IN_MAX) {
 		size_t cap = c->in_cap ? c->in_cap * 2 : IN_INITIAL;
 		if (cap > IN_MAX)
@@ -349,7 +383,6 @@ void conn_on_readable(struct conn *c)
 	}
 	if (!c->in_len && c->in_cap > KEEP_CAP)
 		resize(c, &c->in, &c->in_cap, 0);
-	nvs_limits_enforce_budget();
 }
 
 static void conn_free(struct conn *c)

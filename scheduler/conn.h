@@ -85,6 +85,9 @@ void conn_doom(struct conn *c, const char *fmt, ...) __attribute__((format(print
 void conn_reason(struct conn *c, const char *code);
 void conn_on_readable(struct conn *c);
 void conn_on_writable(struct conn *c);
+/* Frees the buffers of a doomed connection now rather than at the reap
+ * (the buffer budget: limits.c); a no-op while its input is decoded. */
+void conn_release_buffers(struct conn *c);
 /* Frees every doomed connection (client state first). */
 void conn_reap(void);
 /* Closes every connection (shutdown). */

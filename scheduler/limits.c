@@ -264,6 +264,7 @@ void nvs_limits_enforce_budget(void)
 		conn_reason(big, "buffer-budget");
 		conn_doom(big, "over the connection buffer budget (%zu bytes buffered)",
 			  big->lim.charged);
+		conn_release_buffers(big);
 	}
 }
 
@@ -286,6 +287,7 @@ void nvs_limits_tick(uint64_t now)
 		nvs_limits_stats.handshake_timeouts++;
 		conn_reason(c, "handshake-timeout");
 		conn_doom(c, "no HELLO within %u ms", nvs_limits_cfg.handshake_ms);
+		conn_release_buffers(c);
 	}
 	if (now >= next_plog_tick_ns) {
 		nvs_plog_tick(now);

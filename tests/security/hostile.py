@@ -17,7 +17,8 @@ MODE:
              frames=F" (an nvsharectl that is slow to speak)
 
 Prints "READY opened=O failed=F" once the connections are set up (for
-churn: at the start), then, once FILE exists or --hold seconds passed,
+churn: at the start), "SENT" once every connection sent all it meant to
+or was closed, then, once FILE exists or --hold seconds passed,
 "DONE opened=O closed_by_peer=C failed=F rounds=R" and exits 0.
 """
 import errno
@@ -147,7 +148,11 @@ def main():
     print("READY opened=%d failed=%d" % (len(conns), failed), flush=True)
 
     closed = 0
+    sent_said = False
     while not done():
+        if not sent_said and all(c[3] or c[2] >= len(c[1]) for c in conns):
+            print("SENT closed_by_peer=%d" % closed, flush=True)
+            sent_said = True
         for key, ev in sel.select(timeout=0.1):
             c = key.data
             s = c[0]
