@@ -93,7 +93,10 @@ int nvs_sconn_recv(struct nvs_sconn *c, struct nvs_msg *m, int timeout_ms)
 		}
 		if (c->cap - c->len < 4096) {
 			size_t cap = c->cap ? c->cap * 2 : 8192;
-			if (cap > NVS_HEADER_SIZE + NVS_MAX_PAYLOAD + 8192)
+			/* It holds less than one frame when it grows (a whole
+			 * one is decoded first), so doubling stays below two;
+			 * a streamed reply's frames come back to back. */
+			if (cap > 2 * (NVS_HEADER_SIZE + NVS_MAX_PAYLOAD) + 8192)
 				return -EPROTO;
 			uint8_t *p = realloc(c->buf, cap);
 			if (!p)
