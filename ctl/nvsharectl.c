@@ -286,8 +286,8 @@ int main(int argc, char **argv)
 				r == -EPROTO ? "malformed reply" : strerror(-r));
 			rc = 1;
 		} else if (st != 0) {
-			fprintf(stderr, "nvsharectl: %s%s\n", st == -EPERM ? "" : "refused: ",
-				text);
+			fprintf(stderr, "nvsharectl: %s%s\n",
+				st == -EPERM ? "" : "refused: ", text);
 			rc = 1;
 		} else if (json) {
 			printf("%s\n", text);

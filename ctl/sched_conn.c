@@ -146,8 +146,7 @@ int nvs_sconn_request(struct nvs_sconn *c, struct nvs_msg *req, struct nvs_msg *
 	}
 }
 
-int nvs_sconn_status(struct nvs_sconn *c, int timeout_ms, int32_t *status, char **text,
-		     size_t *len)
+int nvs_sconn_status(struct nvs_sconn *c, int timeout_ms, int32_t *status, char **text, size_t *len)
 {
 	struct nvs_msg req, rep;
 	memset(&req, 0, sizeof req);

@@ -374,8 +374,7 @@ static void conn_read(struct conn *c)
 		uint32_t plen = (uint32_t)c->in[8] | (uint32_t)c->in[9] << 8 |
 				(uint32_t)c->in[10] << 16 | (uint32_t)c->in[11] << 24;
 		size_t need = NVS_HEADER_SIZE + (size_t)plen;
-		if (need > c->in_cap && need <= IN_MAX &&
-		    resize(c, &c->in, &c->in_cap, need)) {
+		if (need > c->in_cap && need <= IN_MAX && resize(c, &c->in, &c->in_cap, need)) {
 			conn_reason(c, "out-of-memory");
 			conn_doom(c, "out of memory");
 			return;

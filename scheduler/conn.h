@@ -56,7 +56,7 @@ struct conn {
 	struct {
 		uint64_t accepted_ns;
 		size_t charged; /* bytes of buffers counted in the budget */
-		int counted;	/* counted against its tenant */
+		void *tenant;	/* its tenant's count (limits.c), NULL: none */
 		int hs_listed;	/* in the handshake FIFO */
 		struct conn *hs_prev, *hs_next;
 	} lim;

@@ -47,7 +47,8 @@ int nvs_limits_set_max_conns(const char *what, const char *v)
 int nvs_limits_set_handshake(const char *what, const char *v)
 {
 	uint32_t ms;
-	if (nvs_parse_ms32(v, &ms) || (ms && (ms < NVS_MIN_HANDSHAKE_MS || ms > NVS_MAX_HANDSHAKE_MS))) {
+	if (nvs_parse_ms32(v, &ms) ||
+	    (ms && (ms < NVS_MIN_HANDSHAKE_MS || ms > NVS_MAX_HANDSHAKE_MS))) {
 		fprintf(stderr,
 			"nvshare-scheduler: bad value for %s: \"%s\" (expected 0 (none) or %u ms "
 			"to %u ms: 2000, 2s, 500ms)\n",
@@ -125,19 +126,19 @@ static struct tenant_count *tenant_get(const char *key, int create)
 	return t;
 }
 
-static void tenant_put(const char *key)
+/* One connection fewer; the entry goes with the tenant's last one. The
+ * entry is the one counted at admission (the peer is not looked at
+ * again). */
+static void tenant_put(struct tenant_count *t)
 {
-	unsigned b = khash(key);
-	for (struct tenant_count **pp = &tbucket[b]; *pp; pp = &(*pp)->next) {
-		struct tenant_count *t = *pp;
-		if (strcmp(t->key, key))
-			continue;
-		if (t->n && --t->n == 0) {
+	if (t->n && --t->n)
+		return;
+	for (struct tenant_count **pp = &tbucket[khash(t->key)]; *pp; pp = &(*pp)->next)
+		if (*pp == t) {
 			*pp = t->next;
 			free(t);
+			return;
 		}
-		return;
-	}
 }
 
 /* Handshake FIFO: client-socket connections that have not sent HELLO, in
@@ -195,15 +196,15 @@ int nvs_limits_admit(struct conn *c)
 			nvs_event("conn_refused",
 				  "\"reason\":\"tenant-limit\",\"pid\":%d,\"uid\":%d,\"tenant\":%s,"
 				  "\"open\":%u,\"limit\":%u,\"quiet\":%u,\"refused\":%llu",
-				  (int)c->peer.pid, (int)c->peer.uid, nvs_json_str(key, k, sizeof k),
-				  t->n, cap, quiet,
+				  (int)c->peer.pid, (int)c->peer.uid,
+				  nvs_json_str(key, k, sizeof k), t->n, cap, quiet,
 				  (unsigned long long)nvs_limits_stats.refused_tenant);
 		}
 		return -1;
 	}
 	if (t) {
 		t->n++;
-		c->lim.counted = 1;
+		c->lim.tenant = t;
 	}
 	if (nvs_limits_cfg.handshake_ms)
 		hs_add(c);
@@ -214,10 +215,9 @@ void nvs_limits_conn_gone(struct conn *c)
 {
 	hs_remove(c);
 	nvs_limits_charge(c, -(long long)c->lim.charged);
-	if (c->lim.counted) {
-		char key[48];
-		tenant_put(nvs_tenant_key(&c->peer, key, sizeof key));
-		c->lim.counted = 0;
+	if (c->lim.tenant) {
+		tenant_put(c->lim.tenant);
+		c->lim.tenant = NULL;
 	}
 }
 
@@ -254,13 +254,14 @@ void nvs_limits_enforce_budget(void)
 		static char site;
 		unsigned quiet;
 		if (nvs_plog_allow(&site, "over-budget", &big->peer, &quiet))
-			nvs_log_n(NVS_LOG_WARN, quiet,
-				  "buffered input and output of all connections is %llu bytes, over "
-				  "the budget of %llu (NVSHARE_CONN_BUFFER_BUDGET): closing the "
-				  "largest, conn %u (pid %d, uid %d, %zu bytes)",
-				  (unsigned long long)live,
-				  (unsigned long long)nvs_limits_cfg.buffer_budget, big->id,
-				  (int)big->peer.pid, (int)big->peer.uid, big->lim.charged);
+			nvs_log_n(
+			    NVS_LOG_WARN, quiet,
+			    "buffered input and output of all connections is %llu bytes, over "
+			    "the budget of %llu (NVSHARE_CONN_BUFFER_BUDGET): closing the "
+			    "largest, conn %u (pid %d, uid %d, %zu bytes)",
+			    (unsigned long long)live,
+			    (unsigned long long)nvs_limits_cfg.buffer_budget, big->id,
+			    (int)big->peer.pid, (int)big->peer.uid, big->lim.charged);
 		conn_reason(big, "buffer-budget");
 		conn_doom(big, "over the connection buffer budget (%zu bytes buffered)",
 			  big->lim.charged);
@@ -301,7 +302,8 @@ uint64_t nvs_limits_next_deadline(void)
 	/* A head that already said HELLO is dropped at the next tick: wake
 	 * for it no sooner than its own deadline would. */
 	if (hs_head && nvs_limits_cfg.handshake_ms) {
-		uint64_t h = hs_head->lim.accepted_ns + (uint64_t)nvs_limits_cfg.handshake_ms * 1000000ull;
+		uint64_t h =
+		    hs_head->lim.accepted_ns + (uint64_t)nvs_limits_cfg.handshake_ms * 1000000ull;
 		if (h < d)
 			d = h;
 	}

@@ -532,7 +532,8 @@ void nvs_metrics_render(struct mbuf *b, const struct msnap *s, const struct msam
 		    (unsigned long long)s->budget_cuts);
 	family(b, "nvshare_scheduler_connections_refused_total", "counter",
 	       "Connections refused at accept: the tenant had NVSHARE_MAX_CONNS_PER_TENANT.");
-	mbuf_printf(b, "nvshare_scheduler_connections_refused_total{reason=\"tenant_limit\"} %llu\n",
+	mbuf_printf(b,
+		    "nvshare_scheduler_connections_refused_total{reason=\"tenant_limit\"} %llu\n",
 		    (unsigned long long)s->refused_tenant);
 	family(b, "nvshare_scheduler_connection_buffer_bytes", "gauge",
 	       "Input and output buffered for client-socket connections "

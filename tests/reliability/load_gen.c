@@ -265,9 +265,12 @@ int main(int argc, char **argv)
 	target = (uint64_t)env_int("NVS_LOAD_CYCLES", 100000);
 	int stall_ms = 5000, hold_ms = -1;
 	static const struct option opts[] = {
-	    {"clients", required_argument, 0, 'n'}, {"gpus", required_argument, 0, 'g'},
-	    {"cycles", required_argument, 0, 'c'},  {"stall-ms", required_argument, 0, 's'},
-	    {"hold-ms", required_argument, 0, 'H'}, {"attach", no_argument, 0, 'a'},
+	    {"clients", required_argument, 0, 'n'},
+	    {"gpus", required_argument, 0, 'g'},
+	    {"cycles", required_argument, 0, 'c'},
+	    {"stall-ms", required_argument, 0, 's'},
+	    {"hold-ms", required_argument, 0, 'H'},
+	    {"attach", no_argument, 0, 'a'},
 	    {0, 0, 0, 0},
 	};
 	int o;
