@@ -22,6 +22,11 @@ static struct conn *conns;
 static struct conn *doomed;
 static unsigned nconns;
 static uint32_t next_conn_id;
+/* The connection whose input is being decoded: its buffer is in use. */
+static struct conn *reading;
+
+static void conn_read(struct conn *c);
+static void process_input(struct conn *c);
 
 #define IN_INITIAL 4096u
 #define IN_MAX (NVS_HEADER_SIZE + NVS_MAX_PAYLOAD)
@@ -100,13 +105,33 @@ void conn_doom(struct conn *c, const char *fmt, ...)
 	doomed = c;
 }
 
+/* Output a peer may leave unread before its requests stop being read
+ * (back-pressure): a peer that asks and never reads the answers costs at
+ * most this much work and memory, not one status per request it sent. */
+#define OUT_PAUSE (64u * 1024u)
+
+static int input_paused(const struct conn *c)
+{
+	return c->stream || c->out_len - c->out_off > OUT_PAUSE;
+}
+
+/* EPOLLIN unless input is paused, EPOLLOUT while output is pending. */
+static void update_events(struct conn *c, int want_out)
+{
+	int in = !input_paused(c);
+	if ((c->want_out == want_out && c->in_paused == !in) || c->doomed)
+		return;
+	struct epoll_event ev = {.events = (in ? EPOLLIN : 0) | (want_out ? EPOLLOUT : 0),
+				 .data.ptr = c};
+	if (epoll_ctl(nvs_epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0) {
+		c->want_out = want_out;
+		c->in_paused = !in;
+	}
+}
+
 static void set_want_out(struct conn *c, int on)
 {
-	if (c->want_out == on || c->doomed)
-		return;
-	struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0), .data.ptr = c};
-	if (epoll_ctl(nvs_epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
-		c->want_out = on;
+	update_events(c, on);
 }
 
 static int enqueue(struct conn *c, const struct nvs_msg *m);
@@ -243,8 +268,17 @@ void conn_send(struct conn *c, const struct nvs_msg *m)
 
 void conn_on_writable(struct conn *c)
 {
-	if (!c->doomed)
-		flush(c);
+	if (c->doomed)
+		return;
+	flush(c);
+	/* Drained below the back-pressure mark: requests that waited in the
+	 * input buffer are taken now (no new byte may ever come). */
+	if (!c->doomed && c->in_len && !input_paused(c)) {
+		reading = c;
+		process_input(c);
+		reading = NULL;
+		nvs_limits_enforce_budget();
+	}
 }
 
 static void dispatch(struct conn *c, const struct nvs_msg *m)
@@ -287,11 +321,6 @@ static void dispatch(struct conn *c, const struct nvs_msg *m)
 	}
 }
 
-static void conn_read(struct conn *c);
-
-/* The connection whose input is being decoded: its buffer is in use. */
-static struct conn *reading;
-
 void conn_release_buffers(struct conn *c)
 {
 	if (!c->doomed)
@@ -320,34 +349,13 @@ void conn_on_readable(struct conn *c)
 	nvs_limits_enforce_budget();
 }
 
-static void conn_read(struct conn *c)
+/* Decodes and dispatches the complete frames in c's input, until its
+ * output asks for back-pressure (the rest waits in the buffer). */
+static void process_input(struct conn *c)
 {
-	if (c->in_cap - c->in_len < 1024 && c->in_cap < IN_MAX) {
-		size_t cap = c->in_cap ? c->in_cap * 2 : IN_INITIAL;
-		if (cap > IN_MAX)
-			cap = IN_MAX;
-		if (resize(c, &c->in, &c->in_cap, cap)) {
-			conn_reason(c, "out-of-memory");
-			conn_doom(c, "out of memory");
-			return;
-		}
-	}
-	ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
-	if (n == 0) {
-		conn_doom(c, "closed by peer");
-		return;
-	}
-	if (n < 0) {
-		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-			conn_reason(c, "read-error");
-			conn_doom(c, "read failed: %s", strerror(errno));
-		}
-		return;
-	}
-	c->in_len += (size_t)n;
 
 	size_t off = 0;
-	while (!c->doomed) {
+	while (!c->doomed && !input_paused(c)) {
 		struct nvs_msg m;
 		size_t used = 0;
 		enum nvs_decode_result r = nvs_msg_decode(c->in + off, c->in_len - off, &m, &used);
@@ -368,6 +376,8 @@ static void conn_read(struct conn *c)
 		memmove(c->in, c->in + off, c->in_len - off);
 		c->in_len -= off;
 	}
+	if (!c->doomed)
+		update_events(c, c->want_out); /* EPOLLIN off while paused */
 	/* A frame larger than the buffer: grow to exactly its size (its
 	 * length was checked against NVS_MAX_PAYLOAD by the decoder). */
 	if (!c->doomed && c->in_len >= NVS_HEADER_SIZE) {
@@ -382,6 +392,40 @@ static void conn_read(struct conn *c)
 	}
 	if (!c->in_len && c->in_cap > KEEP_CAP)
 		resize(c, &c->in, &c->in_cap, 0);
+}
+
+static void conn_read(struct conn *c)
+{
+	if (c->in_cap - c->in_len < 1024 && c->in_cap < IN_MAX) {
+		size_t cap = c->in_cap ? c->in_cap * 2 : IN_INITIAL;
+		if (cap > IN_MAX)
+			cap = IN_MAX;
+		if (resize(c, &c->in, &c->in_cap, cap)) {
+			conn_reason(c, "out-of-memory");
+			conn_doom(c, "out of memory");
+			return;
+		}
+	}
+	if (c->in_len == c->in_cap) {
+		/* Full (input paused with a whole frame waiting): reading now
+		 * would look like EOF. */
+		process_input(c);
+		return;
+	}
+	ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+	if (n == 0) {
+		conn_doom(c, "closed by peer");
+		return;
+	}
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+			conn_reason(c, "read-error");
+			conn_doom(c, "read failed: %s", strerror(errno));
+		}
+		return;
+	}
+	c->in_len += (size_t)n;
+	process_input(c);
 }
 
 static void conn_free(struct conn *c)
