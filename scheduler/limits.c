@@ -272,11 +272,16 @@ void nvs_limits_enforce_budget(void)
 /* ---- handshake deadline, periodic work ---- */
 
 static uint64_t next_plog_tick_ns;
+#define HS_BATCH 64u
 
 void nvs_limits_tick(uint64_t now)
 {
 	uint64_t dl = (uint64_t)nvs_limits_cfg.handshake_ms * 1000000ull;
-	while (hs_head && dl) {
+	/* At most HS_BATCH closes per loop turn: a thousand connections that
+	 * expire together are closed over a few turns, with the clients'
+	 * events served in between (the next deadline is then "now"). */
+	unsigned closed = 0;
+	while (hs_head && dl && closed < HS_BATCH) {
 		struct conn *c = hs_head;
 		if (c->kind == CONN_CLIENT || c->doomed) {
 			hs_remove(c);
@@ -286,6 +291,7 @@ void nvs_limits_tick(uint64_t now)
 			break;
 		hs_remove(c);
 		nvs_limits_stats.handshake_timeouts++;
+		closed++;
 		conn_reason(c, "handshake-timeout");
 		conn_doom(c, "no HELLO within %u ms", nvs_limits_cfg.handshake_ms);
 		conn_release_buffers(c);
