@@ -204,13 +204,36 @@ static void vlog(enum nvs_log_level level, unsigned suppressed, const char *fmt,
 	emit(line, len);
 }
 
+static _Atomic(nvs_log_filter_fn) filter;
+
+void nvs_log_set_filter(nvs_log_filter_fn f)
+{
+	atomic_store(&filter, f);
+}
+
+/* 0: the filter dropped the line. */
+static int filtered(const char *fmt, enum nvs_log_level level, unsigned *suppressed)
+{
+	nvs_log_filter_fn f = atomic_load(&filter);
+	if (!f || (level != NVS_LOG_INFO && level != NVS_LOG_WARN))
+		return 1;
+	unsigned n = 0;
+	if (!f(fmt, level, &n))
+		return 0;
+	*suppressed += n;
+	return 1;
+}
+
 void nvs_log(enum nvs_log_level level, const char *fmt, ...)
 {
 	if (level == NVS_LOG_DEBUG && !nvs_log_debug_enabled())
 		return;
+	unsigned suppressed = 0;
+	if (!filtered(fmt, level, &suppressed))
+		return;
 	va_list ap;
 	va_start(ap, fmt);
-	vlog(level, 0, fmt, ap);
+	vlog(level, suppressed, fmt, ap);
 	va_end(ap);
 }
 
@@ -250,6 +273,8 @@ void nvs_log_site(struct nvs_log_site *site, enum nvs_log_level level, const cha
 		}
 		suppressed = __atomic_exchange_n(&site->suppressed, 0, __ATOMIC_RELAXED);
 	}
+	if (!filtered(fmt, level, &suppressed))
+		return;
 	va_list ap;
 	va_start(ap, fmt);
 	vlog(level, suppressed, fmt, ap);

@@ -26,6 +26,16 @@ void nvs_log_n(enum nvs_log_level level, unsigned suppressed, const char *fmt, .
     __attribute__((format(printf, 3, 4)));
 
 /*
+ * A filter asked before each INFO or WARN line is formatted (not for
+ * nvs_log_n, whose callers limit themselves): 0 drops the line, 1 logs it
+ * with " (N similar lines suppressed)" when it sets *suppressed. The
+ * scheduler rate-limits the lines a peer provokes with it (plog.h). NULL:
+ * none (the default).
+ */
+typedef int (*nvs_log_filter_fn)(const char *fmt, enum nvs_log_level level, unsigned *suppressed);
+void nvs_log_set_filter(nvs_log_filter_fn f);
+
+/*
  * Non-blocking logging for a daemon's event loop: from nvs_log_queue_start
  * on, lines go into a bounded queue (cap bytes) that a writer thread
  * drains to stderr; a line that does not fit is dropped and counted

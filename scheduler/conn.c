@@ -370,7 +370,9 @@ static void process_input(struct conn *c)
 		}
 		off += used;
 		NVS_DEBUG("conn %u pid %d: %s", c->id, (int)c->peer.pid, nvs_msg_type_name(m.type));
+		nvs_plog_set_peer(&c->peer); /* lines it causes: its tenant's */
 		dispatch(c, &m);
+		nvs_plog_set_peer(NULL);
 	}
 	if (off) {
 		memmove(c->in, c->in + off, c->in_len - off);

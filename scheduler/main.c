@@ -359,6 +359,7 @@ int main(int argc, char **argv)
 		NVS_WARN("cannot start the log writer: logging directly to stderr");
 	else
 		atexit(nvs_log_queue_stop); /* every exit path writes what is queued */
+	nvs_plog_start();
 
 	NVS_INFO("nvshare-scheduler %s starting: mode %s, tq %llu ms, reserve %llu, idle release "
 		 "%u ms, drop grace %u ms",

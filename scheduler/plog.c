@@ -72,7 +72,7 @@ static void summary(struct slot *s)
 {
 	if (!s->suppressed)
 		return;
-	nvs_log_n(NVS_LOG_WARN, s->suppressed, "tenant %s: lines of kind \"%s\" rate-limited",
+	nvs_log_n(NVS_LOG_WARN, s->suppressed, "tenant %s: lines of kind \"%.60s\" rate-limited",
 		  s->tenant, s->kind);
 	s->suppressed = 0;
 	pending--;
@@ -129,4 +129,25 @@ void nvs_plog_tick(uint64_t now)
 		if (s->suppressed && now - s->win_start_ns >= SUMMARY_AFTER_NS)
 			summary(s);
 	}
+}
+
+/* The loop thread's current peer (other threads log freely). */
+static __thread const struct nvs_peer *cur_peer;
+
+void nvs_plog_set_peer(const struct nvs_peer *p)
+{
+	cur_peer = p;
+}
+
+static int filter(const char *fmt, enum nvs_log_level level, unsigned *suppressed)
+{
+	(void)level;
+	if (!cur_peer)
+		return 1;
+	return nvs_plog_allow(fmt, fmt, cur_peer, suppressed);
+}
+
+void nvs_plog_start(void)
+{
+	nvs_log_set_filter(filter);
 }

@@ -34,6 +34,16 @@ const char *nvs_tenant_key(const struct nvs_peer *p, char *buf, size_t cap);
 int nvs_plog_allow(const void *site, const char *kind, const struct nvs_peer *p,
 		   unsigned *suppressed);
 
+/*
+ * Every INFO or WARN line logged while a peer's message is being handled
+ * (conn.c sets the peer around dispatch) is limited the same way, its
+ * format string being its kind: a client that asks for the lock, attaches
+ * or says HELLO in a loop cannot fill the log with the lines those
+ * messages cause. nvs_plog_start installs the filter (common/log.h).
+ */
+void nvs_plog_start(void);
+void nvs_plog_set_peer(const struct nvs_peer *p); /* NULL: none */
+
 /* Logs summaries of keys that went quiet with lines suppressed. */
 void nvs_plog_tick(uint64_t now);
 

@@ -71,6 +71,10 @@ unsigned long long nvs_log_dropped(void)
 {
 	return 0;
 }
+void nvs_log_set_filter(nvs_log_filter_fn f)
+{
+	(void)f;
+}
 void nvs_log_set_warn_interval(unsigned long long ns)
 {
 	(void)ns;

@@ -11,6 +11,7 @@ MODE:
   idle       N connections that send nothing
   churn      connect, send garbage, close, in a loop (N: parallel sockets
              per round), for --hold seconds
+  churn-hello  the same with a valid HELLO instead of garbage
   register   N connections that each send HELLO and read what comes
   ctl-late   one connection (N: seconds to wait first) that then asks for
              the status (streamed) and prints "REPLY status=S bytes=B
@@ -100,7 +101,9 @@ def main():
                       flush=True)
                 return
 
-    if mode == "churn":
+    if mode in ("churn", "churn-hello"):
+        payload = hello() if mode == "churn-hello" else \
+            b"GET / HTTP/1.0\r\n\r\n garbage, not a frame"
         rounds = opened = failed = 0
         print("READY opened=0 failed=0", flush=True)
         while not done():
@@ -110,7 +113,7 @@ def main():
                     s = connect(path)
                     opened += 1
                     try:
-                        s.send(b"GET / HTTP/1.0\r\n\r\n garbage, not a frame")
+                        s.send(payload)
                     except OSError:
                         pass
                     socks.append(s)
