@@ -93,6 +93,22 @@ static void emit(const char *line, size_t len)
 	pthread_mutex_unlock(&q.mu);
 }
 
+/* "N log lines dropped" once the queue is empty again (or at the end). */
+static void report_drops(unsigned long long *reported)
+{
+	unsigned long long d = atomic_load(&dropped);
+	if (d == *reported)
+		return;
+	char note[160];
+	int k = snprintf(note, sizeof note,
+			 "[nvshare][%s] %llu log line(s) dropped: stderr was not drained fast "
+			 "enough\n",
+			 component, d - *reported);
+	if (k > 0)
+		write_all(note, (size_t)k < sizeof note ? (size_t)k : sizeof note - 1);
+	*reported = d;
+}
+
 static void *writer(void *arg)
 {
 	(void)arg;
@@ -113,19 +129,13 @@ static void *writer(void *arg)
 		int empty = !q.len;
 		pthread_mutex_unlock(&q.mu);
 		write_all(chunk, n);
-		unsigned long long d = atomic_load(&dropped);
-		if (empty && d != reported) {
-			char note[160];
-			int k = snprintf(note, sizeof note,
-					 "[nvshare][%s] %llu log line(s) dropped: stderr was not "
-					 "drained fast enough\n",
-					 component, d - reported);
-			if (k > 0)
-				write_all(note, (size_t)k < sizeof note ? (size_t)k : sizeof note);
-			reported = d;
-		}
+		if (empty)
+			report_drops(&reported);
 		pthread_mutex_lock(&q.mu);
 	}
+	pthread_mutex_unlock(&q.mu);
+	report_drops(&reported);
+	pthread_mutex_lock(&q.mu);
 	q.done = 1;
 	pthread_cond_broadcast(&q.cv);
 	pthread_mutex_unlock(&q.mu);
@@ -140,6 +150,8 @@ int nvs_log_queue_start(unsigned long cap)
 	if (!q.buf)
 		return -1;
 	q.cap = cap;
+	q.head = q.len = 0;
+	q.stop = q.done = 0;
 	if (pthread_create(&q.th, NULL, writer, NULL)) {
 		free(q.buf);
 		q.buf = NULL;
