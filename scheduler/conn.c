@@ -82,9 +82,12 @@ static int resize(struct conn *c, uint8_t **buf, size_t *cap, size_t want)
 	return 0;
 }
 
-/* A buffer larger than this is given back once empty: a burst (a large
- * frame, a status) must not pin memory for the life of the connection. */
-#define KEEP_CAP (16u * 1024u)
+/* Buffers are given back once empty: an idle connection holds none (the
+ * budget then counts only what is in flight, and a thousand idle clients
+ * cost it nothing), and a burst (a large frame, a status) does not pin
+ * memory for the life of the connection. A malloc per message batch is
+ * the price. */
+#define KEEP_CAP 0u
 
 void conn_reason(struct conn *c, const char *code)
 {
