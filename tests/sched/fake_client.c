@@ -228,6 +228,10 @@ static int p_closed(int g)
 	(void)g;
 	return closed;
 }
+static int p_lock_ok_or_closed(int g)
+{
+	return p_lock_ok(g) || closed;
+}
 static int p_mode_known(int g)
 {
 	return mode_known[g];
@@ -347,8 +351,12 @@ static void run_cmd(char *cmd)
 		int g = gpu_arg(argv[1]);
 		send_gpu(NVS_MSG_REQ_LOCK, g, 0);
 		EV("SENT REQ_LOCK gpu=%d", g);
-		if (!pump(now_us() + 600000000ull, p_lock_ok, g))
+		/* A closed connection never brings LOCK_OK (this tool does not
+		 * reconnect): exit 4 at once rather than wait out the 600 s. */
+		if (!pump(now_us() + 600000000ull, p_lock_ok_or_closed, g))
 			die(3, "timeout waiting for LOCK_OK");
+		if (!p_lock_ok(g))
+			die(4, "closed while waiting for LOCK_OK");
 	} else if (!strcmp(c, "release")) {
 		send_release(gpu_arg(argv[1]), 0);
 	} else if (!strcmp(c, "idle_release")) {
