@@ -2,6 +2,7 @@
 
 #include "parse.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -36,6 +37,157 @@ int nvs_log_debug_enabled(void)
 	return debug_enabled;
 }
 
+/*
+ * The scheduler's lines go through a bounded queue to a writer thread
+ * (nvs_log_queue_start): its loop must never block on a slow stderr (a
+ * pipe drained at 1 MB/s stalled it for tens of ms). A full queue drops
+ * the line and counts it; the writer reports the drops once it catches
+ * up. Without the queue (the client library, tools) each line is one
+ * write(2), so concurrent lines do not interleave.
+ */
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	char *buf;
+	size_t cap, head, len; /* ring: bytes [head, head+len) mod cap */
+	int stop, done;
+	pthread_t th;
+} q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0, 0, 0, 0};
+static _Atomic int q_on;
+static _Atomic unsigned long long dropped;
+
+unsigned long long nvs_log_dropped(void)
+{
+	return atomic_load(&dropped);
+}
+
+static void write_all(const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(STDERR_FILENO, p, n);
+		if (w <= 0)
+			return; /* EINTR included: a log line is not worth a retry loop */
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+static void emit(const char *line, size_t len)
+{
+	if (!atomic_load_explicit(&q_on, memory_order_acquire)) {
+		ssize_t w = write(STDERR_FILENO, line, len);
+		(void)w;
+		return;
+	}
+	pthread_mutex_lock(&q.mu);
+	if (q.cap - q.len < len) {
+		atomic_fetch_add(&dropped, 1);
+	} else {
+		size_t tail = (q.head + q.len) % q.cap;
+		size_t first = q.cap - tail < len ? q.cap - tail : len;
+		memcpy(q.buf + tail, line, first);
+		memcpy(q.buf, line + first, len - first);
+		q.len += len;
+		pthread_cond_signal(&q.cv);
+	}
+	pthread_mutex_unlock(&q.mu);
+}
+
+/* "N log lines dropped" once the queue is empty again (or at the end). */
+static void report_drops(unsigned long long *reported)
+{
+	unsigned long long d = atomic_load(&dropped);
+	if (d == *reported)
+		return;
+	char note[160];
+	int k = snprintf(note, sizeof note,
+			 "[nvshare][%s] %llu log line(s) dropped: stderr was not drained fast "
+			 "enough\n",
+			 component, d - *reported);
+	if (k > 0)
+		write_all(note, (size_t)k < sizeof note ? (size_t)k : sizeof note - 1);
+	*reported = d;
+}
+
+static void *writer(void *arg)
+{
+	(void)arg;
+	static char chunk[16384];
+	unsigned long long reported = 0;
+	pthread_mutex_lock(&q.mu);
+	for (;;) {
+		while (!q.len && !q.stop)
+			pthread_cond_wait(&q.cv, &q.mu);
+		if (!q.len && q.stop)
+			break;
+		size_t n = q.cap - q.head < q.len ? q.cap - q.head : q.len;
+		if (n > sizeof chunk)
+			n = sizeof chunk;
+		memcpy(chunk, q.buf + q.head, n);
+		q.head = (q.head + n) % q.cap;
+		q.len -= n;
+		int empty = !q.len;
+		pthread_mutex_unlock(&q.mu);
+		write_all(chunk, n);
+		if (empty)
+			report_drops(&reported);
+		pthread_mutex_lock(&q.mu);
+	}
+	pthread_mutex_unlock(&q.mu);
+	report_drops(&reported);
+	pthread_mutex_lock(&q.mu);
+	q.done = 1;
+	pthread_cond_broadcast(&q.cv);
+	pthread_mutex_unlock(&q.mu);
+	return NULL;
+}
+
+int nvs_log_queue_start(unsigned long cap)
+{
+	if (atomic_load(&q_on) || !cap)
+		return 0;
+	q.buf = malloc(cap);
+	if (!q.buf)
+		return -1;
+	q.cap = cap;
+	q.head = q.len = 0;
+	q.stop = q.done = 0;
+	if (pthread_create(&q.th, NULL, writer, NULL)) {
+		free(q.buf);
+		q.buf = NULL;
+		return -1;
+	}
+	atomic_store_explicit(&q_on, 1, memory_order_release);
+	return 0;
+}
+
+void nvs_log_queue_stop(void)
+{
+	if (!atomic_load(&q_on))
+		return;
+	/* Drain what is queued, but do not hang on a stderr nobody reads:
+	 * wait at most 2 s, then go on without the writer. */
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 2;
+	pthread_mutex_lock(&q.mu);
+	q.stop = 1;
+	pthread_cond_broadcast(&q.cv);
+	while (!q.done)
+		if (pthread_cond_timedwait(&q.cv, &q.mu, &until))
+			break;
+	int done = q.done;
+	atomic_store_explicit(&q_on, 0, memory_order_release);
+	pthread_mutex_unlock(&q.mu);
+	if (done) {
+		pthread_join(q.th, NULL);
+		free(q.buf);
+		q.buf = NULL;
+	} else {
+		pthread_detach(q.th);
+	}
+}
+
 static void vlog(enum nvs_log_level level, unsigned suppressed, const char *fmt, va_list ap)
 {
 	static const char *names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
@@ -61,18 +213,49 @@ static void vlog(enum nvs_log_level level, unsigned suppressed, const char *fmt,
 	if (len > sizeof line - 2)
 		len = sizeof line - 2;
 	line[len++] = '\n';
-	/* One write(2) per line so concurrent lines do not interleave. */
-	ssize_t w = write(STDERR_FILENO, line, len);
-	(void)w;
+	emit(line, len);
+}
+
+static _Atomic(nvs_log_filter_fn) filter;
+
+void nvs_log_set_filter(nvs_log_filter_fn f)
+{
+	atomic_store(&filter, f);
+}
+
+/* 0: the filter dropped the line. */
+static int filtered(const char *fmt, enum nvs_log_level level, unsigned *suppressed)
+{
+	nvs_log_filter_fn f = atomic_load(&filter);
+	if (!f || (level != NVS_LOG_INFO && level != NVS_LOG_WARN))
+		return 1;
+	unsigned n = 0;
+	if (!f(fmt, level, &n))
+		return 0;
+	*suppressed += n;
+	return 1;
 }
 
 void nvs_log(enum nvs_log_level level, const char *fmt, ...)
 {
 	if (level == NVS_LOG_DEBUG && !nvs_log_debug_enabled())
 		return;
+	unsigned suppressed = 0;
+	if (!filtered(fmt, level, &suppressed))
+		return;
 	va_list ap;
 	va_start(ap, fmt);
-	vlog(level, 0, fmt, ap);
+	vlog(level, suppressed, fmt, ap);
+	va_end(ap);
+}
+
+void nvs_log_n(enum nvs_log_level level, unsigned suppressed, const char *fmt, ...)
+{
+	if (level == NVS_LOG_DEBUG && !nvs_log_debug_enabled())
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vlog(level, suppressed, fmt, ap);
 	va_end(ap);
 }
 
@@ -102,6 +285,8 @@ void nvs_log_site(struct nvs_log_site *site, enum nvs_log_level level, const cha
 		}
 		suppressed = __atomic_exchange_n(&site->suppressed, 0, __ATOMIC_RELAXED);
 	}
+	if (!filtered(fmt, level, &suppressed))
+		return;
 	va_list ap;
 	va_start(ap, fmt);
 	vlog(level, suppressed, fmt, ap);

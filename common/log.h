@@ -20,6 +20,31 @@ void nvs_log_reload_env(void);
 int nvs_log_debug_enabled(void);
 
 void nvs_log(enum nvs_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* As nvs_log, with " (N similar lines suppressed)" appended when N > 0
+ * (callers that rate-limit lines themselves). */
+void nvs_log_n(enum nvs_log_level level, unsigned suppressed, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * A filter asked before each INFO or WARN line is formatted (not for
+ * nvs_log_n, whose callers limit themselves): 0 drops the line, 1 logs it
+ * with " (N similar lines suppressed)" when it sets *suppressed. The
+ * scheduler rate-limits the lines a peer provokes with it (plog.h). NULL:
+ * none (the default).
+ */
+typedef int (*nvs_log_filter_fn)(const char *fmt, enum nvs_log_level level, unsigned *suppressed);
+void nvs_log_set_filter(nvs_log_filter_fn f);
+
+/*
+ * Non-blocking logging for a daemon's event loop: from nvs_log_queue_start
+ * on, lines go into a bounded queue (cap bytes) that a writer thread
+ * drains to stderr; a line that does not fit is dropped and counted
+ * (nvs_log_dropped). nvs_log_queue_stop drains it (2 s at most). Without
+ * it (the client library) every line is written directly.
+ */
+int nvs_log_queue_start(unsigned long cap);
+void nvs_log_queue_stop(void);
+unsigned long long nvs_log_dropped(void);
 
 /*
  * Repeated warnings. Each NVS_WARN call site keeps its own limiter: once

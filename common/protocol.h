@@ -203,8 +203,15 @@ struct nvs_ctl_set_client {
 #define NVS_CTL_CLIENT_SET_MEM 0x1u    /* mem_limit is meaningful */
 #define NVS_CTL_CLIENT_CLEAR_CORE 0x2u /* drop run-time core override */
 
+/* CTL_STATUS flags. STREAM: the reply may come in several CTL_REPLY
+ * frames of the request's seq, each but the last with status
+ * NVS_CTL_REPLY_MORE; the text is their concatenation. Without it a status
+ * larger than one frame is refused with -E2BIG (older nvsharectl). */
+#define NVS_CTL_STATUS_STREAM 0x1u
+#define NVS_CTL_REPLY_MORE 1
+
 struct nvs_ctl_status {
-	uint32_t flags; /* reserved, 0 */
+	uint32_t flags; /* NVS_CTL_STATUS_* */
 };
 
 struct nvs_msg {

@@ -271,16 +271,29 @@ int main(int argc, char **argv)
 		return 1;
 	int rc = 0;
 	if (!changes) {
-		struct nvs_msg m, rep;
-		memset(&m, 0, sizeof m);
-		m.type = NVS_MSG_CTL_STATUS;
-		rc = request(&c, &m, 0, &rep);
-		if (!rc) {
-			if (json)
-				printf("%.*s\n", (int)rep.reply_len, rep.reply_text);
-			else if (nvs_status_print(stdout, rep.reply_text, rep.reply_len))
-				rc = 1;
+		/* Streamed: a status of any size (1,000 clients: ~1 MB). */
+		int32_t st = 0;
+		char *text;
+		size_t len;
+		int r = nvs_sconn_status(&c, TIMEOUT_MS, &st, &text, &len);
+		if (r == 0) {
+			fprintf(stderr, "nvsharectl: no reply from the scheduler within %d ms\n",
+				TIMEOUT_MS);
+			rc = 1;
+		} else if (r < 0) {
+			fprintf(stderr, "nvsharectl: lost the connection to the scheduler: %s\n",
+				r == -EPROTO ? "malformed reply" : strerror(-r));
+			rc = 1;
+		} else if (st != 0) {
+			fprintf(stderr, "nvsharectl: %s%s\n",
+				st == -EPERM ? "" : "refused: ", text);
+			rc = 1;
+		} else if (json) {
+			printf("%s\n", text);
+		} else if (nvs_status_print(stdout, text, len)) {
+			rc = 1;
 		}
+		free(text);
 		nvs_sconn_close(&c);
 		return rc;
 	}

@@ -93,7 +93,10 @@ int nvs_sconn_recv(struct nvs_sconn *c, struct nvs_msg *m, int timeout_ms)
 		}
 		if (c->cap - c->len < 4096) {
 			size_t cap = c->cap ? c->cap * 2 : 8192;
-			if (cap > NVS_HEADER_SIZE + NVS_MAX_PAYLOAD + 8192)
+			/* It holds less than one frame when it grows (a whole
+			 * one is decoded first), so doubling stays below two;
+			 * a streamed reply's frames come back to back. */
+			if (cap > 2 * (NVS_HEADER_SIZE + NVS_MAX_PAYLOAD) + 8192)
 				return -EPROTO;
 			uint8_t *p = realloc(c->buf, cap);
 			if (!p)
@@ -141,4 +144,44 @@ int nvs_sconn_request(struct nvs_sconn *c, struct nvs_msg *req, struct nvs_msg *
 		if (reply->type == NVS_MSG_CTL_REPLY && reply->seq == req->seq)
 			return 1;
 	}
+}
+
+int nvs_sconn_status(struct nvs_sconn *c, int timeout_ms, int32_t *status, char **text, size_t *len)
+{
+	struct nvs_msg req, rep;
+	memset(&req, 0, sizeof req);
+	req.type = NVS_MSG_CTL_STATUS;
+	req.u.ctl_status.flags = NVS_CTL_STATUS_STREAM;
+	*text = NULL;
+	*len = 0;
+	int r = nvs_sconn_request(c, &req, &rep, timeout_ms);
+	char *buf = NULL;
+	size_t n = 0;
+	while (r == 1) {
+		if (n + rep.reply_len > NVS_SCONN_STATUS_MAX) {
+			r = -E2BIG;
+			break;
+		}
+		char *p = realloc(buf, n + rep.reply_len + 1);
+		if (!p) {
+			r = -ENOMEM;
+			break;
+		}
+		buf = p;
+		memcpy(buf + n, rep.reply_text, rep.reply_len);
+		n += rep.reply_len;
+		buf[n] = '\0';
+		if (rep.reply_status != NVS_CTL_REPLY_MORE) {
+			*status = rep.reply_status;
+			*text = buf;
+			*len = n;
+			return 1;
+		}
+		/* The next frame of the same reply. */
+		do
+			r = nvs_sconn_recv(c, &rep, timeout_ms);
+		while (r == 1 && !(rep.type == NVS_MSG_CTL_REPLY && rep.seq == req.seq));
+	}
+	free(buf);
+	return r;
 }

@@ -38,4 +38,14 @@ int nvs_sconn_recv(struct nvs_sconn *c, struct nvs_msg *m, int timeout_ms);
 int nvs_sconn_request(struct nvs_sconn *c, struct nvs_msg *req, struct nvs_msg *reply,
 		      int timeout_ms);
 
+/* Asks for the status (CTL_STATUS with NVS_CTL_STATUS_STREAM) and
+ * reassembles its frames into *text (malloc'd, NUL-terminated, *len
+ * bytes; the caller frees it). timeout_ms bounds each frame's wait.
+ * Returns 1 with *status 0 and the text, or *status < 0 and the
+ * scheduler's message as text; 0 on timeout; -errno as
+ * nvs_sconn_recv (-E2BIG: more than NVS_SCONN_STATUS_MAX bytes). */
+#define NVS_SCONN_STATUS_MAX (256u << 20)
+int nvs_sconn_status(struct nvs_sconn *c, int timeout_ms, int32_t *status, char **text,
+		     size_t *len);
+
 #endif

@@ -3,8 +3,11 @@
 #include "clients.h"
 #include "control.h"
 #include "events.h"
+#include "limits.h"
 #include "log.h"
 #include "loop.h"
+#include "plog.h"
+#include "server.h"
 #include "state.h"
 
 #include <errno.h>
@@ -20,6 +23,11 @@ static struct conn *conns;
 static struct conn *doomed;
 static unsigned nconns;
 static uint32_t next_conn_id;
+/* The connection whose input is being decoded: its buffer is in use. */
+static struct conn *reading;
+
+static void conn_read(struct conn *c);
+static void process_input(struct conn *c);
 
 #define IN_INITIAL 4096u
 #define IN_MAX (NVS_HEADER_SIZE + NVS_MAX_PAYLOAD)
@@ -37,6 +45,11 @@ struct conn *conn_new(int fd, enum conn_role role)
 	c->fd = fd;
 	c->id = ++next_conn_id;
 	c->role = role;
+	if (nvs_limits_admit(c)) {
+		free(c);
+		close(fd);
+		return NULL;
+	}
 	c->next = conns;
 	if (conns)
 		conns->prev = c;
@@ -49,6 +62,33 @@ unsigned conn_count(void)
 {
 	return nconns;
 }
+
+struct conn *conn_list(void)
+{
+	return conns;
+}
+
+/* Buffers are resized through here so the budget (limits.c) sees every
+ * byte. Returns 0, or -1 (out of memory; nothing changed). */
+static int resize(struct conn *c, uint8_t **buf, size_t *cap, size_t want)
+{
+	uint8_t *p = want ? realloc(*buf, want) : NULL;
+	if (want && !p)
+		return -1;
+	if (!want)
+		free(*buf);
+	nvs_limits_charge(c, (long long)want - (long long)*cap);
+	*buf = p;
+	*cap = want;
+	return 0;
+}
+
+/* Buffers are given back once empty: an idle connection holds none (the
+ * budget then counts only what is in flight, and a thousand idle clients
+ * cost it nothing), and a burst (a large frame, a status) does not pin
+ * memory for the life of the connection. A malloc per message batch is
+ * the price. */
+#define KEEP_CAP 0u
 
 void conn_reason(struct conn *c, const char *code)
 {
@@ -69,41 +109,114 @@ void conn_doom(struct conn *c, const char *fmt, ...)
 	doomed = c;
 }
 
+/* Output a peer may leave unread before its requests stop being read
+ * (back-pressure): a peer that asks and never reads the answers costs at
+ * most this much work and memory, not one status per request it sent. */
+#define OUT_PAUSE (64u * 1024u)
+
+static int input_paused(const struct conn *c)
+{
+	return c->stream || c->out_len - c->out_off > OUT_PAUSE;
+}
+
+/* EPOLLIN unless input is paused, EPOLLOUT while output is pending. */
+static void update_events(struct conn *c, int want_out)
+{
+	int in = !input_paused(c);
+	if ((c->want_out == want_out && c->in_paused == !in) || c->doomed)
+		return;
+	if (nvs_loop_events(c->fd, (in ? EPOLLIN : 0) | (want_out ? EPOLLOUT : 0)) == 0) {
+		c->want_out = want_out;
+		c->in_paused = !in;
+	}
+}
+
 static void set_want_out(struct conn *c, int on)
 {
-	if (c->want_out == on || c->doomed)
-		return;
-	if (nvs_loop_events(c->fd, EPOLLIN | (on ? EPOLLOUT : 0)) == 0)
-		c->want_out = on;
+	update_events(c, on);
+}
+
+static int enqueue(struct conn *c, const struct nvs_msg *m);
+
+/* Queues the next frame of c's stream (or its last, which frees it). */
+static void pump(struct conn *c)
+{
+	size_t left = c->stream_len - c->stream_off;
+	size_t n = left > NVS_MAX_PAYLOAD - 8 ? NVS_MAX_PAYLOAD - 8 : left;
+	struct nvs_msg m;
+	memset(&m, 0, sizeof m);
+	m.type = NVS_MSG_CTL_REPLY;
+	m.seq = c->stream_seq;
+	m.reply_status = n < left ? NVS_CTL_REPLY_MORE : 0;
+	m.reply_text = c->stream + c->stream_off;
+	m.reply_len = (uint32_t)n;
+	c->stream_off += n;
+	int r = enqueue(c, &m);
+	if (c->stream && (r || c->stream_off == c->stream_len)) {
+		free(c->stream);
+		nvs_limits_charge(c, -(long long)c->stream_len);
+		c->stream = NULL;
+		c->stream_len = c->stream_off = 0;
+	}
 }
 
 static void flush(struct conn *c)
 {
-	while (c->out_off < c->out_len) {
-		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n > 0) {
-			c->out_off += (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			set_want_out(c, 1);
+	for (;;) {
+		while (c->out_off < c->out_len) {
+			ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+					 MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n > 0) {
+				c->out_off += (size_t)n;
+				continue;
+			}
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+				set_want_out(c, 1);
+				return;
+			}
+			conn_reason(c, "write-error");
+			conn_doom(c, "write failed: %s", n < 0 ? strerror(errno) : "closed");
 			return;
 		}
-		conn_reason(c, "write-error");
-		conn_doom(c, "write failed: %s", n < 0 ? strerror(errno) : "closed");
-		return;
+		c->out_off = c->out_len = 0;
+		if (!c->stream || c->doomed)
+			break;
+		pump(c);
 	}
-	c->out_off = c->out_len = 0;
+	if (c->out_cap > KEEP_CAP)
+		resize(c, &c->out, &c->out_cap, 0);
 	set_want_out(c, 0);
 }
 
-void conn_send(struct conn *c, const struct nvs_msg *m)
+int conn_send_stream(struct conn *c, uint32_t seq, char *text, size_t len)
+{
+	if (c->stream)
+		return -EBUSY;
+	c->stream = text;
+	c->stream_len = len;
+	c->stream_off = 0;
+	c->stream_seq = seq;
+	nvs_limits_charge(c, (long long)len);
+	if (c->doomed) {
+		pump(c); /* frees it: nothing is sent to a doomed peer */
+		return 0;
+	}
+	if (!c->want_out) {
+		pump(c);
+		flush(c);
+	}
+	nvs_limits_enforce_budget();
+	return 0;
+}
+
+/* Appends m to c's output. 0, or -1 when c was doomed (not reading, out
+ * of memory) or is doomed already. */
+static int enqueue(struct conn *c, const struct nvs_msg *m)
 {
 	if (c->doomed)
-		return;
+		return -1;
 	size_t need = NVS_HEADER_SIZE + 512 + (m->type == NVS_MSG_CTL_REPLY ? m->reply_len : 0);
 	size_t pending = c->out_len - c->out_off;
 	if (pending + need > NVS_SCHED_OUTBUF_MAX + IN_MAX) {
@@ -111,7 +224,8 @@ void conn_send(struct conn *c, const struct nvs_msg *m)
 		S.conns_closed_slow++;
 		conn_reason(c, "not-reading");
 		conn_doom(c, "peer is not reading: %zu bytes of output pending", pending);
-		return;
+		conn_release_buffers(c);
+		return -1;
 	}
 	if (c->out_off && c->out_len + need > c->out_cap) {
 		memmove(c->out, c->out + c->out_off, pending);
@@ -122,19 +236,16 @@ void conn_send(struct conn *c, const struct nvs_msg *m)
 		size_t cap = c->out_cap ? c->out_cap : 1024;
 		while (cap < c->out_len + need)
 			cap *= 2;
-		uint8_t *p = realloc(c->out, cap);
-		if (!p) {
+		if (resize(c, &c->out, &c->out_cap, cap)) {
 			conn_reason(c, "out-of-memory");
 			conn_doom(c, "out of memory");
-			return;
+			return -1;
 		}
-		c->out = p;
-		c->out_cap = cap;
 	}
 	size_t n = nvs_msg_encode(m, c->out + c->out_len, c->out_cap - c->out_len);
 	if (!n) {
 		NVS_ERROR("cannot encode %s for connection %u", nvs_msg_type_name(m->type), c->id);
-		return;
+		return -1;
 	}
 	c->out_len += n;
 	if (pending + n > NVS_SCHED_OUTBUF_MAX) {
@@ -142,16 +253,34 @@ void conn_send(struct conn *c, const struct nvs_msg *m)
 		S.conns_closed_slow++;
 		conn_reason(c, "not-reading");
 		conn_doom(c, "peer is not reading: %zu bytes of output pending", pending + n);
-		return;
+		conn_release_buffers(c);
+		return -1;
 	}
+	return 0;
+}
+
+void conn_send(struct conn *c, const struct nvs_msg *m)
+{
+	if (enqueue(c, m))
+		return;
 	if (!c->want_out)
 		flush(c);
+	nvs_limits_enforce_budget();
 }
 
 void conn_on_writable(struct conn *c)
 {
-	if (!c->doomed)
-		flush(c);
+	if (c->doomed)
+		return;
+	flush(c);
+	/* Drained below the back-pressure mark: requests that waited in the
+	 * input buffer are taken now (no new byte may ever come). */
+	if (!c->doomed && c->in_len && !input_paused(c)) {
+		reading = c;
+		process_input(c);
+		reading = NULL;
+		nvs_limits_enforce_budget();
+	}
 }
 
 static void dispatch(struct conn *c, const struct nvs_msg *m)
@@ -194,39 +323,41 @@ static void dispatch(struct conn *c, const struct nvs_msg *m)
 	}
 }
 
+void conn_release_buffers(struct conn *c)
+{
+	if (!c->doomed)
+		return;
+	if (c != reading) {
+		resize(c, &c->in, &c->in_cap, 0);
+		c->in_len = 0;
+	}
+	resize(c, &c->out, &c->out_cap, 0);
+	c->out_len = c->out_off = 0;
+	if (c->stream) {
+		free(c->stream);
+		nvs_limits_charge(c, -(long long)c->stream_len);
+		c->stream = NULL;
+		c->stream_len = c->stream_off = 0;
+	}
+}
+
 void conn_on_readable(struct conn *c)
 {
 	if (c->doomed)
 		return;
-	if (c->in_cap - c->in_len < 1024 && c->in_cap < IN_MAX) {
-		size_t cap = c->in_cap ? c->in_cap * 2 : IN_INITIAL;
-		if (cap > IN_MAX)
-			cap = IN_MAX;
-		uint8_t *p = realloc(c->in, cap);
-		if (!p) {
-			conn_reason(c, "out-of-memory");
-			conn_doom(c, "out of memory");
-			return;
-		}
-		c->in = p;
-		c->in_cap = cap;
-	}
-	ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
-	if (n == 0) {
-		conn_doom(c, "closed by peer");
-		return;
-	}
-	if (n < 0) {
-		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-			conn_reason(c, "read-error");
-			conn_doom(c, "read failed: %s", strerror(errno));
-		}
-		return;
-	}
-	c->in_len += (size_t)n;
+	reading = c;
+	conn_read(c);
+	reading = NULL;
+	nvs_limits_enforce_budget();
+}
+
+/* Decodes and dispatches the complete frames in c's input, until its
+ * output asks for back-pressure (the rest waits in the buffer). */
+static void process_input(struct conn *c)
+{
 
 	size_t off = 0;
-	while (!c->doomed) {
+	while (!c->doomed && !input_paused(c)) {
 		struct nvs_msg m;
 		size_t used = 0;
 		enum nvs_decode_result r = nvs_msg_decode(c->in + off, c->in_len - off, &m, &used);
@@ -241,29 +372,64 @@ void conn_on_readable(struct conn *c)
 		}
 		off += used;
 		NVS_DEBUG("conn %u pid %d: %s", c->id, (int)c->peer.pid, nvs_msg_type_name(m.type));
+		nvs_plog_set_peer(&c->peer); /* lines it causes: its tenant's */
 		dispatch(c, &m);
+		nvs_plog_set_peer(NULL);
 	}
 	if (off) {
 		memmove(c->in, c->in + off, c->in_len - off);
 		c->in_len -= off;
 	}
+	if (!c->doomed)
+		update_events(c, c->want_out); /* EPOLLIN off while paused */
 	/* A frame larger than the buffer: grow to exactly its size (its
 	 * length was checked against NVS_MAX_PAYLOAD by the decoder). */
 	if (!c->doomed && c->in_len >= NVS_HEADER_SIZE) {
 		uint32_t plen = (uint32_t)c->in[8] | (uint32_t)c->in[9] << 8 |
 				(uint32_t)c->in[10] << 16 | (uint32_t)c->in[11] << 24;
 		size_t need = NVS_HEADER_SIZE + (size_t)plen;
-		if (need > c->in_cap && need <= IN_MAX) {
-			uint8_t *p = realloc(c->in, need);
-			if (!p) {
-				conn_reason(c, "out-of-memory");
-				conn_doom(c, "out of memory");
-				return;
-			}
-			c->in = p;
-			c->in_cap = need;
+		if (need > c->in_cap && need <= IN_MAX && resize(c, &c->in, &c->in_cap, need)) {
+			conn_reason(c, "out-of-memory");
+			conn_doom(c, "out of memory");
+			return;
 		}
 	}
+	if (!c->in_len && c->in_cap > KEEP_CAP)
+		resize(c, &c->in, &c->in_cap, 0);
+}
+
+static void conn_read(struct conn *c)
+{
+	if (c->in_cap - c->in_len < 1024 && c->in_cap < IN_MAX) {
+		size_t cap = c->in_cap ? c->in_cap * 2 : IN_INITIAL;
+		if (cap > IN_MAX)
+			cap = IN_MAX;
+		if (resize(c, &c->in, &c->in_cap, cap)) {
+			conn_reason(c, "out-of-memory");
+			conn_doom(c, "out of memory");
+			return;
+		}
+	}
+	if (c->in_len == c->in_cap) {
+		/* Full (input paused with a whole frame waiting): reading now
+		 * would look like EOF. */
+		process_input(c);
+		return;
+	}
+	ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+	if (n == 0) {
+		conn_doom(c, "closed by peer");
+		return;
+	}
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+			conn_reason(c, "read-error");
+			conn_doom(c, "read failed: %s", strerror(errno));
+		}
+		return;
+	}
+	c->in_len += (size_t)n;
+	process_input(c);
 }
 
 static void conn_free(struct conn *c)
@@ -280,9 +446,33 @@ static void conn_free(struct conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	nconns--;
+	nvs_limits_conn_gone(c);
 	free(c->in);
 	free(c->out);
+	free(c->stream);
 	free(c);
+}
+
+/* The close line and its conn_closed event, rate-limited per tenant and
+ * reason (plog.h): a Pod that connects, sends garbage and closes in a
+ * loop must not fill the log. The event carries how many were held back
+ * ("quiet"). */
+static void log_close(struct conn *c, const char *kind)
+{
+	static char site;
+	const char *reason = c->reason ? c->reason : "other";
+	unsigned quiet;
+	if (!nvs_plog_allow(&site, reason, &c->peer, &quiet))
+		return;
+	nvs_log_n(NVS_LOG_WARN, quiet, "closing conn %u (%s, pid %d, uid %d): %s", c->id, kind,
+		  (int)c->peer.pid, (int)c->peer.uid, c->why);
+	/* The detail may quote what the peer sent: escaped. */
+	char d[2 * sizeof c->why + 8];
+	nvs_json_str(c->why, d, sizeof d);
+	nvs_event("conn_closed",
+		  "\"conn\":%u,\"kind\":\"%s\",\"pid\":%d,\"uid\":%d,\"reason\":\"%s\","
+		  "\"detail\":%s,\"quiet\":%u",
+		  c->id, kind, (int)c->peer.pid, (int)c->peer.uid, reason, d, quiet);
 }
 
 void conn_reap(void)
@@ -299,20 +489,8 @@ void conn_reap(void)
 		if (!strcmp(c->why, "closed by peer") || !strcmp(c->why, "scheduler shutting down"))
 			NVS_DEBUG("conn %u (%s, pid %d): %s", c->id, kind, (int)c->peer.pid,
 				  c->why);
-		else {
-			NVS_WARN("closing conn %u (%s, pid %d, uid %d): %s", c->id, kind,
-				 (int)c->peer.pid, (int)c->peer.uid, c->why);
-			/* Same rate as the line above (issue 17 limits both). The
-			 * detail may quote what the peer sent: escaped. */
-			char d[2 * sizeof c->why + 8];
-			nvs_json_str(c->why, d, sizeof d);
-			nvs_event(
-			    "conn_closed",
-			    "\"conn\":%u,\"kind\":\"%s\",\"pid\":%d,\"uid\":%d,\"reason\":\"%s\","
-			    "\"detail\":%s",
-			    c->id, kind, (int)c->peer.pid, (int)c->peer.uid,
-			    c->reason ? c->reason : "other", d);
-		}
+		else
+			log_close(c, kind);
 		conn_free(c);
 	}
 }

@@ -46,7 +46,21 @@ struct conn {
 	uint8_t *out;
 	size_t out_off, out_len, out_cap; /* pending bytes: out[out_off..out_len) */
 	int want_out;			  /* EPOLLOUT registered */
+	int in_paused;			  /* EPOLLIN dropped: back-pressure (conn.c) */
 	struct client *client;
+	/* A status streamed in several CTL_REPLY frames (conn_send_stream):
+	 * the text (owned), how much is sent, the request's seq. */
+	char *stream;
+	size_t stream_len, stream_off;
+	uint32_t stream_seq;
+	/* limits.c's bookkeeping */
+	struct {
+		uint64_t accepted_ns;
+		size_t charged; /* bytes of buffers counted in the budget */
+		void *tenant;	/* its tenant's count (limits.c), NULL: none */
+		int hs_listed;	/* in the handshake FIFO */
+		struct conn *hs_prev, *hs_next;
+	} lim;
 	struct conn *prev, *next;
 	struct conn *doom_next;
 };
@@ -57,6 +71,12 @@ struct conn *conn_new(int fd, enum conn_role role);
 /* Queues a message; writes at once when possible. A peer whose pending
  * output exceeds NVS_SCHED_OUTBUF_MAX is doomed. */
 void conn_send(struct conn *c, const struct nvs_msg *m);
+/* Sends text as CTL_REPLY frames of seq: status 1 ("more follows") on
+ * every frame but the last, 0 on the last; the next frame is queued only
+ * once the previous ones were written, so the output buffer stays small
+ * whatever the size. Takes ownership of text (malloc'd). Returns 0, or
+ * -EBUSY when a stream is already under way on c (text not taken). */
+int conn_send_stream(struct conn *c, uint32_t seq, char *text, size_t len);
 /* Marks c to be closed after the current event batch; the first reason
  * wins and is logged then. */
 void conn_doom(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -66,10 +86,15 @@ void conn_doom(struct conn *c, const char *fmt, ...) __attribute__((format(print
 void conn_reason(struct conn *c, const char *code);
 void conn_on_readable(struct conn *c);
 void conn_on_writable(struct conn *c);
+/* Frees the buffers of a doomed connection now rather than at the reap
+ * (the buffer budget: limits.c); a no-op while its input is decoded. */
+void conn_release_buffers(struct conn *c);
 /* Frees every doomed connection (client state first). */
 void conn_reap(void);
 /* Closes every connection (shutdown). */
 void conn_close_all(void);
 unsigned conn_count(void);
+/* All connections (limits.c walks them). */
+struct conn *conn_list(void);
 
 #endif

@@ -94,7 +94,7 @@ static const char *admin_refusal(const struct conn *c, char *b, size_t cap)
 	return b;
 }
 
-static void status(struct conn *c, uint32_t seq)
+static void status(struct conn *c, uint32_t seq, uint32_t flags)
 {
 	uint64_t now = nvs_now_ns();
 	cJSON *j = c->role == CONN_ROLE_ADMIN ? nvs_status_json(now)
@@ -106,8 +106,16 @@ static void status(struct conn *c, uint32_t seq)
 		return;
 	}
 	size_t len = strlen(s);
-	if (len > NVS_MAX_PAYLOAD - 8)
-		reply(c, seq, -E2BIG, "status is %zu bytes, more than one message holds", len);
+	if (flags & NVS_CTL_STATUS_STREAM) {
+		/* Any size: sent a frame at a time as the peer reads (conn.c). */
+		if (conn_send_stream(c, seq, s, len) == 0)
+			return;
+		reply(c, seq, -EBUSY, "a status is still being sent on this connection");
+	} else if (len > NVS_MAX_PAYLOAD - 8)
+		reply(c, seq, -E2BIG,
+		      "status is %zu bytes, more than one message holds (this nvsharectl is "
+		      "older than the scheduler: it does not ask for a streamed status)",
+		      len);
 	else
 		reply_text(c, seq, 0, s, len);
 	free(s);
@@ -277,7 +285,7 @@ void nvs_control_msg(struct conn *c, const struct nvs_msg *m)
 		 * root: no uid there means "administrator". Status only, and
 		 * only the caller's own tenant. */
 		if (m->type == NVS_MSG_CTL_STATUS) {
-			status(c, m->seq);
+			status(c, m->seq, m->u.ctl_status.flags);
 			return;
 		}
 		log_refused(c, m, "control messages are not accepted on the client socket");
@@ -298,7 +306,7 @@ void nvs_control_msg(struct conn *c, const struct nvs_msg *m)
 		return;
 	}
 	if (m->type == NVS_MSG_CTL_STATUS)
-		status(c, m->seq);
+		status(c, m->seq, m->u.ctl_status.flags);
 	else if (m->type == NVS_MSG_CTL_SET)
 		ctl_set(c, m);
 	else

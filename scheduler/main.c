@@ -6,11 +6,13 @@
 #include "events.h"
 #include "gpus.h"
 #include "k8s_watch.h"
+#include "limits.h"
 #include "log.h"
 #include "metrics.h"
 #include "parse.h"
 #include "peer.h"
 #include "pod_identity.h"
+#include "plog.h"
 #include "server.h"
 #include "settings.h"
 #include "sockpath.h"
@@ -18,6 +20,7 @@
 #include "unmanaged.h"
 
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +91,15 @@ static void usage(FILE *f)
 	    "      --no-kube             no Pod watch               NVSHARE_KUBE=0\n"
 	    "      --events FILE         append JSON-lines events   NVSHARE_EVENTS (off)\n"
 	    "                            (docs/events.md)\n"
+	    "Bounds on what peers may cost (docs/security.md, \"Hostile load\"):\n"
+	    "      --max-conns-per-tenant N  connections of one Pod NVSHARE_MAX_CONNS_PER_TENANT\n"
+	    "                            (or uid, or unknown; 0: no cap) (%u)\n"
+	    "      --handshake-timeout-ms MS  client-socket peers   NVSHARE_HANDSHAKE_TIMEOUT_MS\n"
+	    "                            must send HELLO within it (0: never) (%u)\n"
+	    "      --conn-buffer-budget SIZE  buffered input and    NVSHARE_CONN_BUFFER_BUDGET\n"
+	    "                            output of all client-socket peers (16Mi)\n"
+	    "      --log-rate N          log lines per second per   NVSHARE_LOG_RATE (%u)\n"
+	    "                            tenant and kind (0: no limit)\n"
 	    "  -v, --debug               verbose logs               NVSHARE_DEBUG=1\n"
 	    "  -V, --version             print the version\n"
 	    "  -h, --help                this text\n"
@@ -95,7 +107,8 @@ static void usage(FILE *f)
 	    "Logs go to stderr. See docs/scheduler.md.\n",
 	    NVS_DEFAULT_IDLE_RELEASE_MS, NVS_DEFAULT_DROP_GRACE_MS, NVS_DEFAULT_OVERSUB_FACTOR,
 	    NVS_DEFAULT_MODE_DWELL_MS, NVS_DEFAULT_MODE_SWITCH_BURST, NVS_DEFAULT_REPORT_RATE,
-	    NVS_DEFAULT_SWAP_TQ_MAX_FACTOR, NVS_UNMANAGED_DEFAULT_INTERVAL_MS);
+	    NVS_DEFAULT_SWAP_TQ_MAX_FACTOR, NVS_UNMANAGED_DEFAULT_INTERVAL_MS,
+	    NVS_DEFAULT_MAX_CONNS_PER_TENANT, NVS_DEFAULT_HANDSHAKE_MS, NVS_DEFAULT_LOG_RATE);
 }
 
 static int bad_flag(const char *flag, const char *v, const char *what)
@@ -152,11 +165,18 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* Large buffers (a 256 KiB frame, a status) always come from mmap and
+	 * go back to the system when freed: RSS follows the buffer budget
+	 * instead of its high-water mark. Two arenas: the helper threads must
+	 * not reserve 64 MiB of address space each (prlimit --as). */
+	mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+	mallopt(M_ARENA_MAX, 2);
+
 	nvs_config_defaults(&S.cfg);
 	nvs_config_from_env(&S.cfg);
 	/* The hostile-load bounds are refused when bad, not ignored: a typo
 	 * must not silently leave a bound off (the message names it). */
-	if (nvs_claims_config_env())
+	if (nvs_claims_config_env() || nvs_limits_config_from_env())
 		return 2;
 	nvs_metrics_config_from_env(&nvs_metrics_cfg);
 	nvs_k8s_config_from_env(&nvs_k8s_cfg);
@@ -206,6 +226,10 @@ int main(int argc, char **argv)
 	    {"mode-switch-burst", required_argument, 0, 1102},
 	    {"report-rate", required_argument, 0, 1103},
 	    {"swap-tq-max-factor", required_argument, 0, 1104},
+	    {"max-conns-per-tenant", required_argument, 0, 1011},
+	    {"handshake-timeout-ms", required_argument, 0, 1012},
+	    {"conn-buffer-budget", required_argument, 0, 1013},
+	    {"log-rate", required_argument, 0, 1014},
 	    {"debug", no_argument, 0, 'v'},
 	    {"version", no_argument, 0, 'V'},
 	    {"help", no_argument, 0, 'h'},
@@ -320,6 +344,22 @@ int main(int argc, char **argv)
 				return 2;
 			break;
 		}
+		case 1011:
+			if (nvs_limits_set_max_conns("--max-conns-per-tenant", optarg))
+				return 2;
+			break;
+		case 1012:
+			if (nvs_limits_set_handshake("--handshake-timeout-ms", optarg))
+				return 2;
+			break;
+		case 1013:
+			if (nvs_limits_set_budget("--conn-buffer-budget", optarg))
+				return 2;
+			break;
+		case 1014:
+			if (nvs_plog_set_rate("--log-rate", optarg))
+				return 2;
+			break;
 		case 'v':
 			setenv("NVSHARE_DEBUG", "1", 1);
 			nvs_log_reload_env();
@@ -349,6 +389,12 @@ int main(int argc, char **argv)
 			 nvs_proc_root);
 	S.start_ns = nvs_now_ns();
 	S.euid = geteuid();
+	/* From here on the loop never blocks on stderr (log.h). */
+	if (nvs_log_queue_start(1ul << 20))
+		NVS_WARN("cannot start the log writer: logging directly to stderr");
+	else
+		atexit(nvs_log_queue_stop); /* every exit path writes what is queued */
+	nvs_plog_start();
 
 	NVS_INFO("nvshare-scheduler %s starting: mode %s, tq %llu ms, reserve %llu, idle release "
 		 "%u ms, drop grace %u ms",

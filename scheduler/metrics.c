@@ -11,10 +11,12 @@
 #include "metrics.h"
 
 #include "events.h"
+#include "limits.h"
 #include "log.h"
 #include "metrics_snap.h"
 #include "nvml_api.h"
 #include "parse.h"
+#include "plog.h"
 #include "policy.h"
 #include "quota.h"
 #include "gpus.h"
@@ -156,6 +158,12 @@ static struct msnap *snap_build(uint64_t now)
 	s->conns_accepted = S.conns_accepted;
 	s->conns_closed_bad = S.conns_closed_bad;
 	s->conns_closed_slow = S.conns_closed_slow;
+	s->refused_tenant = nvs_limits_stats.refused_tenant;
+	s->handshake_timeouts = nvs_limits_stats.handshake_timeouts;
+	s->budget_cuts = nvs_limits_stats.budget_cuts;
+	s->buffered = nvs_limits_stats.buffered;
+	s->log_suppressed = nvs_plog_suppressed_total;
+	s->log_dropped = nvs_log_dropped();
 	s->ngpus = S.ngpus;
 	s->nentries = nentries;
 	s->gpus = (struct msnap_gpu *)(s + 1);

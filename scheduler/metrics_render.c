@@ -537,6 +537,31 @@ void nvs_metrics_render(struct mbuf *b, const struct msnap *s, const struct msam
 		    (unsigned long long)s->conns_closed_bad);
 	mbuf_printf(b, "nvshare_scheduler_connections_dropped_total{reason=\"slow\"} %llu\n",
 		    (unsigned long long)s->conns_closed_slow);
+	mbuf_printf(b,
+		    "nvshare_scheduler_connections_dropped_total{reason=\"handshake_timeout\"} "
+		    "%llu\n",
+		    (unsigned long long)s->handshake_timeouts);
+	mbuf_printf(b,
+		    "nvshare_scheduler_connections_dropped_total{reason=\"buffer_budget\"} %llu\n",
+		    (unsigned long long)s->budget_cuts);
+	family(b, "nvshare_scheduler_connections_refused_total", "counter",
+	       "Connections refused at accept: the tenant had NVSHARE_MAX_CONNS_PER_TENANT.");
+	mbuf_printf(b,
+		    "nvshare_scheduler_connections_refused_total{reason=\"tenant_limit\"} %llu\n",
+		    (unsigned long long)s->refused_tenant);
+	family(b, "nvshare_scheduler_connection_buffer_bytes", "gauge",
+	       "Input and output buffered for client-socket connections "
+	       "(bounded by NVSHARE_CONN_BUFFER_BUDGET).");
+	mbuf_printf(b, "nvshare_scheduler_connection_buffer_bytes %llu\n",
+		    (unsigned long long)s->buffered);
+	family(b, "nvshare_log_lines_suppressed_total", "counter",
+	       "Scheduler log lines held back by the per-tenant, per-kind rate limit.");
+	mbuf_printf(b, "nvshare_log_lines_suppressed_total %llu\n",
+		    (unsigned long long)s->log_suppressed);
+	family(b, "nvshare_log_lines_dropped_total", "counter",
+	       "Scheduler log lines dropped because stderr was not drained fast enough.");
+	mbuf_printf(b, "nvshare_log_lines_dropped_total %llu\n",
+		    (unsigned long long)s->log_dropped);
 	family(b, "nvshare_metrics_snapshot_age_seconds", "gauge",
 	       "Age of the scheduler state snapshot this scrape was rendered from.");
 	mbuf_printf(b, "nvshare_metrics_snapshot_age_seconds ");

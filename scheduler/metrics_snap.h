@@ -98,6 +98,9 @@ struct msnap {
 	uint64_t seq;	     /* publish number */
 	unsigned nclients;
 	uint64_t conns_accepted, conns_closed_bad, conns_closed_slow;
+	/* Bounds (limits.h) and log rate limiting (plog.h). */
+	uint64_t refused_tenant, handshake_timeouts, budget_cuts, buffered;
+	uint64_t log_suppressed, log_dropped;
 	unsigned ngpus, nentries;
 	struct msnap_gpu *gpus;
 	struct msnap_client *clients;

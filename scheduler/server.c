@@ -2,6 +2,7 @@
 
 #include "conn.h"
 #include "events.h"
+#include "limits.h"
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
@@ -23,7 +24,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-static int sig_fd = -1, spare_fd = -1;
+static int sig_fd = -1;
 
 /* What the loop calls (loop.h), defined at the end. */
 static void on_listener(void *l, uint32_t events);
@@ -32,6 +33,7 @@ static void on_signal(void *ctx, uint32_t events);
 static void reap_tick(uint64_t now);
 static void server_tick(uint64_t now);
 static uint64_t server_next_deadline(uint64_t now);
+static uint64_t limits_next_deadline(uint64_t now);
 static uint64_t unmanaged_next_deadline(uint64_t now);
 
 /*
@@ -256,7 +258,8 @@ int nvs_server_open(void)
 	sigaddset(&set, SIGINT);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-	spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (nvs_fd_reserve_open())
+		NVS_WARN("cannot open the descriptor reserve: %s", strerror(errno));
 	if (sig_fd < 0 || nvs_loop_init() < 0 ||
 	    nvs_loop_add(sig_fd, EPOLLIN, on_signal, NULL) < 0) {
 		NVS_ERROR("event loop setup failed: %s", strerror(errno));
@@ -264,6 +267,7 @@ int nvs_server_open(void)
 	}
 	/* What runs each turn, in this order (loop.h). */
 	nvs_loop_timer(nvs_policy_tick, nvs_policy_next_deadline);
+	nvs_loop_timer(nvs_limits_tick, limits_next_deadline);
 	nvs_loop_timer(reap_tick, NULL);
 	nvs_loop_timer(server_tick, server_next_deadline);
 	nvs_loop_timer(nvs_unmanaged_tick, unmanaged_next_deadline);
@@ -360,79 +364,106 @@ static void check_socket(uint64_t now)
 		check_listener(&listeners[i]);
 }
 
-/* Out of file descriptors and the spare one could not be used: stop
- * watching the listener for a moment instead of spinning on it. */
+/* Out of memory (or of descriptors system-wide): stop watching both
+ * listeners for a moment instead of spinning on them. */
 #define ACCEPT_PAUSE_NS (100ull * 1000000ull)
 static uint64_t accept_paused_until;
 
-static void pause_accept(int on)
+static void watch_listener_in(struct listener *l, int on)
 {
-	/* Out of fds or memory is the process's state: pause both. */
-	int done = 0;
-	for (unsigned i = 0; i < NLISTENERS; i++)
-		if (listeners[i].fd >= 0 && nvs_loop_events(listeners[i].fd, on ? 0 : EPOLLIN) == 0)
-			done = 1;
-	if (done)
-		accept_paused_until = on ? nvs_now_ns() + ACCEPT_PAUSE_NS : 0;
+	if (l->fd >= 0)
+		nvs_loop_events(l->fd, on ? EPOLLIN : 0);
 }
 
-/* One line per second at most: a peer reconnecting in a loop must not
- * fill the log. */
-static void log_refusal(void)
+static uint64_t client_paused_until;
+
+static void pause_accept(int on)
 {
+	for (unsigned i = 0; i < NLISTENERS; i++)
+		if (on || listeners[i].role != CONN_ROLE_CLIENT || !client_paused_until)
+			watch_listener_in(&listeners[i], !on);
+	accept_paused_until = on ? nvs_now_ns() + ACCEPT_PAUSE_NS : 0;
+}
+
+static struct listener *client_listener(void)
+{
+	for (unsigned i = 0; i < NLISTENERS; i++)
+		if (listeners[i].role == CONN_ROLE_CLIENT)
+			return &listeners[i];
+	return NULL;
+}
+
+/*
+ * Out of descriptors (limits.h). The client socket stops being accepted:
+ * new peers wait in the kernel's backlog (their connect() succeeds; HELLO
+ * is answered once they are accepted) instead of being refused and running
+ * ungated. It is retried every 100 ms, once the descriptor reserve is
+ * full again (connections closed: handshake deadlines, departures). The
+ * admin socket stays watched and is served from the reserve.
+ */
+
+static void client_accept_pause(void)
+{
+	watch_listener_in(client_listener(), 0);
+	uint64_t now = nvs_now_ns();
+	client_paused_until = now + ACCEPT_PAUSE_NS;
+	nvs_limits_stats.accept_paused++;
+	S.accept_pauses++;
+	/* One line and one event per second at most. */
 	static uint64_t last_ns;
 	static unsigned quiet;
-	uint64_t now = nvs_now_ns();
 	if (last_ns && now - last_ns < 1000000000ull) {
 		quiet++;
 		return;
 	}
-	nvs_event("conn_refused",
-		  "\"reason\":\"out-of-fds\",\"open\":%u,\"quiet\":%u,\"refused\":%llu",
-		  conn_count(), quiet, (unsigned long long)S.accept_refused);
-	NVS_WARN("out of file descriptors (%u connections open): refusing a connection "
-		 "(%u more refused since the last line; %llu in all)",
-		 conn_count(), quiet, (unsigned long long)S.accept_refused);
+	nvs_event("accept_paused", "\"reason\":\"out-of-fds\",\"open\":%u,\"quiet\":%u",
+		  conn_count(), quiet);
+	NVS_WARN("out of file descriptors (%u connections open): not accepting on the client "
+		 "socket until some close (new peers wait in the backlog); the admin socket is "
+		 "still served (%u more pauses since the last line)",
+		 conn_count(), quiet);
 	last_ns = now;
 	quiet = 0;
 }
 
+static void client_accept_retry(uint64_t now)
+{
+	if (!client_paused_until || now < client_paused_until)
+		return;
+	if (!nvs_fd_reserve_refill()) {
+		client_paused_until = now + ACCEPT_PAUSE_NS;
+		return;
+	}
+	client_paused_until = 0;
+	if (!accept_paused_until)
+		watch_listener_in(client_listener(), 1);
+}
+
+/* Connections taken per wake-up: a peer connecting in a loop must not keep
+ * the loop in accept() while clients wait for their lock (the listener
+ * stays readable; the rest are taken after the other events). */
+#define ACCEPT_BATCH 16
+
 static void accept_all(struct listener *l)
 {
 	int listen_fd = l->fd;
-	for (;;) {
+	for (int taken = 0; taken < ACCEPT_BATCH; taken++) {
 		int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE) && l->role == CONN_ROLE_ADMIN) {
+			/* The admin socket is served from the reserve: the
+			 * operator can always look and act. */
+			nvs_fd_reserve_release(NVS_FD_RESERVE);
+			fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+			if (fd >= 0)
+				nvs_limits_stats.reserve_accepts++;
+		}
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			if ((errno == EMFILE || errno == ENFILE) && spare_fd >= 0) {
-				/* Out of fds: refuse this one rather than spin on a
-				 * listening socket that stays readable. */
-				/* Out of fds: take the pending connection with the
-				 * spare descriptor and close it, rather than spin on a
-				 * listening socket that stays readable. accept()
-				 * reports EMFILE even when nothing is pending, so
-				 * stop as soon as the queue is empty. */
-				close(spare_fd);
-				fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
-				int empty = fd < 0;
-				if (fd >= 0) {
-					close(fd);
-					S.accept_refused++;
-					log_refusal();
-				}
-				spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-				if (spare_fd < 0) {
-					S.accept_pauses++;
-					pause_accept(1);
-					return;
-				}
-				if (empty)
-					return;
-				continue;
-			}
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-			    errno == ENOMEM) {
+			if (l->role == CONN_ROLE_CLIENT && (errno == EMFILE || errno == ENFILE)) {
+				client_accept_pause();
+			} else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+				   errno == ENOMEM) {
 				NVS_WARN("accept: %s: not accepting for %llu ms", strerror(errno),
 					 ACCEPT_PAUSE_NS / 1000000ull);
 				S.accept_pauses++;
@@ -440,11 +471,22 @@ static void accept_all(struct listener *l)
 			} else if (errno != EAGAIN && errno != EWOULDBLOCK) {
 				NVS_WARN("accept: %s", strerror(errno));
 			}
+			nvs_fd_reserve_refill();
 			return;
 		}
+		/* Its peer resolution needs two descriptors more (a pidfd, the
+		 * cgroup file): lend them from the reserve, so the last peer
+		 * before the limit is identified like any other. */
+		nvs_fd_reserve_release(2);
 		struct conn *c = conn_new(fd, l->role);
-		if (!c)
+		int full = nvs_fd_reserve_refill();
+		if (!full && l->role == CONN_ROLE_CLIENT)
+			client_accept_pause();
+		if (!c) {
+			if (!full)
+				return;
 			continue;
+		}
 		if (nvs_loop_add(fd, EPOLLIN, on_conn, c) < 0) {
 			conn_doom(c, "epoll_ctl: %s", strerror(errno));
 			continue;
@@ -453,6 +495,8 @@ static void accept_all(struct listener *l)
 		NVS_DEBUG("conn %u on the %s from pid %d uid %d: tenant %s%s%s", c->id, l->what,
 			  (int)c->peer.pid, (int)c->peer.uid, nvs_tenant_kind_name(c->peer.kind),
 			  c->peer.pod_uid[0] ? " " : "", c->peer.pod_uid);
+		if (!full)
+			return;
 	}
 }
 
@@ -493,6 +537,7 @@ static void server_tick(uint64_t now)
 	check_socket(now);
 	if (accept_paused_until && now >= accept_paused_until)
 		pause_accept(0);
+	client_accept_retry(now);
 }
 
 static uint64_t server_next_deadline(uint64_t now)
@@ -500,7 +545,14 @@ static uint64_t server_next_deadline(uint64_t now)
 	uint64_t deadline = next_sock_check_ns;
 	if (accept_paused_until && accept_paused_until < deadline)
 		deadline = accept_paused_until;
+	if (client_paused_until && client_paused_until < deadline)
+		deadline = client_paused_until;
 	return deadline;
+}
+
+static uint64_t limits_next_deadline(uint64_t now)
+{
+	return nvs_limits_next_deadline();
 }
 
 static uint64_t unmanaged_next_deadline(uint64_t now)
@@ -528,7 +580,6 @@ void nvs_server_close(void)
 	if (sig_fd >= 0)
 		close(sig_fd);
 	nvs_loop_close();
-	if (spare_fd >= 0)
-		close(spare_fd);
+	nvs_fd_reserve_close();
 	NVS_INFO("stopped; removed %s and %s", S.sock_path, S.admin_sock_path);
 }

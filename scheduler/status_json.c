@@ -4,6 +4,9 @@
 #include "conn.h"
 #include "gpus.h"
 #include "k8s_watch.h"
+#include "limits.h"
+#include "log.h"
+#include "plog.h"
 #include "policy.h"
 #include "peer.h"
 #include "quota.h"
@@ -247,6 +250,20 @@ cJSON *nvs_status_json(uint64_t now)
 	num(c, "refused_no_fd", S.accept_refused);
 	num(c, "accept_pauses", S.accept_pauses);
 	num(c, "socket_recreated", S.sock_recreated);
+	/* Bounds (limits.h): what hostile peers were refused or cut. */
+	num(c, "refused_tenant_limit", nvs_limits_stats.refused_tenant);
+	num(c, "handshake_timeouts", nvs_limits_stats.handshake_timeouts);
+	num(c, "buffer_budget_cuts", nvs_limits_stats.budget_cuts);
+	num(c, "admin_from_reserve", nvs_limits_stats.reserve_accepts);
+	num(c, "buffered_bytes", nvs_limits_stats.buffered);
+	num(c, "buffered_max_bytes", nvs_limits_stats.buffered_max);
+	cJSON *lim = cJSON_AddObjectToObject(root, "limits");
+	num(lim, "max_conns_per_tenant", nvs_limits_cfg.max_conns_per_tenant);
+	num(lim, "handshake_timeout_ms", nvs_limits_cfg.handshake_ms);
+	num(lim, "conn_buffer_budget", nvs_limits_cfg.buffer_budget);
+	num(lim, "log_rate", nvs_plog_rate);
+	num(lim, "log_lines_suppressed", nvs_plog_suppressed_total);
+	num(lim, "log_lines_dropped", nvs_log_dropped());
 	cJSON *gs = cJSON_AddArrayToObject(root, "gpus");
 	for (unsigned i = 0; i < S.ngpus; i++)
 		cJSON_AddItemToArray(gs, gpu_json(&S.gpus[i], now));

@@ -58,6 +58,23 @@ void nvs_log(enum nvs_log_level level, const char *fmt, ...)
 	va_end(ap);
 	(void)level;
 }
+void nvs_log_n(enum nvs_log_level level, unsigned suppressed, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	(void)level, (void)suppressed;
+}
+unsigned long long nvs_log_dropped(void)
+{
+	return 0;
+}
+void nvs_log_set_filter(nvs_log_filter_fn f)
+{
+	(void)f;
+}
 void nvs_log_set_warn_interval(unsigned long long ns)
 {
 	(void)ns;

@@ -29,6 +29,7 @@
  *
  * Hold mode (--hold-ms T): opens --clients connections, each HELLO, keeps
  * them T ms and prints "HOLD clients=N welcomed=W closed=C failed=F"
+ * (--attach: each also attaches one of --gpus GPUs, for a large status)
  * (W: got WELCOME; C: closed by the scheduler; F: connect failed). For the
  * out-of-file-descriptors test.
  *
@@ -227,12 +228,15 @@ static int cmp32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static int hold_attach; /* --attach: hold-mode clients attach a GPU too */
+
 static int hold_mode(int hold_ms)
 {
 	int ep = epoll_create1(0), welcomed = 0, closed = 0, failed = 0;
 	for (int i = 0; i < nclients; i++) {
 		cl[i].idx = i;
-		if (open_client(&cl[i], 0)) {
+		cl[i].gpu = i % ngpus;
+		if (open_client(&cl[i], hold_attach)) {
 			failed++;
 			if (cl[i].fd >= 0)
 				close(cl[i].fd);
@@ -372,10 +376,11 @@ int main(int argc, char **argv)
 	    {"stall-ms", required_argument, 0, 's'},
 	    {"hold-ms", required_argument, 0, 'H'},
 	    {"tenants", required_argument, 0, 'T'},
+	    {"attach", no_argument, 0, 'a'},
 	    {0, 0, 0, 0},
 	};
 	int o;
-	while ((o = getopt_long(argc, argv, "n:g:c:s:H:T:", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "n:g:c:s:H:T:a", opts, NULL)) != -1) {
 		switch (o) {
 		case 'n':
 			nclients = atoi(optarg);
@@ -395,9 +400,12 @@ int main(int argc, char **argv)
 		case 'T':
 			ntenants = atoi(optarg);
 			break;
+		case 'a':
+			hold_attach = 1;
+			break;
 		default:
 			fprintf(stderr, "usage: load_gen [--clients N] [--gpus G] [--cycles C] "
-					"[--stall-ms MS] [--tenants K] | --hold-ms MS\n");
+					"[--stall-ms MS] [--tenants K] | --hold-ms MS [--attach]\n");
 			return 2;
 		}
 	}

@@ -24,8 +24,10 @@
  *                      as the socket takes them (reading what comes back)
  *   swap IN OUT [g]    send SWAP_STATS adding IN and OUT (durations) of
  *                      swap time and 1 MiB each way to its running totals
- *   pingflood N        send N PINGs without reading the PONGs (fills the
- *                      scheduler's output buffer for this client)
+ *   pingflood N        send up to N PINGs without reading the PONGs (fills
+ *                      the scheduler's output buffer for this client); stops
+ *                      early once the socket took nothing for 2 s (the
+ *                      scheduler stopped reading: back-pressure)
  *   block FILE         wait for FILE without reading anything (a client
  *                      that stopped reading), then go on
  *   hog TIME [g]       hold the lock for TIME and never give it back:
@@ -49,6 +51,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +242,10 @@ static int p_closed(int g)
 	(void)g;
 	return closed;
 }
+static int p_lock_ok_or_closed(int g)
+{
+	return p_lock_ok(g) || closed;
+}
 static int p_mode_known(int g)
 {
 	return mode_known[g];
@@ -380,8 +387,12 @@ static void run_cmd(char *cmd)
 		int g = gpu_arg(argv[1]);
 		send_gpu(NVS_MSG_REQ_LOCK, g, 0);
 		EV("SENT REQ_LOCK gpu=%d", g);
-		if (!pump(now_us() + 600000000ull, p_lock_ok, g))
+		/* A closed connection never brings LOCK_OK (this tool does not
+		 * reconnect): exit 4 at once rather than wait out the 600 s. */
+		if (!pump(now_us() + 600000000ull, p_lock_ok_or_closed, g))
 			die(3, "timeout waiting for LOCK_OK");
+		if (!p_lock_ok(g))
+			die(4, "closed while waiting for LOCK_OK");
 	} else if (!strcmp(c, "release")) {
 		send_release(gpu_arg(argv[1]), 0);
 	} else if (!strcmp(c, "idle_release")) {
@@ -464,9 +475,17 @@ static void run_cmd(char *cmd)
 		uint64_t n;
 		if (!argv[1] || nvs_parse_u64(argv[1], 1, 10000000, &n))
 			die(2, "pingflood N");
-		for (uint64_t i = 0; i < n && !closed; i++)
+		uint64_t i;
+		for (i = 0; i < n && !closed; i++) {
+			/* Writable (a quarter of the send buffer free) means a
+			 * 24-byte frame goes whole; not writable for 2 s means
+			 * the scheduler stopped reading this connection. */
+			struct pollfd pf = {.fd = C.fd, .events = POLLOUT};
+			if (poll(&pf, 1, 2000) != 1)
+				break;
 			send_gpu(NVS_MSG_PING, 0, (uint32_t)i);
-		EV("SENT PINGFLOOD n=%llu", (unsigned long long)n);
+		}
+		EV("SENT PINGFLOOD n=%llu", (unsigned long long)i);
 	} else if (!strcmp(c, "block")) {
 		if (!argv[1])
 			die(2, "block needs a file");

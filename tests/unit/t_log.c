@@ -1,5 +1,7 @@
-/* Logging: ISO-8601 UTC timestamps, and the per-call-site limiter that keeps
- * a repeated warning from flooding an application's stderr. */
+/* Logging: ISO-8601 UTC timestamps, the per-call-site limiter that keeps
+ * a repeated warning from flooding an application's stderr, the filter the
+ * scheduler rate-limits with, and the writer-thread queue (drained at
+ * stop). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -142,14 +144,76 @@ static void test_iso8601_utc(void **state)
 	free(out);
 }
 
+static unsigned filter_calls;
+
+/* Drops every line whose format starts with "drop", passes the others
+ * saying 3 were suppressed before them. */
+static int test_filter(const char *fmt, enum nvs_log_level level, unsigned *suppressed)
+{
+	(void)level;
+	filter_calls++;
+	if (!strncmp(fmt, "drop", 4))
+		return 0;
+	*suppressed = 3;
+	return 1;
+}
+
+static void filtered_lines(void)
+{
+	NVS_INFO("drop me %d", 1);
+	NVS_WARN("drop me too");
+	NVS_INFO("keep %d", 2);
+	NVS_ERROR("errors are never filtered");
+	nvs_log_n(NVS_LOG_WARN, 7, "explicit %s", "count");
+}
+
+static void test_filter_and_log_n(void **state)
+{
+	(void)state;
+	nvs_log_set_filter(test_filter);
+	char *out = capture(filtered_lines);
+	nvs_log_set_filter(NULL);
+	assert_int_equal(count_lines(out), 3);
+	assert_null(strstr(out, "drop me"));
+	assert_non_null(strstr(out, "INFO keep 2 (3 similar lines suppressed)\n"));
+	assert_non_null(strstr(out, "ERROR errors are never filtered\n"));
+	assert_non_null(strstr(out, "WARN explicit count (7 similar lines suppressed)\n"));
+	assert_int_equal(filter_calls, 3); /* INFO and WARN only, not nvs_log_n */
+	free(out);
+}
+
+static void queued_lines(void)
+{
+	assert_int_equal(nvs_log_queue_start(4096), 0);
+	for (int i = 0; i < 1000; i++)
+		NVS_INFO("queued line %d", i);
+	nvs_log_queue_stop(); /* drains what fits; the rest was dropped */
+}
+
+static void test_queue(void **state)
+{
+	(void)state;
+	char *out = capture(queued_lines);
+	unsigned long long dropped = nvs_log_dropped();
+	/* Everything logged is either written or counted as dropped. */
+	int written = 0;
+	for (const char *p = out; (p = strstr(p, "INFO queued line ")); p++)
+		written++;
+	assert_true(written > 0);
+	assert_int_equal((unsigned long long)written + dropped, 1000);
+	assert_non_null(strstr(out, "queued line 0\n"));
+	if (dropped)
+		assert_non_null(strstr(out, "log line(s) dropped"));
+	free(out);
+}
+
 int main(void)
 {
 	nvs_log_init("test");
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_default_unlimited),
-	    cmocka_unit_test(test_repeats_limited),
-	    cmocka_unit_test(test_sites_independent),
-	    cmocka_unit_test(test_iso8601_utc),
+	    cmocka_unit_test(test_default_unlimited), cmocka_unit_test(test_repeats_limited),
+	    cmocka_unit_test(test_sites_independent), cmocka_unit_test(test_iso8601_utc),
+	    cmocka_unit_test(test_filter_and_log_n),  cmocka_unit_test(test_queue),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,92 @@
+/*
+ * Bounds on what peers may cost the daemon (issue 17, docs/security.md
+ * "Hostile load"): every Pod shares one scheduler, so no peer may take its
+ * memory, descriptors or loop time from the others.
+ *
+ *  - connections per tenant (a Pod, a uid outside Kubernetes, or the
+ *    unknown bucket; peer.h): over the cap a connection is closed at once;
+ *  - a handshake deadline: a client-socket connection that has not sent
+ *    HELLO within it is closed (the admin socket has none);
+ *  - a global budget for buffered input and output across client-socket
+ *    connections: over it, the largest consumers are cut first;
+ *  - a descriptor reserve: when descriptors run out the client socket
+ *    stops being accepted (peers wait in the kernel's backlog) while the
+ *    admin socket is still served from the reserve.
+ *
+ * Everything runs on the loop thread.
+ */
+#ifndef NVSHARE_SCHEDULER_LIMITS_H
+#define NVSHARE_SCHEDULER_LIMITS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct conn;
+
+#define NVS_DEFAULT_MAX_CONNS_PER_TENANT 64u
+#define NVS_DEFAULT_HANDSHAKE_MS 2000u
+#define NVS_DEFAULT_CONN_BUFFER_BUDGET (16ull << 20)
+#define NVS_MIN_CONN_BUFFER_BUDGET (1ull << 20)
+#define NVS_MAX_CONN_BUFFER_BUDGET (4ull << 30)
+#define NVS_MAX_HANDSHAKE_MS 600000u
+#define NVS_MIN_HANDSHAKE_MS 100u
+#define NVS_MAX_CONNS_PER_TENANT_MAX 1000000u
+
+struct nvs_limits_config {
+	unsigned max_conns_per_tenant; /* NVSHARE_MAX_CONNS_PER_TENANT; 0: no cap */
+	uint32_t handshake_ms;	       /* NVSHARE_HANDSHAKE_TIMEOUT_MS; 0: none */
+	uint64_t buffer_budget;	       /* NVSHARE_CONN_BUFFER_BUDGET, bytes */
+};
+extern struct nvs_limits_config nvs_limits_cfg;
+
+/* Counters (status "connections", metrics). */
+struct nvs_limits_stats {
+	uint64_t refused_tenant;     /* over the per-tenant cap */
+	uint64_t handshake_timeouts; /* no HELLO in time */
+	uint64_t budget_cuts;	     /* closed to keep the buffer budget */
+	uint64_t accept_paused;	     /* client socket paused: out of descriptors */
+	uint64_t reserve_accepts;    /* admin connections taken with the reserve */
+	uint64_t buffered;	     /* bytes buffered now (client socket) */
+	uint64_t buffered_max;	     /* high-water mark */
+};
+extern struct nvs_limits_stats nvs_limits_stats;
+
+/* Setters shared by the flags and the environment: 0, or -1 with a
+ * message on stderr naming what (the flag or variable), the value and the
+ * valid range. */
+int nvs_limits_set_max_conns(const char *what, const char *v);
+int nvs_limits_set_handshake(const char *what, const char *v);
+int nvs_limits_set_budget(const char *what, const char *v);
+/* Applies NVSHARE_MAX_CONNS_PER_TENANT, NVSHARE_HANDSHAKE_TIMEOUT_MS and
+ * NVSHARE_CONN_BUFFER_BUDGET. Returns the number of bad values. */
+int nvs_limits_config_from_env(void);
+
+/* A new connection whose peer is resolved: counts it against its tenant
+ * (client socket only). Returns 0, or -1 when the tenant is over its cap
+ * (logged and evented, rate-limited): the caller closes it. */
+int nvs_limits_admit(struct conn *c);
+/* The connection is being freed: uncounts it everywhere. */
+void nvs_limits_conn_gone(struct conn *c);
+
+/* Its buffers changed size by delta bytes (client socket only). */
+void nvs_limits_charge(struct conn *c, long long delta);
+/* Over the budget: dooms the largest consumers until under it. */
+void nvs_limits_enforce_budget(void);
+
+/* Handshake deadlines and periodic work (log summaries); next deadline in
+ * CLOCK_MONOTONIC ns, 0 none. */
+void nvs_limits_tick(uint64_t now);
+uint64_t nvs_limits_next_deadline(void);
+
+/* Descriptor reserve (server.c): opened at start. */
+int nvs_fd_reserve_open(void);
+void nvs_fd_reserve_close(void);
+/* Closes n of the reserve's descriptors (all: NVS_FD_RESERVE) so that an
+ * accept and its peer resolution (a pidfd, the cgroup file) find free
+ * descriptors; nvs_fd_reserve_refill takes them back. */
+#define NVS_FD_RESERVE 4
+void nvs_fd_reserve_release(int n);
+/* Refills the reserve; 1 when it is full. */
+int nvs_fd_reserve_refill(void);
+
+#endif

@@ -1,0 +1,153 @@
+/*
+ * Per-tenant, per-kind log rate limiting (plog.h). A fixed table, direct
+ * mapped by a hash of the key: its size does not grow with the number of
+ * peers; a key pushed out by another first reports what it suppressed.
+ */
+#include "plog.h"
+
+#include "log.h"
+#include "parse.h"
+#include "peer.h"
+#include "state.h"
+
+#include <stdio.h>
+#include <string.h>
+
+unsigned nvs_plog_rate = NVS_DEFAULT_LOG_RATE;
+uint64_t nvs_plog_suppressed_total;
+
+#define NSLOTS 512u
+#define WINDOW_NS 1000000000ull
+/* A key quiet this long after its window reports its suppressed lines. */
+#define SUMMARY_AFTER_NS (2 * WINDOW_NS)
+
+struct slot {
+	uint64_t hash;
+	const void *site;
+	const char *kind;
+	char tenant[48];
+	uint64_t win_start_ns;
+	unsigned in_window;
+	unsigned suppressed;
+};
+static struct slot slots[NSLOTS];
+static unsigned pending; /* slots with suppressed > 0 */
+
+int nvs_plog_set_rate(const char *what, const char *v)
+{
+	uint64_t n;
+	if (nvs_parse_u64(v, 0, NVS_MAX_LOG_RATE, &n)) {
+		fprintf(stderr,
+			"nvshare-scheduler: bad value for %s: \"%s\" (expected lines per second "
+			"per tenant and kind, 0..%u; 0: no limit)\n",
+			what, v, NVS_MAX_LOG_RATE);
+		return -1;
+	}
+	nvs_plog_rate = (unsigned)n;
+	return 0;
+}
+
+const char *nvs_tenant_key(const struct nvs_peer *p, char *buf, size_t cap)
+{
+	if (p->kind == NVS_TENANT_POD)
+		snprintf(buf, cap, "pod:%s", p->pod_uid);
+	else if (p->kind == NVS_TENANT_UID)
+		snprintf(buf, cap, "uid:%u", (unsigned)p->uid);
+	else
+		snprintf(buf, cap, "unknown");
+	return buf;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static void summary(struct slot *s)
+{
+	if (!s->suppressed)
+		return;
+	nvs_log_n(NVS_LOG_WARN, s->suppressed, "tenant %s: lines of kind \"%.60s\" rate-limited",
+		  s->tenant, s->kind);
+	s->suppressed = 0;
+	pending--;
+}
+
+int nvs_plog_allow(const void *site, const char *kind, const struct nvs_peer *p,
+		   unsigned *suppressed)
+{
+	*suppressed = 0;
+	if (!nvs_plog_rate)
+		return 1;
+	char t[48];
+	nvs_tenant_key(p, t, sizeof t);
+	uint64_t h = fnv(14695981039346656037ull, &site, sizeof site);
+	h = fnv(h, kind, strlen(kind));
+	h = fnv(h, t, strlen(t));
+	struct slot *s = &slots[h % NSLOTS];
+	uint64_t now = nvs_now_ns();
+	if (s->hash != h || s->site != site || strcmp(s->tenant, t) || strcmp(s->kind, kind)) {
+		if (s->kind)
+			summary(s); /* evicted: say what it held back */
+		memset(s, 0, sizeof *s);
+		s->hash = h;
+		s->site = site;
+		s->kind = kind;
+		snprintf(s->tenant, sizeof s->tenant, "%s", t);
+	}
+	if (now - s->win_start_ns >= WINDOW_NS) {
+		s->win_start_ns = now;
+		s->in_window = 0;
+	}
+	if (s->in_window >= nvs_plog_rate) {
+		if (!s->suppressed)
+			pending++;
+		s->suppressed++;
+		nvs_plog_suppressed_total++;
+		return 0;
+	}
+	s->in_window++;
+	if (s->suppressed) {
+		*suppressed = s->suppressed;
+		s->suppressed = 0;
+		pending--;
+	}
+	return 1;
+}
+
+void nvs_plog_tick(uint64_t now)
+{
+	if (!pending)
+		return;
+	for (unsigned i = 0; i < NSLOTS && pending; i++) {
+		struct slot *s = &slots[i];
+		if (s->suppressed && now - s->win_start_ns >= SUMMARY_AFTER_NS)
+			summary(s);
+	}
+}
+
+/* The loop thread's current peer (other threads log freely). */
+static __thread const struct nvs_peer *cur_peer;
+
+void nvs_plog_set_peer(const struct nvs_peer *p)
+{
+	cur_peer = p;
+}
+
+static int filter(const char *fmt, enum nvs_log_level level, unsigned *suppressed)
+{
+	(void)level;
+	if (!cur_peer)
+		return 1;
+	return nvs_plog_allow(fmt, fmt, cur_peer, suppressed);
+}
+
+void nvs_plog_start(void)
+{
+	nvs_log_set_filter(filter);
+}

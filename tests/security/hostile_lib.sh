@@ -1,0 +1,53 @@
+# shellcheck shell=bash disable=SC2154
+# Helpers for the hostile-load tests (issue 17, docs/security.md "Hostile
+# load"): the attacker (hostile.py) runs as uid 65534 - another tenant than
+# the honest client - where this test may switch users.
+HPY=/usr/bin/python3
+[ -x "$HPY" ] || HPY=$(command -v python3)
+HOSTILE=$NVS_ROOT/tests/security/hostile.py
+
+# NOBODY: "setpriv ..." prefix that runs a command as uid 65534, or empty
+# when this test cannot switch users (not root, or no setpriv).
+NOBODY=()
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
+  setpriv --reuid 65534 --regid 65534 --clear-groups "$HPY" -c 'import sys' 2>/dev/null &&
+  setpriv --reuid 65534 --regid 65534 --clear-groups test -r "$HOSTILE"; then
+  NOBODY=(setpriv --reuid 65534 --regid 65534 --clear-groups)
+  chmod 755 "$T" # the attacker must reach $T/sock/scheduler.sock
+fi
+# The attacker opens more than 1,024 connections in one process.
+ulimit -n 8192 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+# hostile NAME MODE N [ARGS...]: starts hostile.py against the client
+# socket in the background (as uid 65534 when possible), output in
+# $T/NAME.out; waits until its connections are set up (READY).
+hostile() {
+  local name=$1; shift
+  bg "${NOBODY[@]}" "$HPY" "$HOSTILE" "$NVSHARE_SOCK_DIR/scheduler.sock" "$@" >"$T/$name.out" 2>&1
+  eval "PID_$name=${_pids[-1]}"
+  wait_for 60 grep -qE '^(READY|DONE)' "$T/$name.out"
+}
+
+# hwm_kib PID: the process's peak resident set (VmHWM), KiB.
+hwm_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
+
+# honest_script N: a fake_client script that takes and gives back the lock
+# N times (2 ms held, 3 ms between).
+honest_script() {
+  local s="" i
+  for ((i = 0; i < $1; i++)); do s+="lock;hold 2ms;release;hold 3ms;"; done
+  printf '%s' "${s%;}"
+}
+
+# wait_stats NAME: "n p50 p99 max" of the lock waits (SENT REQ_LOCK ->
+# LOCK_OK, us) in fake_client NAME's output.
+wait_stats() {
+  awk '/SENT REQ_LOCK/ { t = $1 } / LOCK_OK / && t { print $1 - t; t = 0 }' "$T/$1.out" | sort -n |
+    awk '{ a[NR] = $1 } END { if (!NR) { print "0 0 0 0"; exit }
+      i = int(NR * 0.99); if (i < 1) i = 1
+      print NR, a[int((NR + 1) / 2)], a[i], a[NR] }'
+}
+
+# san: 1 in the sanitizer build (RSS, address-space and timing bounds are
+# not the plain build's there).
+san() { [ -f "$B/.san" ]; }

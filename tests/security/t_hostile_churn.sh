@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Hostile load, churn and logging (issue 17): uid 65534 connects, sends
+# garbage and closes in a loop (before the bounds: 303 k log lines, 45 MB
+# in 10 s), and connects, says HELLO and closes in another. Asserted: the log lines it provokes are rate-limited per
+# tenant and kind, with "N similar lines suppressed" summaries, to well
+# under 1 MB per minute; an honest client keeps taking the lock with a
+# bounded wait (its p99 is reported; the bound asserted has the margin of
+# a busy 2-CPU machine, the figure is in docs/reliability.md); and with
+# stderr a pipe that nobody reads, the loop never blocks: the honest
+# client is served and the dropped lines are counted.
+# shellcheck disable=SC1091 # libraries by path
+. "$(dirname "$0")/../lib.sh"
+. "$NVS_ROOT/tests/sched/sched_lib.sh"
+. "$(dirname "$0")/hostile_lib.sh"
+SECS=4
+
+start_scheduler --no-nvml --mode on || { not_ok "scheduler starts"; exit 1; }
+fc H --gpu-uuid GPU-h --script "$(honest_script 500)"
+wait_ev 5 H LOCK_OK
+l0=$(wc -c <"$T/scheduler.log")
+hostile C churn 8 --hold "$SECS"
+hostile CH churn-hello 4 --hold "$SECS"
+check "the churn ran $SECS s" wait_for $((SECS + 20)) grep -q '^DONE' "$T/C.out"
+check "the HELLO churn ran $SECS s" wait_for 20 grep -q '^DONE' "$T/CH.out"
+diag "garbage: $(grep DONE "$T/C.out"); HELLO: $(grep DONE "$T/CH.out")"
+check "the honest client finished its 500 lock cycles" wait_exit 60 "$PID_H"
+check "... exit 0" [ "$RC" = 0 ]
+# Summaries of what was held back are written within ~2 s of the last one.
+check "suppression summaries in the log" wait_log 5 "$T/scheduler.log" 'similar lines? suppressed'
+# The attacker's lines: those naming its uid or its tenant.
+bytes=$(tail -c +$((l0 + 1)) "$T/scheduler.log" | grep -E 'uid 65534|uid:65534|uid=65534' | wc -c)
+lines=$(tail -c +$((l0 + 1)) "$T/scheduler.log" | grep -cE 'uid 65534|uid:65534|uid=65534')
+per_min=$((bytes * 60 / SECS))
+diag "log lines the churn provoked: $lines lines, $bytes bytes in ${SECS} s (${per_min} bytes/min)"
+check "log volume of the churn <= 1 MB/min ($per_min)" [ "$per_min" -le 1000000 ]
+read -r n p50 p99 max < <(wait_stats H)
+diag "honest lock wait under churn: n=$n p50=${p50}us p99=${p99}us max=${max}us"
+# Asserted with the margin of a loaded 2-CPU CI machine (the attacker, the
+# scheduler and the client compete for the CPUs); measured figures are in
+# docs/reliability.md.
+lim=50000
+san && lim=200000
+check "honest lock wait p99 ${p99}us <= ${lim}us" [ "${p99:-999999999}" -le "$lim" ]
+kill -TERM "$SCHED_PID"; wait_exit 10 "$SCHED_PID"
+
+# stderr a pipe nobody reads: once it is full the writer thread blocks, the
+# loop does not.
+mkfifo "$T/err.fifo"
+# (the redirection inside: bash gives a background job of a script
+# /dev/null as its stdin)
+bg sh -c 'exec sleep 600 <>"$0"' "$T/err.fifo" # holds the pipe open, reads nothing
+bg "$B/nvshare-scheduler" --no-nvml --mode on --log-rate 0 2>"$T/err.fifo"
+SCHED_PID=${_pids[-1]}
+wait_for 5 test -S "$NVSHARE_ADMIN_SOCK_DIR/admin.sock" || not_ok "scheduler starts (stderr unread)"
+hostile C2 churn 8 --hold 3
+fc H2 --gpu-uuid GPU-h --script "$(honest_script 200)"
+check "stderr unread: the honest client is served (200 cycles)" wait_exit 60 "$PID_H2"
+check "... exit 0" [ "$RC" = 0 ]
+dropped() {
+  "$CTL" --json | "$HPY" -c 'import json,sys; print(json.load(sys.stdin)["limits"]["log_lines_dropped"])'
+}
+check "the second churn ran" wait_for 20 grep -q '^DONE' "$T/C2.out"
+check "stderr unread: nvsharectl answers" sh -c "'$CTL' --json >/dev/null"
+d=$(dropped)
+diag "log lines dropped with stderr unread: $d"
+check "... and the dropped lines are counted ($d)" [ "${d:-0}" -gt 0 ]
+read -r n p50 p99 max < <(wait_stats H2)
+diag "honest lock wait with stderr unread: n=$n p50=${p50}us p99=${p99}us max=${max}us"

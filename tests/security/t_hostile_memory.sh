@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Hostile load, memory (issue 17): uid 65534 opens 1,000 connections that
+# each announce a full 256 KiB frame and send all of it but one byte
+# (slowloris: 263 MiB before the bounds), then 60 connections that each
+# send 2,000 status requests and never read (slow reader: 129 MiB). The
+# per-tenant cap is lifted so that the global buffer budget (default
+# 16 MiB) is what holds: the largest consumers are cut (conn_closed
+# buffer-budget), the scheduler's peak RSS stays <= 64 MiB, an honest
+# client keeps taking the lock meanwhile, and a scheduler limited to
+# 256 MiB of address space (prlimit --as, as the DaemonSet's memory limit
+# would) survives the same attack.
+# shellcheck disable=SC1091 # libraries by path
+. "$(dirname "$0")/../lib.sh"
+. "$NVS_ROOT/tests/sched/sched_lib.sh"
+. "$(dirname "$0")/hostile_lib.sh"
+
+start_scheduler --no-nvml --mode on --max-conns-per-tenant 0 || { not_ok "scheduler starts"; exit 1; }
+h0=$(hwm_kib "$SCHED_PID")
+fc H --gpu-uuid GPU-m --script "$(honest_script 400)"
+
+hostile L slowloris 1000 --hold 60
+check "slowloris: frames cut for the buffer budget" \
+  wait_event 20 conn_closed reason='"buffer-budget"'
+hostile S slowread 60 --requests 2000 --hold 60
+check "slow reader: connections cut (budget or not reading)" \
+  wait_event 20 conn_closed uid=65534 reason='"(buffer-budget|not-reading|handshake-timeout)"'
+# The peak is read once both attackers sent everything they meant to.
+check "both attacks delivered" wait_for 30 grep -q '^SENT' "$T/L.out" "$T/S.out"
+check "scheduler alive under both attacks" sched_alive
+h1=$(hwm_kib "$SCHED_PID")
+diag "scheduler peak RSS: $((h0 / 1024)) MiB at start, $((h1 / 1024)) MiB under slowloris + slow reader"
+if san; then
+  ok "peak RSS <= 64 MiB # skip sanitizer build (shadow memory, quarantine)"
+else
+  check "peak RSS $((h1 / 1024)) MiB <= 64 MiB" [ "$h1" -le $((64 * 1024)) ]
+fi
+b=$("$CTL" --json | "$HPY" -c 'import json,sys; c=json.load(sys.stdin)["connections"]; print(c["buffered_max_bytes"], c["buffer_budget_cuts"])')
+diag "buffered high-water mark, cuts: $b"
+check "buffered bytes stayed within the budget + one frame" \
+  [ "${b%% *}" -le $((16 * 1048576 + 300 * 1024)) ]
+check "the honest client finished its 400 lock cycles" wait_exit 60 "$PID_H"
+check "... exit 0" [ "$RC" = 0 ]
+read -r n p50 p99 max < <(wait_stats H)
+diag "honest lock wait under slowloris + slow reader: n=$n p50=${p50}us p99=${p99}us max=${max}us"
+kill "$PID_L" "$PID_S" 2>/dev/null
+
+# The same attack on a scheduler limited to 256 MiB of address space.
+if san; then
+  ok "prlimit --as survival # skip sanitizer build (ASan reserves terabytes of address space)"
+elif ! command -v prlimit >/dev/null; then
+  ok "prlimit --as survival # skip no prlimit"
+else
+  kill -TERM "$SCHED_PID"; wait_exit 10 "$SCHED_PID"
+  bg prlimit --as=$((256 << 20)) "$B/nvshare-scheduler" --no-nvml --mode on \
+    --max-conns-per-tenant 0 >>"$T/scheduler2.log" 2>&1
+  SCHED_PID=${_pids[-1]}
+  wait_for 5 test -S "$NVSHARE_SOCK_DIR/scheduler.sock" || not_ok "scheduler starts under prlimit"
+  hostile L2 slowloris 1000 --hold 60
+  hostile S2 slowread 60 --requests 2000 --hold 60
+  check "256 MiB address space: alive after slowloris + slow reader" sched_alive
+  fc H2 --gpu-uuid GPU-m --script 'lock;hold 10ms;release'
+  check "... and an honest client still locks" wait_exit 20 "$PID_H2"
+  check "... exit 0" [ "$RC" = 0 ]
+fi
