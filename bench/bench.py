@@ -78,7 +78,7 @@ def working_sets(gpu):
     return budget, scale, small, normal, capacity
 
 
-def run_scenario(s, C, R, small, normal, dry):
+def run_scenario(s, C, R, small, normal, dry, gpu=None):
     """Runs scenario s; its results land in R[s]."""
     run = {"overhead": lambda: run_overhead(C, R, ["native", "auto", "on"]),
            "fit": lambda: run_fit(C, R, small),
@@ -87,7 +87,7 @@ def run_scenario(s, C, R, small, normal, dry):
            "pressure": lambda: run_pressure(C, R, normal),
            "sched_latency": lambda: run_sched_latency(R, dry),
            "quota": lambda: run_quota(C, R),
-           "notebooks": lambda: run_notebooks(R)}
+           "notebooks": lambda: run_notebooks(R, gpu or {})}
     run[s]()
 
 
@@ -154,7 +154,7 @@ def main():
                 R.setdefault("skipped", []).append(s)
                 continue
             t = time.monotonic()
-            run_scenario(s, C, R, small, normal, a.dry_run)
+            run_scenario(s, C, R, small, normal, a.dry_run, gpu)
             say("%s done in %.1f s (%.0f s left)" % (s, time.monotonic() - t, left()))
     finally:
         for c in C.values():

@@ -504,19 +504,25 @@ uint64_t nvs_cosched_hint_bytes(const struct gpu *g, const struct client_gpu *h)
 	uint64_t need = nvs_policy_swap_out_need(g, h, g->qhead);
 	if (!nvs_cosched_active(g) || !nvs_cosched_interactive(h, NULL))
 		return need;
-	/* Proactive: after h idles, every other idle client's missing bytes
-	 * should fit in the free room, so its next burst swaps in only. */
-	uint64_t cap = nvs_gpu_capacity(g), res = 0, miss = 0;
+	/* Proactive, so that the next burst of any idle client swaps in
+	 * without waiting for a swap-out: the memory that does not fit (E =
+	 * expected - capacity) is spread over the k idle clients (h included)
+	 * and the free room, each missing m = E / (k - 1) and the room m too:
+	 * then any one of them fits on its next burst by swapping in m, the
+	 * least per burst (k = 1: all of E from h). */
+	uint64_t cap = nvs_gpu_capacity(g), exp = 0;
+	unsigned k = 0;
 	for (const struct client_gpu *c = g->ahead; c; c = c->anext) {
-		res += c->resident;
-		if (c == h || c->state == CG_HOLDING)
-			continue;
-		uint64_t e = nvs_policy_expected_of(c);
-		if (e > c->resident && e - c->resident > miss)
-			miss = e - c->resident;
+		exp += nvs_policy_expected_of(c);
+		if (c == h || c->state != CG_HOLDING)
+			k++;
 	}
-	uint64_t fr = cap > res ? cap - res : 0;
-	uint64_t pro = miss > fr ? miss - fr : 0;
+	if (exp <= cap)
+		return need;
+	uint64_t m = (exp - cap) / (k > 1 ? k - 1 : 1);
+	uint64_t eh = nvs_policy_expected_of(h);
+	uint64_t miss = eh > h->resident ? eh - h->resident : 0;
+	uint64_t pro = m > miss ? m - miss : 0;
 	if (pro > h->resident)
 		pro = h->resident;
 	return pro > need ? pro : need;

@@ -130,13 +130,16 @@ static uint64_t resident_sum(const struct gpu *g)
 static void evict_others(struct gpu *g, struct client_gpu *cg)
 {
 	uint64_t cap = nvs_gpu_capacity(g), sum = resident_sum(g);
-	for (struct client_gpu *o = g->ahead; o && sum > cap; o = o->anext) {
-		if (o == cg)
-			continue;
-		uint64_t d = sum - cap < o->resident ? sum - cap : o->resident;
-		o->resident -= d;
-		sum -= d;
-	}
+	/* Clients that do not run first: the driver evicts what is not in
+	 * use (a co-scheduled set keeps its memory). */
+	for (int pass = 0; pass < 2; pass++)
+		for (struct client_gpu *o = g->ahead; o && sum > cap; o = o->anext) {
+			if (o == cg || (pass == 0 && o->state == CG_HOLDING))
+				continue;
+			uint64_t d = sum - cap < o->resident ? sum - cap : o->resident;
+			o->resident -= d;
+			sum -= d;
+		}
 }
 
 /* Bytes the holder should move to the host on release so that `next`

@@ -140,7 +140,17 @@ def run_once(name, case, nvshare, sched_extra):
                 sched.kill()
 
 
-def run_notebooks(R):
+# Real footprint of the largest case: 6.5 GiB of data + 9 CUDA contexts.
+NB_FOOTPRINT_MIB = 6656 + 9 * 600
+
+
+def run_notebooks(R, gpu):
+    need = NB_FOOTPRINT_MIB * 100 / config.BUDGET_PCT
+    if not config.FAKE and gpu.get("free_mib", 0) < need:
+        say("notebooks skipped: %d MiB free, %d MiB needed (%d%% budget)" % (gpu.get("free_mib", 0), need,
+                                                                          config.BUDGET_PCT))
+        R["notebooks"] = {"skipped": "only %d MiB free" % gpu.get("free_mib", 0)}
+        return
     confs = [("native", False, {}), ("nvshare", True, {})]
     if NB_OFF:
         confs.append(("nvshare_off", True, {"NVSHARE_COSCHEDULE": "off"}))
@@ -155,6 +165,7 @@ def run_notebooks(R):
                     say("notebooks %s %s rep %d: bursts %d p50 %s p99 %s batch %.1f steps/s gap %.1f s" % (
                         case[0], n, rep, r["bursts"], fmt_ms(r["p50"]), fmt_ms(r["p99"]), r["sps"], r["gap"]))
                     runs[n].append(r)
+                    out["torch"] = r["info"].get("torch", "?")
                 except Exception as ex:  # noqa: BLE001 (reported, the run goes on)
                     say("notebooks %s %s rep %d failed: %s" % (case[0], n, rep, ex))
                     runs[n].append({"error": str(ex)})
@@ -175,11 +186,15 @@ def notebooks_section(nb, meta, L, T):
              "repetitions, medians; `native` = no preload (the memory really fits), `nvshare` = "
              "mode auto with the capacity below (co-scheduling on, clients declare "
              "`NVSHARE_PRIORITY`), `nvshare_off` = the same with `--coschedule off` (one holder at a "
-             "time, as before). Burst latency = end of the idle period → first step done." % (
-                 nb["burst"], nb["idle"], nb["seconds"], nb["reps"]))
+             "time, as before). Burst latency = end of the idle period → first step done. "
+             "PyTorch %s." % (nb["burst"], nb["idle"], nb["seconds"], nb["reps"], nb.get("torch", "?")))
     L.append("")
     for cname, nnb, bmib, nmib, cap in CASES:
         runs = nb.get(cname)
+        if nb.get("skipped"):
+            L.append("Skipped: %s (GPU safety)." % nb["skipped"])
+            L.append("")
+            return
         if not runs:
             continue
         nat = runs.get("native", [])
