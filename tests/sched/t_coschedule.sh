@@ -29,12 +29,15 @@ max_running() {
 start_scheduler --no-nvml --capacity 6Gi --tq 30s
 u=(--gpu-uuid GPU-set --total 16Gi)
 fc B "${u[@]}" --alloc 2Gi --priority batch --script "until $T/go;lock;mark B-holds;hold 2500ms;release;hold 200ms"
-nb='until GO;lock;mark burst1;hold 150ms;idle_release;hold 300ms;lock;mark burst2;hold 150ms;idle_release;hold 300ms'
+nb='until GO;lock;mark burst1;hold 1200ms;idle_release;hold 300ms;lock;mark burst2;hold 150ms;idle_release;hold 300ms'
 for n in N1 N2 N3; do
   fc $n "${u[@]}" --alloc 1536Mi --priority interactive --script "${nb//GO/$T/go}"
 done
 check "6.5Gi of 6Gi: serialized" wait_event 3 gpu_mode gpu=0 serialized=1
 touch "$T/go"
+check "nvsharectl shows the running set and why" \
+  wait_for 5 sh -c "'$CTL' | grep -qE 'GPU 0 running set: .*guest interactive \\(fits\\)'"
+check "status JSON: a guest's class is declared" json_has '"class":"interactive","class_source":"declared","role":"guest"'
 for p in "$PID_B" "$PID_N1" "$PID_N2" "$PID_N3"; do wait_exit 20 "$p"; done
 sizes="$(client_id B):2048 $(client_id N1):1536 $(client_id N2):1536 $(client_id N3):1536"
 mx=$(max_running "$sizes")
