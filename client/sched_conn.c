@@ -91,9 +91,10 @@ void nvs_sc_conn_configure(void)
 		else if (!strcmp(pr, "batch"))
 			hello_prio_flags = NVS_HELLO_PRIO_BATCH;
 		else
-			NVS_WARN("ignoring NVSHARE_PRIORITY=\"%s\" (expected interactive or batch); "
-				 "the scheduler observes this process instead",
-				 pr);
+			NVS_WARN(
+			    "ignoring NVSHARE_PRIORITY=\"%s\" (expected interactive or batch); "
+			    "the scheduler observes this process instead",
+			    pr);
 	}
 	uint64_t ms;
 	const char *t = getenv("NVSHARE_SCHED_TIMEOUT");
@@ -276,9 +277,8 @@ static void try_connect(void)
 
 	struct nvs_msg m;
 	nvs_msg_hello(&m, program_invocation_short_name, hello_core_limit, hello_mem_limit);
-	m.u.hello.flags =
-	    NVS_HELLO_SWAP_HINT | (sched_timeout_ns ? NVS_HELLO_PING : 0) | hello_mem_flags |
-	    hello_prio_flags;
+	m.u.hello.flags = NVS_HELLO_SWAP_HINT | (sched_timeout_ns ? NVS_HELLO_PING : 0) |
+			  hello_mem_flags | hello_prio_flags;
 	queue_msg(&m);
 	ping_ok = 0;
 	ping_sent_ns = 0;

@@ -172,7 +172,8 @@ int nvs_status_print(FILE *f, const char *json, size_t len)
 	cJSON_ArrayForEach(g, gpus)
 	{
 		const cJSON *rs = cJSON_GetObjectItemCaseSensitive(g, "running_set");
-		if (!cJSON_IsArray(rs) || !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "serialized")))
+		if (!cJSON_IsArray(rs) ||
+		    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "serialized")))
 			continue;
 		fprintf(f, "GPU %.0f running set:", numv(g, "index"));
 		const cJSON *m;
@@ -186,8 +187,9 @@ int nvs_status_print(FILE *f, const char *json, size_t len)
 			k++;
 		}
 		const cJSON *p = cJSON_GetObjectItemCaseSensitive(g, "preemptions");
-		fprintf(f, "%s; preemptions: interactive %.0f, batch floor %.0f, quantum %.0f, "
-			   "overcommit %.0f; batch share %.0f%%\n",
+		fprintf(f,
+			"%s; preemptions: interactive %.0f, batch floor %.0f, quantum %.0f, "
+			"overcommit %.0f; batch share %.0f%%\n",
 			k ? "" : " (nobody)", numv(p, "interactive"), numv(p, "batch_floor"),
 			numv(p, "tq_expired"), numv(p, "overcommit"), numv(g, "batch_share_pct"));
 	}

@@ -313,8 +313,9 @@ static void drop_member(struct gpu *g, struct client_gpu *h, struct client_gpu *
 			 CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6, g->qlen,
 			 S.cfg.drop_grace_ms, why);
 		nvs_event("drop_lock",
-			  CG_EV ",\"held_ms\":%.3f,\"waiters\":%u,\"grace_ms\":%u,\"reason\":\"%s\","
-				"\"role\":\"guest\"",
+			  CG_EV
+			  ",\"held_ms\":%.3f,\"waiters\":%u,\"grace_ms\":%u,\"reason\":\"%s\","
+			  "\"role\":\"guest\"",
 			  CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6, g->qlen,
 			  S.cfg.drop_grace_ms, why);
 	}
@@ -322,8 +323,7 @@ static void drop_member(struct gpu *g, struct client_gpu *h, struct client_gpu *
 		h->co.preempted = 1;
 	if (w)
 		nvs_event("preempt", CG_EV ",\"reason\":\"%s\",\"for\":%u,\"waited_ms\":%.3f",
-			  CG_ARGS(h), why, w->client->id,
-			  (double)(now - w->wait_since_ns) / 1e6);
+			  CG_ARGS(h), why, w->client->id, (double)(now - w->wait_since_ns) / 1e6);
 }
 
 int nvs_cosched_guest_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_ns,
@@ -607,14 +607,17 @@ static uint64_t guest_timers(struct gpu *g, uint64_t now, int act)
 	for (struct client_gpu *h = g->ahead; h; h = h->anext) {
 		if (!h->co.guest || h->state != CG_HOLDING || !h->co.drop_sent)
 			continue;
-		uint64_t half = h->co.drop_sent_ns + (h->co.drop_deadline_ns - h->co.drop_sent_ns) / 2;
+		uint64_t half =
+		    h->co.drop_sent_ns + (h->co.drop_deadline_ns - h->co.drop_sent_ns) / 2;
 		if (act && now >= h->co.drop_deadline_ns) {
 			h->st.revocations++;
 			g->st.revocations++;
-			NVS_WARN("REVOKE client=%u pid=%d gpu=%d guest: no LOCK_RELEASED within %u ms "
-				 "of DROP_LOCK",
-				 CG_ARGS(h), S.cfg.drop_grace_ms);
-			nvs_event("revoke", CG_EV ",\"held_ms\":%.3f,\"grace_ms\":%u,\"role\":\"guest\"",
+			NVS_WARN(
+			    "REVOKE client=%u pid=%d gpu=%d guest: no LOCK_RELEASED within %u ms "
+			    "of DROP_LOCK",
+			    CG_ARGS(h), S.cfg.drop_grace_ms);
+			nvs_event("revoke",
+				  CG_EV ",\"held_ms\":%.3f,\"grace_ms\":%u,\"role\":\"guest\"",
 				  CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6,
 				  S.cfg.drop_grace_ms);
 			send_guest_drop(h, 0);

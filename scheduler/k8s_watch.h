@@ -55,7 +55,7 @@ struct nvs_k8s_cached_pod {
 	int has_prio;			/* nvshare.com/priority: 1 interactive, 2 batch */
 	uint64_t prio;
 	char bad_prio[48];
-	int mark;			/* re-list bookkeeping */
+	int mark; /* re-list bookkeeping */
 	struct nvs_k8s_cached_pod *next;
 };
 const struct nvs_k8s_cached_pod *nvs_k8s_pod_lookup(const char *cgroup_uid);

@@ -303,9 +303,9 @@ int main(int argc, char **argv)
 		case 1023: {
 			static const char *const w[] = {"coschedule", "preempt-ms", "min-slice-ms",
 							"batch-floor"};
-			static const char *const valid[] = {
-			    "on or off", "milliseconds 0..60000", "milliseconds 0..60000",
-			    "a percent 0..100"};
+			static const char *const valid[] = {"on or off", "milliseconds 0..60000",
+							    "milliseconds 0..60000",
+							    "a percent 0..100"};
 			char flag[32];
 			snprintf(flag, sizeof flag, "--%s", w[o - 1020]);
 			if (nvs_cosched_parse(&nvs_cosched_cfg, w[o - 1020], optarg))

@@ -61,7 +61,10 @@ static void apply(struct client *cl, const struct nvs_k8s_cached_pod *p)
 	unsigned prio = p->has_prio ? (unsigned)p->prio : 0;
 	if (cl->annot_prio != prio)
 		NVS_INFO("client=%u pid=%d pod %s/%s priority annotation: %s", cl->id, (int)cl->pid,
-			 p->ns, p->name, prio == 1 ? "interactive" : prio == 2 ? "batch" : "none");
+			 p->ns, p->name,
+			 prio == 1   ? "interactive"
+			 : prio == 2 ? "batch"
+				     : "none");
 	cl->annot_prio = prio;
 }
 

@@ -282,10 +282,9 @@ static void grant(struct gpu *g, struct client_gpu *cg, uint64_t now, int handof
 	nvs_client_send(cg->client, &m);
 	NVS_INFO("LOCK_OK " CG_FMT " waited_ms=%.3f queue=%u%s", CG_ARGS(cg), ms(waited), g->qlen,
 		 guest ? " guest=1" : "");
-	nvs_event("lock_ok",
-		  CG_EV ",\"waited_ms\":%.3f,\"queue\":%u,\"quantum_ms\":%u,\"role\":\"%s\"",
-		  CG_ARGS(cg), ms(waited), g->qlen, m.u.lock_ok.quantum_ms,
-		  guest ? "guest" : "primary");
+	nvs_event(
+	    "lock_ok", CG_EV ",\"waited_ms\":%.3f,\"queue\":%u,\"quantum_ms\":%u,\"role\":\"%s\"",
+	    CG_ARGS(cg), ms(waited), g->qlen, m.u.lock_ok.quantum_ms, guest ? "guest" : "primary");
 	if (guest)
 		return; /* coschedule.c informs the set once it is complete */
 	if (g->hook && g->hook->on_grant)
@@ -657,8 +656,8 @@ void nvs_policy_settings_changed(struct gpu *g)
 	reevaluate(g, now);
 	if (g->serialized && nvs_cosched_active(g))
 		grant_next(g, now, 0); /* a raised capacity fits more */
-	inform_holder(g); /* the capacity may have changed */
-			  /* A new TQ applies to the current quantum: the tick re-checks it. */
+	inform_holder(g);	       /* the capacity may have changed */
+	/* A new TQ applies to the current quantum: the tick re-checks it. */
 }
 
 /* ---- timers ---- */

@@ -98,11 +98,11 @@ struct client_gpu {
 	 * primary holder g->holder, in the GPU's running set. */
 	struct cg_co {
 		int guest;
-		const char *why;	 /* why it runs: "first", "fits", "promoted" */
+		const char *why;	    /* why it runs: "first", "fits", "promoted" */
 		int drop_sent, drop_resent; /* guests: DROP_LOCK state */
 		uint64_t drop_sent_ns, drop_deadline_ns, swap_out_asked;
-		int preempted;		 /* dropped for a burst: re-queues at the head */
-		unsigned short_idle;	 /* streak of short holds ended idle */
+		int preempted;	     /* dropped for a burst: re-queues at the head */
+		unsigned short_idle; /* streak of short holds ended idle */
 	} co;
 	struct client_gpu *qprev, *qnext; /* gpu queue (while CG_WAITING) */
 	struct client_gpu *aprev, *anext; /* gpu attached list */

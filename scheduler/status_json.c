@@ -186,11 +186,12 @@ static cJSON *client_json(const struct client *cl, uint64_t now)
 		num(x, "allocated", cg->allocated);
 		cJSON_AddStringToObject(x, "state", state_name(cg));
 		const char *csrc;
-		cJSON_AddStringToObject(x, "class",
-					nvs_cosched_interactive(cg, &csrc) ? "interactive" : "batch");
+		cJSON_AddStringToObject(
+		    x, "class", nvs_cosched_interactive(cg, &csrc) ? "interactive" : "batch");
 		cJSON_AddStringToObject(x, "class_source", csrc);
 		if (cg->state == CG_HOLDING)
-			cJSON_AddStringToObject(x, "role", cg == cg->gpu->holder ? "primary" : "guest");
+			cJSON_AddStringToObject(x, "role",
+						cg == cg->gpu->holder ? "primary" : "guest");
 		num(x, "held_ns", nvs_policy_held_ns(cg, now));
 		cJSON *l = cJSON_AddObjectToObject(x, "limits");
 		num(l, "core_limit", cg->core_limit);

@@ -417,12 +417,18 @@ int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	static const struct option opts[] = {
-	    {"gpu-uuid", required_argument, 0, 'u'},   {"alloc", required_argument, 0, 'a'},
-	    {"total", required_argument, 0, 't'},      {"name", required_argument, 0, 'n'},
-	    {"core-limit", required_argument, 0, 'c'}, {"mem-limit", required_argument, 0, 'm'},
-	    {"ignore-drop", no_argument, 0, 'I'},      {"drain", required_argument, 0, 'd'},
-	    {"script", required_argument, 0, 's'},     {"no-hello", no_argument, 0, 'H'},
-	    {"fd", required_argument, 0, 'F'},	       {"priority", required_argument, 0, 'P'},
+	    {"gpu-uuid", required_argument, 0, 'u'},
+	    {"alloc", required_argument, 0, 'a'},
+	    {"total", required_argument, 0, 't'},
+	    {"name", required_argument, 0, 'n'},
+	    {"core-limit", required_argument, 0, 'c'},
+	    {"mem-limit", required_argument, 0, 'm'},
+	    {"ignore-drop", no_argument, 0, 'I'},
+	    {"drain", required_argument, 0, 'd'},
+	    {"script", required_argument, 0, 's'},
+	    {"no-hello", no_argument, 0, 'H'},
+	    {"fd", required_argument, 0, 'F'},
+	    {"priority", required_argument, 0, 'P'},
 	    {0, 0, 0, 0},
 	};
 	const char *gpu_list[MAXG];

@@ -25,6 +25,26 @@ max_running() {
     END { print max + 0 }' "$NVSHARE_EVENTS"
 }
 
+# ---- 0. Settings: strict validation, named in --help ----
+for bad in NVSHARE_COSCHEDULE=maybe NVSHARE_PREEMPT_MS=abc NVSHARE_MIN_SLICE_MS=61s NVSHARE_BATCH_FLOOR_PERCENT=101; do
+  out=$(env "$bad" "$B/nvshare-scheduler" --no-nvml 2>&1); rc=$?
+  check "$bad refused: exit 2 naming the variable and its range" \
+    sh -c '[ "$0" = 2 ] && echo "$1" | grep -q "bad value for ${2%%=*}: \"${2#*=}\" (expected"' "$rc" "$out" "$bad"
+done
+for bad in "--coschedule maybe" "--preempt-ms -1" "--min-slice-ms 2m" "--batch-floor 101"; do
+  # shellcheck disable=SC2086 # the flag and its value
+  out=$("$B/nvshare-scheduler" --no-nvml $bad 2>&1); rc=$?
+  check "$bad refused: usage error naming the flag" sh -c '[ "$0" = 2 ] && echo "$1" | grep -q "bad value for ${2%% *}"' "$rc" "$out" "$bad"
+done
+help=$("$B/nvshare-scheduler" --help)
+for v in NVSHARE_COSCHEDULE NVSHARE_PREEMPT_MS NVSHARE_MIN_SLICE_MS NVSHARE_BATCH_FLOOR_PERCENT; do
+  check "--help documents $v" sh -c 'echo "$0" | grep -q "$1"' "$help" "$v"
+done
+NVSHARE_PREEMPT_MS=75ms start_scheduler --no-nvml --min-slice-ms 500ms --batch-floor 40
+check "settings from env and flags in the status defaults" \
+  json_has '"coschedule":true,"preempt_ms":75,"min_slice_ms":500,"batch_floor_percent":40'
+kill "$SCHED_PID" 2>/dev/null; wait "$SCHED_PID" 2>/dev/null
+
 # ---- 1. A set that fits: batch 2Gi + notebooks 1.5Gi at capacity 6Gi ----
 start_scheduler --no-nvml --capacity 6Gi --tq 30s
 u=(--gpu-uuid GPU-set --total 16Gi)
@@ -85,8 +105,8 @@ awk -v b="$bid" -v n="$nid" '
 ' "$NVSHARE_EVENTS" >"$T/pre.txt"
 diag "$(tr '\n' ';' <"$T/pre.txt") (late-vs-due, after-request, after-grant ms)"
 check "two preemptions" test "$(grep -vc back "$T/pre.txt")" = 2
-read -r late1 req1 slice1 < <(grep -v back "$T/pre.txt" | sed -n 1p)
-read -r late2 req2 slice2 < <(grep -v back "$T/pre.txt" | sed -n 2p)
+read -r late1 _ slice1 < <(grep -v back "$T/pre.txt" | sed -n 1p)
+read -r late2 req2 _ < <(grep -v back "$T/pre.txt" | sed -n 2p)
 check "first burst: not before batch's 300 ms slice ($slice1 ms)" test "${slice1:-0}" -ge 300
 check "second burst: not before its 50 ms room wait ($req2 ms)" test "${req2:-0}" -ge 50
 check "both at their due time, never early (late $late1, $late2 ms)" test "${late1:--1}" -ge 0 -a "${late2:--1}" -ge 0
@@ -103,7 +123,7 @@ start_scheduler --no-nvml --capacity 4Gi --tq 30s --preempt-ms 0 --min-slice-ms 
 u=(--gpu-uuid GPU-storm --total 16Gi)
 fc BS "${u[@]}" --alloc 3Gi --priority batch --script 'wait mode1;work 6s'
 storm=''
-for i in $(seq 40); do storm+='lock;hold 120ms;idle_release;'; done
+for _ in $(seq 40); do storm+='lock;hold 120ms;idle_release;'; done
 fc S1 "${u[@]}" --alloc 2Gi --priority interactive --script "hold 300ms;$storm"
 fc S2 "${u[@]}" --alloc 2Gi --priority interactive --script "hold 360ms;$storm"
 wait_exit 40 "$PID_BS"
