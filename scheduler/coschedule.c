@@ -488,18 +488,38 @@ void nvs_cosched_queued(struct client_gpu *cg)
 
 /* ---- what members are told ---- */
 
-uint32_t nvs_cosched_waiters(const struct gpu *g, const struct client_gpu *h)
+/* One pass over the GPU's clients for what every member is told: the
+ * expected memory of all and how many do not run. */
+struct gpu_sums {
+	uint64_t exp;
+	unsigned idle;
+};
+
+static struct gpu_sums sums(const struct gpu *g)
+{
+	struct gpu_sums s = {0, 0};
+	for (const struct client_gpu *c = g->ahead; c; c = c->anext) {
+		s.exp += nvs_policy_expected_of(c);
+		if (c->state != CG_HOLDING)
+			s.idle++;
+	}
+	return s;
+}
+
+static uint32_t waiters_with(const struct gpu *g, const struct client_gpu *h,
+			     const struct gpu_sums *s)
 {
 	/* An interactive member releases as soon as it idles, even when
 	 * nobody waits yet: the next burst (its own or another's) then finds
 	 * room, and its memory stops counting as resident. */
-	if (nvs_cosched_active(g) && !g->qlen && nvs_policy_expected(g) > nvs_gpu_capacity(g) &&
+	if (nvs_cosched_active(g) && !g->qlen && s->exp > nvs_gpu_capacity(g) &&
 	    nvs_cosched_interactive(h, NULL))
 		return 1;
 	return g->qlen;
 }
 
-uint64_t nvs_cosched_hint_bytes(const struct gpu *g, const struct client_gpu *h)
+static uint64_t hint_with(const struct gpu *g, const struct client_gpu *h,
+			  const struct gpu_sums *s)
 {
 	uint64_t need = nvs_policy_swap_out_need(g, h, g->qhead);
 	if (!nvs_cosched_active(g) || !nvs_cosched_interactive(h, NULL))
@@ -510,13 +530,8 @@ uint64_t nvs_cosched_hint_bytes(const struct gpu *g, const struct client_gpu *h)
 	 * and the free room, each missing m = E / (k - 1) and the room m too:
 	 * then any one of them fits on its next burst by swapping in m, the
 	 * least per burst (k = 1: all of E from h). */
-	uint64_t cap = nvs_gpu_capacity(g), exp = 0;
-	unsigned k = 0;
-	for (const struct client_gpu *c = g->ahead; c; c = c->anext) {
-		exp += nvs_policy_expected_of(c);
-		if (c == h || c->state != CG_HOLDING)
-			k++;
-	}
+	uint64_t cap = nvs_gpu_capacity(g), exp = s->exp;
+	unsigned k = s->idle + (h->state == CG_HOLDING);
 	if (exp <= cap)
 		return need;
 	uint64_t m = (exp - cap) / (k > 1 ? k - 1 : 1);
@@ -528,12 +543,27 @@ uint64_t nvs_cosched_hint_bytes(const struct gpu *g, const struct client_gpu *h)
 	return pro > need ? pro : need;
 }
 
+uint32_t nvs_cosched_waiters(const struct gpu *g, const struct client_gpu *h)
+{
+	struct gpu_sums s = sums(g);
+	return waiters_with(g, h, &s);
+}
+
+uint64_t nvs_cosched_hint_bytes(const struct gpu *g, const struct client_gpu *h)
+{
+	struct gpu_sums s = sums(g);
+	return hint_with(g, h, &s);
+}
+
 void nvs_cosched_inform(struct gpu *g)
 {
+	if (!g->co.guests)
+		return;
+	struct gpu_sums s = sums(g);
 	for (struct client_gpu *h = g->ahead; h; h = h->anext) {
 		if (!h->co.guest || h->state != CG_HOLDING)
 			continue;
-		uint32_t w = nvs_cosched_waiters(g, h);
+		uint32_t w = waiters_with(g, h, &s);
 		struct nvs_msg m;
 		if (h->waiters_sent != w) {
 			h->waiters_sent = w;
@@ -542,7 +572,7 @@ void nvs_cosched_inform(struct gpu *g)
 		}
 		if (!(h->client->hello_flags & NVS_HELLO_SWAP_HINT))
 			continue;
-		uint32_t mib = nvs_swap_mib(nvs_cosched_hint_bytes(g, h));
+		uint32_t mib = nvs_swap_mib(hint_with(g, h, &s));
 		if (h->hint_sent_mib != mib) {
 			h->hint_sent_mib = mib;
 			nvs_msg_gpu(&m, NVS_MSG_SWAP_HINT, h->local_gpu, mib);

@@ -159,3 +159,17 @@ for n in P R1 R2 H; do
   check "$n was granted at least twice" test "$(ev_count $n 'LOCK_OK')" -ge 2
 done
 check "no revocation" test "$(count_events revoke)" = 0
+kill "$SCHED_PID" 2>/dev/null; wait "$SCHED_PID" 2>/dev/null
+
+# ---- 5. Observed class: short holds ended by idle releases = interactive ----
+start_scheduler --no-nvml --capacity 4Gi --tq 30s
+u=(--gpu-uuid GPU-obs --total 16Gi)
+fc OB "${u[@]}" --alloc 3Gi --script "until $T/obs-done"
+fc OO "${u[@]}" --alloc 2Gi --script "lock;hold 50ms;idle_release;lock;hold 50ms;idle_release;mark two;until $T/obs-done"
+wait_ev 10 OO 'MARK two'
+j=$("$CTL" --json)
+check "undeclared client with two short idle-ended holds: interactive (observed)" \
+  sh -c 'echo "$0" | grep -qF "\"class\":\"interactive\",\"class_source\":\"observed\""' "$j"
+check "an undeclared client that never held stays batch (observed)" \
+  sh -c 'echo "$0" | grep -qF "\"class\":\"batch\",\"class_source\":\"observed\""' "$j"
+touch "$T/obs-done"
