@@ -518,8 +518,7 @@ static uint32_t waiters_with(const struct gpu *g, const struct client_gpu *h,
 	return g->qlen;
 }
 
-static uint64_t hint_with(const struct gpu *g, const struct client_gpu *h,
-			  const struct gpu_sums *s)
+static uint64_t hint_with(const struct gpu *g, const struct client_gpu *h, const struct gpu_sums *s)
 {
 	uint64_t need = nvs_policy_swap_out_need(g, h, g->qhead);
 	if (!nvs_cosched_active(g) || !nvs_cosched_interactive(h, NULL))
