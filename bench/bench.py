@@ -25,10 +25,12 @@ import config  # noqa: E402
 import orchestration  # noqa: E402
 import progress  # noqa: E402
 from benchlib import replace_section  # noqa: E402
-from config import (BUDGET_PCT, CMD_TIMEOUT, DEADLINE, LIB, NORMAL_MIB, OVERHEAD_MM_N,  # noqa: E402
-                    PRESSURE_CAP_FRACTION, ROOT, SCENARIOS, SCHED_BIN, SMALL_MIB, WORKER_START_TIMEOUT)
+from config import (BUDGET_PCT, CMD_TIMEOUT, DEADLINE, DEFAULT_SCENARIOS, LIB, NORMAL_MIB,  # noqa: E402
+                    OVERHEAD_MM_N, PRESSURE_CAP_FRACTION, ROOT, SCENARIOS, SCHED_BIN, SMALL_MIB,
+                    WORKER_START_TIMEOUT)
 from idle import run_idle  # noqa: E402
 from interactive import run_interactive  # noqa: E402
+from notebooks import NB_COST, run_notebooks  # noqa: E402
 from orchestration import broadcast, make_configs, start_sched, start_workers  # noqa: E402
 from overhead import run_overhead  # noqa: E402
 from plan import plan_dry  # noqa: E402
@@ -41,7 +43,7 @@ from two_jobs import run_fit, run_pressure  # noqa: E402
 
 # Rough costs (s) of the scenarios, to skip what no longer fits in the deadline.
 COST = {"overhead": 20, "fit": 30, "idle": 10, "interactive": 30, "pressure": 50, "sched_latency": 15,
-        "quota": 75}
+        "quota": 75, "notebooks": NB_COST}
 
 
 def parse_args():
@@ -51,7 +53,7 @@ def parse_args():
     ap.add_argument("--no-docs", action="store_true", help="do not touch docs/BENCHMARKS.md")
     ap.add_argument("--command", default="bench/run", help="command line to record")
     a = ap.parse_args()
-    only = [s for s in a.only.split(",") if s] or SCENARIOS
+    only = [s for s in a.only.split(",") if s] or DEFAULT_SCENARIOS
     bad = [s for s in only if s not in SCENARIOS]
     if bad:
         sys.exit("unknown scenario(s): %s" % ",".join(bad))
@@ -76,7 +78,7 @@ def working_sets(gpu):
     return budget, scale, small, normal, capacity
 
 
-def run_scenario(s, C, R, small, normal, dry):
+def run_scenario(s, C, R, small, normal, dry, gpu=None):
     """Runs scenario s; its results land in R[s]."""
     run = {"overhead": lambda: run_overhead(C, R, ["native", "auto", "on"]),
            "fit": lambda: run_fit(C, R, small),
@@ -84,7 +86,8 @@ def run_scenario(s, C, R, small, normal, dry):
            "interactive": lambda: run_interactive(C, R, ["native", "auto", "on_i"]),
            "pressure": lambda: run_pressure(C, R, normal),
            "sched_latency": lambda: run_sched_latency(R, dry),
-           "quota": lambda: run_quota(C, R)}
+           "quota": lambda: run_quota(C, R),
+           "notebooks": lambda: run_notebooks(R, gpu or {})}
     run[s]()
 
 
@@ -151,7 +154,7 @@ def main():
                 R.setdefault("skipped", []).append(s)
                 continue
             t = time.monotonic()
-            run_scenario(s, C, R, small, normal, a.dry_run)
+            run_scenario(s, C, R, small, normal, a.dry_run, gpu)
             say("%s done in %.1f s (%.0f s left)" % (s, time.monotonic() - t, left()))
     finally:
         for c in C.values():

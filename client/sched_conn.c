@@ -45,6 +45,9 @@ static uint64_t sched_timeout_ns = NVS_SCHED_TIMEOUT_DEFAULT_NS; /* 0: never */
 /* NVS_HELLO_DEVICE_MEMORY when NVSHARE_UNIFIED_MEMORY=0 (config.c reports a
  * bad value; here it is only read). */
 static uint32_t hello_mem_flags;
+/* NVSHARE_PRIORITY=interactive|batch: the class the scheduler's
+ * co-scheduling gives this process (docs/scheduler.md); unset: observed. */
+static uint32_t hello_prio_flags;
 
 /* Client-thread-only state. */
 static int sock = -1;
@@ -81,6 +84,18 @@ void nvs_sc_conn_configure(void)
 	int unified = 1;
 	if (um && *um && nvs_parse_bool(um, &unified) == 0 && !unified)
 		hello_mem_flags = NVS_HELLO_DEVICE_MEMORY;
+	const char *pr = getenv("NVSHARE_PRIORITY");
+	if (pr && *pr) {
+		if (!strcmp(pr, "interactive"))
+			hello_prio_flags = NVS_HELLO_PRIO_INTERACTIVE;
+		else if (!strcmp(pr, "batch"))
+			hello_prio_flags = NVS_HELLO_PRIO_BATCH;
+		else
+			NVS_WARN(
+			    "ignoring NVSHARE_PRIORITY=\"%s\" (expected interactive or batch); "
+			    "the scheduler observes this process instead",
+			    pr);
+	}
 	uint64_t ms;
 	const char *t = getenv("NVSHARE_SCHED_TIMEOUT");
 	if (t && *t) {
@@ -262,8 +277,8 @@ static void try_connect(void)
 
 	struct nvs_msg m;
 	nvs_msg_hello(&m, program_invocation_short_name, hello_core_limit, hello_mem_limit);
-	m.u.hello.flags =
-	    NVS_HELLO_SWAP_HINT | (sched_timeout_ns ? NVS_HELLO_PING : 0) | hello_mem_flags;
+	m.u.hello.flags = NVS_HELLO_SWAP_HINT | (sched_timeout_ns ? NVS_HELLO_PING : 0) |
+			  hello_mem_flags | hello_prio_flags;
 	queue_msg(&m);
 	ping_ok = 0;
 	ping_sent_ns = 0;

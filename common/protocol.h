@@ -113,6 +113,12 @@ static inline uint32_t nvs_swap_mib(uint64_t bytes)
  * a scheduler that knows the flag counts them as pinned when deciding what
  * fits; one that does not ignores it (docs/protocol.md). */
 #define NVS_HELLO_DEVICE_MEMORY 0x4u
+/* The client's declared class (NVSHARE_PRIORITY, docs/scheduler.md
+ * "Co-scheduling"): interactive (short bursts, served first) or batch. At
+ * most one is set; neither: the scheduler observes the client. A claim like
+ * any HELLO field: the batch floor bounds what an interactive client gets. */
+#define NVS_HELLO_PRIO_INTERACTIVE 0x8u
+#define NVS_HELLO_PRIO_BATCH 0x10u
 
 /* LOCK_RELEASED flags. Bit 0: an idle release (not asked). Bits 8..31 (same
  * shift as DROP_LOCK): the MiB an idle release moved to the host, as the

@@ -167,6 +167,32 @@ int nvs_status_print(FILE *f, const char *json, size_t len)
 	}
 	if (!n)
 		fprintf(f, "(no GPUs known yet: NVML absent and no client attached)\n");
+	/* Co-scheduling (admin view): who runs together on a serialized GPU,
+	 * and why; preemptions by reason. */
+	cJSON_ArrayForEach(g, gpus)
+	{
+		const cJSON *rs = cJSON_GetObjectItemCaseSensitive(g, "running_set");
+		if (!cJSON_IsArray(rs) ||
+		    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "serialized")))
+			continue;
+		fprintf(f, "GPU %.0f running set:", numv(g, "index"));
+		const cJSON *m;
+		int k = 0;
+		cJSON_ArrayForEach(m, rs)
+		{
+			char one[48];
+			who(m, one, sizeof one);
+			fprintf(f, " %s %s %s (%s)", one, strv(m, "role"), strv(m, "class"),
+				strv(m, "why"));
+			k++;
+		}
+		const cJSON *p = cJSON_GetObjectItemCaseSensitive(g, "preemptions");
+		fprintf(f,
+			"%s; preemptions: interactive %.0f, batch floor %.0f, quantum %.0f, "
+			"overcommit %.0f; batch share %.0f%%\n",
+			k ? "" : " (nobody)", numv(p, "interactive"), numv(p, "batch_floor"),
+			numv(p, "tq_expired"), numv(p, "overcommit"), numv(g, "batch_share_pct"));
+	}
 	fprintf(f, "\n%-6s %-8s %-6s %-16s %-4s %-9s %-8s %-9s %s\n", "CLIENT", "PID", "UID",
 		"NAME", "GPU", "MEMORY", "STATE", "HELD", "LIMITS (core, memory)");
 	n = 0;

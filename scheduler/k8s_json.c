@@ -34,6 +34,19 @@ void nvs_k8s_core_annotation(const char *s, struct nvs_k8s_limit *l)
 	l->v = v;
 }
 
+void nvs_k8s_prio_annotation(const char *s, struct nvs_k8s_limit *l)
+{
+	memset(l, 0, sizeof *l);
+	if (!s)
+		return;
+	excerpt(s, l->raw, sizeof l->raw);
+	if (!strcmp(s, "interactive"))
+		l->v = 1;
+	else if (!strcmp(s, "batch"))
+		l->v = 2;
+	l->state = l->v ? NVS_ANN_VALID : NVS_ANN_INVALID;
+}
+
 void nvs_k8s_mem_annotation(const char *s, struct nvs_k8s_limit *l)
 {
 	memset(l, 0, sizeof *l);
@@ -205,6 +218,7 @@ int nvs_k8s_pod_from_json(const struct cJSON *obj, struct nvs_k8s_pod *p)
 			p->mirror[0] = '\0';
 		nvs_k8s_core_annotation(str_item(ann, NVS_K8S_ANN_CORE), &p->core);
 		nvs_k8s_mem_annotation(str_item(ann, NVS_K8S_ANN_MEM), &p->mem);
+		nvs_k8s_prio_annotation(str_item(ann, NVS_K8S_ANN_PRIO), &p->prio);
 		/* A non-string value (a number where a string belongs) is as
 		 * bad as an unparsable string. */
 		if (!p->core.state && cJSON_GetObjectItemCaseSensitive(ann, NVS_K8S_ANN_CORE))
@@ -213,6 +227,9 @@ int nvs_k8s_pod_from_json(const struct cJSON *obj, struct nvs_k8s_pod *p)
 		if (!p->mem.state && cJSON_GetObjectItemCaseSensitive(ann, NVS_K8S_ANN_MEM))
 			p->mem.state = NVS_ANN_INVALID,
 			snprintf(p->mem.raw, sizeof p->mem.raw, "(not a string)");
+		if (!p->prio.state && cJSON_GetObjectItemCaseSensitive(ann, NVS_K8S_ANN_PRIO))
+			p->prio.state = NVS_ANN_INVALID,
+			snprintf(p->prio.raw, sizeof p->prio.raw, "(not a string)");
 	}
 	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
 	if (cJSON_IsObject(spec))

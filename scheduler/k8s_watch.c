@@ -859,6 +859,8 @@ static void upsert(const struct kmsg *m)
 	      sizeof e->bad_core, "an integer percent 1..100");
 	merge(e, NVS_K8S_ANN_MEM, &p->mem, &e->has_mem, &e->mem, e->bad_mem, sizeof e->bad_mem,
 	      "a size: MiB, or with a unit such as 512Mi or 4Gi");
+	merge(e, NVS_K8S_ANN_PRIO, &p->prio, &e->has_prio, &e->prio, e->bad_prio,
+	      sizeof e->bad_prio, "interactive or batch");
 	e->mark = 1;
 	if (fresh || oc != e->has_core || om != e->has_mem || ocv != e->core || omv != e->mem ||
 	    orq != e->mem_request)

@@ -51,7 +51,10 @@ struct nvs_k8s_cached_pod {
 	uint64_t core, mem;
 	uint64_t mem_request;		/* bytes: spec's nvshare.com/gpu-memory x unit, 0 none */
 	char bad_core[48], bad_mem[48]; /* last invalid value logged */
-	int mark;			/* re-list bookkeeping */
+	int has_prio;			/* nvshare.com/priority: 1 interactive, 2 batch */
+	uint64_t prio;
+	char bad_prio[48];
+	int mark; /* re-list bookkeeping */
 	struct nvs_k8s_cached_pod *next;
 };
 const struct nvs_k8s_cached_pod *nvs_k8s_pod_lookup(const char *cgroup_uid);

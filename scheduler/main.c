@@ -18,6 +18,7 @@
 #include "sockpath.h"
 #include "state.h"
 #include "unmanaged.h"
+#include "coschedule.h"
 
 #include <getopt.h>
 #include <malloc.h>
@@ -81,6 +82,14 @@ static void usage(FILE *f)
 	    "                            nvshare: report | serialize\n"
 	    "      --unmanaged-interval MS  how often they are      NVSHARE_UNMANAGED_INTERVAL_MS\n"
 	    "                            looked for (0: never)      (%u)\n"
+	    "      --coschedule on|off   run the clients that fit   NVSHARE_COSCHEDULE (on)\n"
+	    "                            together when memory is short (docs/scheduler.md)\n"
+	    "      --preempt-ms MS       a burst waits this long    NVSHARE_PREEMPT_MS (50)\n"
+	    "                            for room before batch is asked to drop (0..60000)\n"
+	    "      --min-slice-ms MS     batch runs this long       NVSHARE_MIN_SLICE_MS (100)\n"
+	    "                            before a burst may preempt it (0..60000)\n"
+	    "      --batch-floor PCT     batch's share of GPU time  NVSHARE_BATCH_FLOOR_PERCENT\n"
+	    "                            while it waits (0..100)    (50)\n"
 	    "      --proc-root DIR       where peer cgroups are read NVSHARE_PROC_ROOT (/proc;\n"
 	    "                            tests only: it decides every peer's identity)\n"
 	    "      --node-name NAME      watch this node's Pods     NODE_NAME\n"
@@ -185,6 +194,8 @@ int main(int argc, char **argv)
 	 * misspelt must not silently leave a GPU unprotected. */
 	if (nvs_unmanaged_config_from_env(&nvs_unmanaged_cfg))
 		return 2;
+	if (nvs_cosched_config_from_env(&nvs_cosched_cfg))
+		return 2;
 	const char *proc_root = getenv("NVSHARE_PROC_ROOT");
 	if (proc_root && *proc_root && nvs_peer_set_proc_root(proc_root))
 		NVS_WARN("ignoring NVSHARE_PROC_ROOT: too long");
@@ -230,6 +241,10 @@ int main(int argc, char **argv)
 	    {"handshake-timeout-ms", required_argument, 0, 1012},
 	    {"conn-buffer-budget", required_argument, 0, 1013},
 	    {"log-rate", required_argument, 0, 1014},
+	    {"coschedule", required_argument, 0, 1020},
+	    {"preempt-ms", required_argument, 0, 1021},
+	    {"min-slice-ms", required_argument, 0, 1022},
+	    {"batch-floor", required_argument, 0, 1023},
 	    {"debug", no_argument, 0, 'v'},
 	    {"version", no_argument, 0, 'V'},
 	    {"help", no_argument, 0, 'h'},
@@ -360,6 +375,21 @@ int main(int argc, char **argv)
 			if (nvs_plog_set_rate("--log-rate", optarg))
 				return 2;
 			break;
+		case 1020:
+		case 1021:
+		case 1022:
+		case 1023: {
+			static const char *const w[] = {"coschedule", "preempt-ms", "min-slice-ms",
+							"batch-floor"};
+			static const char *const valid[] = {"on or off", "milliseconds 0..60000",
+							    "milliseconds 0..60000",
+							    "a percent 0..100"};
+			char flag[32];
+			snprintf(flag, sizeof flag, "--%s", w[o - 1020]);
+			if (nvs_cosched_parse(&nvs_cosched_cfg, w[o - 1020], optarg))
+				return bad_flag(flag, optarg, valid[o - 1020]);
+			break;
+		}
 		case 'v':
 			setenv("NVSHARE_DEBUG", "1", 1);
 			nvs_log_reload_env();

@@ -8,6 +8,7 @@
  * only published snapshots. `mu` guards `cur` and the snapshots' refs and is
  * held for a pointer swap or a reference count change, never longer.
  */
+#include "coschedule.h"
 #include "metrics.h"
 
 #include "events.h"
@@ -188,7 +189,11 @@ static struct msnap *snap_build(uint64_t now)
 		o->capacity = nvs_gpu_capacity(g);
 		o->qlen = g->qlen;
 		o->nattached = g->nattached;
-		o->running = g->serialized ? (g->holder ? 1 : 0) : g->nattached;
+		o->running = g->serialized ? nvs_cosched_running(g) : g->nattached;
+		o->preempt[0] = g->co.preempt_interactive;
+		o->preempt[1] = g->co.preempt_floor;
+		o->preempt[2] = g->co.preempt_tq;
+		o->preempt[3] = g->co.preempt_fit;
 		o->allocated_sum = g->allocated_sum;
 		o->st = g->st;
 		o->held_ns = g->st.held_ns + (g->holder ? now - g->holder->held_since_ns : 0);

@@ -334,9 +334,22 @@ static void render_gpus(struct mbuf *b, const struct msnap *s, const struct msam
 	gpu_family(b, s, "nvshare_gpu_queue_length", "gauge", "Clients waiting for the GPU's lock.",
 		   GOFF(qlen), V_INT);
 	gpu_family(b, s, "nvshare_scheduler_running_clients", "gauge",
-		   "Clients allowed to run on the GPU now: the lock holder when serialized, every "
-		   "attached client when not.",
+		   "Clients allowed to run on the GPU now: the running set (lock holder and the "
+		   "clients co-scheduled beside it) when serialized, every attached client when "
+		   "not.",
 		   GOFF(running), V_INT);
+	family(b, "nvshare_gpu_preemptions_total", "counter",
+	       "Members of the running set asked to drop by the co-scheduler, by reason "
+	       "(interactive, batch_floor, tq_expired, overcommit).");
+	static const char *const preason[4] = {"interactive", "batch_floor", "tq_expired",
+					       "overcommit"};
+	for (unsigned i = 0; i < s->ngpus; i++)
+		for (unsigned r = 0; r < 4; r++) {
+			mbuf_printf(b, "nvshare_gpu_preemptions_total{");
+			gpu_labels(b, &s->gpus[i]);
+			mbuf_printf(b, ",reason=\"%s\"} %llu\n", preason[r],
+				    (unsigned long long)s->gpus[i].preempt[r]);
+		}
 	gpu_family(b, s, "nvshare_gpu_handoffs_total", "counter",
 		   "Lock passed straight from a holder to a waiting client.", GOFF(handoffs),
 		   V_INT);

@@ -34,6 +34,9 @@ struct msnap_gpu {
 	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
 	uint64_t tq_effective_ns;
 	uint64_t unmanaged; /* processes on it without nvshare (unmanaged.c) */
+	/* Co-scheduling (coschedule.c): members asked to drop, by reason:
+	 * interactive, batch-floor, tq-expired, overcommit. */
+	uint64_t preempt[4];
 };
 
 struct msnap_client {

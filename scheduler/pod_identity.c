@@ -56,6 +56,16 @@ static void apply(struct client *cl, const struct nvs_k8s_cached_pod *p)
 	/* At HELLO nothing is attached yet: ATTACH_GPU sends the limits. */
 	set_request(cl, p->mem_request);
 	set_annotation_limits(cl, p->has_core ? (uint32_t)p->core : 0, p->has_mem ? p->mem : 0);
+	/* The class for co-scheduling (coschedule.c): the Pod spec's word
+	 * over HELLO's. */
+	unsigned prio = p->has_prio ? (unsigned)p->prio : 0;
+	if (cl->annot_prio != prio)
+		NVS_INFO("client=%u pid=%d pod %s/%s priority annotation: %s", cl->id, (int)cl->pid,
+			 p->ns, p->name,
+			 prio == 1   ? "interactive"
+			 : prio == 2 ? "batch"
+				     : "none");
+	cl->annot_prio = prio;
 }
 
 /* Unknown tenants (peer.h): the process was gone or its cgroup unreadable
@@ -120,6 +130,7 @@ void nvs_pod_removed(const struct nvs_k8s_cached_pod *p)
 			 "memory request no longer apply",
 			 cl->id, (int)cl->pid, p->ns, p->name);
 		set_request(cl, 0);
+		cl->annot_prio = 0;
 		if (cl->tenant == NVS_TENANT_UNKNOWN)
 			apply_unknown(cl); /* it was only attributed to that Pod */
 		else

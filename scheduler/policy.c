@@ -2,6 +2,7 @@
 
 #include "claims.h"
 #include "clients.h"
+#include "coschedule.h"
 #include "conn.h"
 #include "gpus.h"
 #include "events.h"
@@ -39,7 +40,7 @@ static void send_gpu(struct client_gpu *cg, uint16_t type, uint32_t value)
  * to it: counting it from the start serializes the GPU before the Pods'
  * memory collides, not after (the request comes from the Pod spec, which
  * the process cannot change; its limit caps what it can allocate). */
-static uint64_t expected_of(const struct client_gpu *cg)
+uint64_t nvs_policy_expected_of(const struct client_gpu *cg)
 {
 	uint64_t e = cg->client->pod_mem_request;
 	if (e > cg->mem_limit)
@@ -51,7 +52,7 @@ uint64_t nvs_policy_expected(const struct gpu *g)
 {
 	uint64_t sum = 0;
 	for (const struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
-		sum += expected_of(cg);
+		sum += nvs_policy_expected_of(cg);
 	return sum;
 }
 
@@ -137,13 +138,16 @@ static uint64_t resident_sum(const struct gpu *g)
 static void evict_others(struct gpu *g, struct client_gpu *cg)
 {
 	uint64_t cap = nvs_gpu_capacity(g), sum = resident_sum(g);
-	for (struct client_gpu *o = g->ahead; o && sum > cap; o = o->anext) {
-		if (o == cg)
-			continue;
-		uint64_t d = sum - cap < o->resident ? sum - cap : o->resident;
-		o->resident -= d;
-		sum -= d;
-	}
+	/* Clients that do not run first: the driver evicts what is not in
+	 * use (a co-scheduled set keeps its memory). */
+	for (int pass = 0; pass < 2; pass++)
+		for (struct client_gpu *o = g->ahead; o && sum > cap; o = o->anext) {
+			if (o == cg || (pass == 0 && o->state == CG_HOLDING))
+				continue;
+			uint64_t d = sum - cap < o->resident ? sum - cap : o->resident;
+			o->resident -= d;
+			sum -= d;
+		}
 }
 
 /* Bytes the holder should move to the host on release so that `next`
@@ -168,8 +172,8 @@ static int swap_out_policy(void)
 	return p;
 }
 
-static uint64_t swap_out_need(const struct gpu *g, const struct client_gpu *h,
-			      const struct client_gpu *next)
+uint64_t nvs_policy_swap_out_need(const struct gpu *g, const struct client_gpu *h,
+				  const struct client_gpu *next)
 {
 	if (!next || !oversubscribed(g) || swap_out_policy() == SWAP_OUT_NONE)
 		return 0;
@@ -223,13 +227,15 @@ static void inform_holder(struct gpu *g)
 	struct client_gpu *h = g->holder;
 	if (!h)
 		return;
-	if (h->waiters_sent != g->qlen) {
-		h->waiters_sent = g->qlen;
-		send_gpu(h, NVS_MSG_WAITERS, g->qlen);
+	nvs_cosched_inform(g); /* the guests of the running set */
+	uint32_t w = nvs_cosched_waiters(g, h);
+	if (h->waiters_sent != w) {
+		h->waiters_sent = w;
+		send_gpu(h, NVS_MSG_WAITERS, w);
 	}
 	if (!(h->client->hello_flags & NVS_HELLO_SWAP_HINT))
 		return;
-	uint32_t mib = nvs_swap_mib(swap_out_need(g, h, g->qhead));
+	uint32_t mib = nvs_swap_mib(nvs_cosched_hint_bytes(g, h));
 	if (h->hint_sent_mib != mib) {
 		h->hint_sent_mib = mib;
 		send_gpu(h, NVS_MSG_SWAP_HINT, mib);
@@ -252,16 +258,19 @@ static void record_wait(struct lock_stats *st, uint64_t waited)
 
 /* ---- grant and release ---- */
 
-static void grant(struct gpu *g, struct client_gpu *cg, uint64_t now, int handoff)
+static void grant(struct gpu *g, struct client_gpu *cg, uint64_t now, int handoff, int guest)
 {
 	uint64_t waited = now - cg->wait_since_ns;
 	cg->state = CG_HOLDING;
 	cg->held_since_ns = now;
 	cg->waiters_sent = 0; /* the holder assumes 0 until told */
 	cg->hint_sent_mib = 0;
-	g->holder = cg;
-	g->grant_ns = now;
-	g->drop_sent = g->drop_resent = 0;
+	cg->co.guest = guest; /* a guest runs beside g->holder (coschedule.c) */
+	if (!guest) {
+		g->holder = cg;
+		g->grant_ns = now;
+		g->drop_sent = g->drop_resent = 0;
+	}
 	cg->st.grants++;
 	g->st.grants++;
 	nvs_fair_granted(cg);
@@ -280,9 +289,13 @@ static void grant(struct gpu *g, struct client_gpu *cg, uint64_t now, int handof
 	cg->resident = cg->allocated;
 	evict_others(g, cg);
 	nvs_client_send(cg->client, &m);
-	NVS_INFO("LOCK_OK " CG_FMT " waited_ms=%.3f queue=%u", CG_ARGS(cg), ms(waited), g->qlen);
-	nvs_event("lock_ok", CG_EV ",\"waited_ms\":%.3f,\"queue\":%u,\"quantum_ms\":%u",
-		  CG_ARGS(cg), ms(waited), g->qlen, m.u.lock_ok.quantum_ms);
+	NVS_INFO("LOCK_OK " CG_FMT " waited_ms=%.3f queue=%u%s", CG_ARGS(cg), ms(waited), g->qlen,
+		 guest ? " guest=1" : "");
+	nvs_event(
+	    "lock_ok", CG_EV ",\"waited_ms\":%.3f,\"queue\":%u,\"quantum_ms\":%u,\"role\":\"%s\"",
+	    CG_ARGS(cg), ms(waited), g->qlen, m.u.lock_ok.quantum_ms, guest ? "guest" : "primary");
+	if (guest)
+		return; /* coschedule.c informs the set once it is complete */
 	if (g->hook && g->hook->on_grant)
 		g->hook->on_grant(g, cg, now);
 	inform_holder(g);
@@ -294,6 +307,10 @@ static void grant(struct gpu *g, struct client_gpu *cg, uint64_t now, int handof
  * out their penalty. */
 static void grant_next(struct gpu *g, uint64_t now, int handoff)
 {
+	if (nvs_cosched_active(g)) {
+		nvs_cosched_fill(g, now, handoff); /* a set that fits */
+		return;
+	}
 	while (!g->holder && g->qhead) {
 		struct client_gpu *cg = nvs_fair_pick(g, now, g->hook ? g->hook->may_grant : NULL);
 		if (!cg)
@@ -304,13 +321,31 @@ static void grant_next(struct gpu *g, uint64_t now, int handoff)
 		 * lock: its detach comes in the same loop iteration. */
 		if (cg->client->conn && cg->client->conn->doomed)
 			continue;
-		grant(g, cg, now, handoff);
+		grant(g, cg, now, handoff, 0);
 	}
+}
+
+void nvs_policy_dequeue(struct gpu *g, struct client_gpu *cg)
+{
+	q_remove(g, cg);
+	cg->state = CG_IDLE;
+}
+
+void nvs_policy_grant_member(struct gpu *g, struct client_gpu *cg, uint64_t now, int handoff,
+			     int guest)
+{
+	nvs_policy_dequeue(g, cg);
+	grant(g, cg, now, handoff, guest);
+}
+
+void nvs_policy_inform(struct gpu *g)
+{
+	inform_holder(g);
 }
 
 void nvs_policy_grant(struct gpu *g, uint64_t now)
 {
-	if (g->serialized && !g->holder)
+	if (g->serialized && (!g->holder || nvs_cosched_active(g)))
 		grant_next(g, now, 0);
 }
 
@@ -340,7 +375,7 @@ static void send_drop(struct gpu *g, uint32_t grace_ms)
 	m.type = NVS_MSG_DROP_LOCK;
 	m.u.drop.local_gpu = g->holder->local_gpu;
 	if (grace_ms && !g->drop_resent)
-		g->swap_out_asked = swap_out_need(g, g->holder, g->qhead);
+		g->swap_out_asked = nvs_policy_swap_out_need(g, g->holder, g->qhead);
 	if (grace_ms && g->swap_out_asked) {
 		/* Just what the next holder needs, in MiB (rounded up); more
 		 * than the field holds: all. */
@@ -364,6 +399,7 @@ void nvs_policy_drop(struct gpu *g, uint64_t now, const char *why)
 	g->drop_deadline_ns = now + (uint64_t)S.cfg.drop_grace_ms * 1000000ull;
 	h->st.drops++;
 	g->st.drops++;
+	nvs_cosched_count_drop(g, why);
 	send_drop(g, S.cfg.drop_grace_ms);
 	NVS_INFO("DROP_LOCK " CG_FMT " held_ms=%.3f waiters=%u grace_ms=%u reason=%s", CG_ARGS(h),
 		 ms(now - h->held_since_ns), g->qlen, S.cfg.drop_grace_ms, why);
@@ -488,6 +524,7 @@ static void reevaluate_as(struct gpu *g, uint64_t now, int force)
 			/* Concurrent: the lock means nothing any more. Clients
 			 * learn it from GPU_MODE(0); a LOCK_RELEASED still in
 			 * flight is ignored. */
+			nvs_cosched_end_guests(g, now);
 			struct client_gpu *h = end_hold(g, now);
 			if (h) {
 				NVS_INFO("LOCK_RELEASED " CG_FMT " reason=gpu-concurrent",
@@ -536,7 +573,9 @@ void nvs_policy_detach(struct client_gpu *cg)
 	struct gpu *g = cg->gpu;
 	uint64_t now = nvs_now_ns();
 	int was_holder = cg->state == CG_HOLDING;
-	if (was_holder) {
+	if (was_holder && nvs_cosched_guest_detach(cg, now)) {
+		was_holder = 0; /* a guest: the primary keeps the lock */
+	} else if (was_holder) {
 		end_hold(g, now);
 		NVS_INFO("LOCK_RELEASED " CG_FMT " reason=disconnect", CG_ARGS(cg));
 		nvs_event("lock_released", CG_EV ",\"reason\":\"disconnect\"", CG_ARGS(cg));
@@ -556,7 +595,7 @@ void nvs_policy_detach(struct client_gpu *cg)
 	/* Mode first: when the memory it frees makes the GPU concurrent, the
 	 * next waiter needs GPU_MODE(0), not a LOCK_OK. */
 	reevaluate(g, now);
-	if (g->serialized && !g->holder)
+	if (g->serialized && (!g->holder || nvs_cosched_active(g)))
 		grant_next(g, now, was_holder);
 	inform_holder(g);
 }
@@ -580,7 +619,10 @@ static void set_allocated(struct client_gpu *cg, uint64_t allocated)
 void nvs_policy_mem_update(struct client_gpu *cg, uint64_t allocated)
 {
 	set_allocated(cg, allocated);
-	reevaluate(cg->gpu, nvs_now_ns());
+	uint64_t now = nvs_now_ns();
+	reevaluate(cg->gpu, now);
+	if (nvs_cosched_active(cg->gpu))
+		grant_next(cg->gpu, now, 0); /* a waiter may fit now */
 	inform_holder(cg->gpu);
 }
 
@@ -624,7 +666,8 @@ void nvs_policy_req_lock(struct client_gpu *cg)
 	cg->state = CG_WAITING;
 	cg->wait_since_ns = now;
 	q_push(g, cg);
-	if (!g->holder)
+	nvs_cosched_queued(cg);
+	if (!g->holder || nvs_cosched_active(g))
 		grant_next(g, now, 0);
 	else
 		inform_holder(g);
@@ -634,6 +677,11 @@ void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_n
 {
 	struct gpu *g = cg->gpu;
 	uint64_t now = nvs_now_ns();
+	if (g->holder != cg && nvs_cosched_guest_released(cg, flags, drain_ns, now)) {
+		grant_next(g, now, 1);
+		inform_holder(g);
+		return;
+	}
 	if (g->holder != cg) {
 		/* Revoked earlier, or the GPU went concurrent: harmless. */
 		NVS_INFO("LOCK_RELEASED " CG_FMT
@@ -676,6 +724,7 @@ void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_n
 		  ms(held), ms(drain_ns), (unsigned long long)(moved >> 20), g->qlen);
 	if (g->hook && g->hook->on_drained)
 		g->hook->on_drained(g, cg, flags, drain_ns, now);
+	nvs_cosched_hold_ended(cg, flags & NVS_RELEASED_IDLE, now);
 	end_hold(g, now);
 	grant_next(g, now, 1);
 }
@@ -688,9 +737,12 @@ void nvs_policy_settings_changed(struct gpu *g)
 		if (v != cg->allocated)
 			set_allocated(cg, v);
 	}
-	reevaluate_as(g, nvs_now_ns(), 1);
-	inform_holder(g); /* the capacity may have changed */
-			  /* A new TQ applies to the current quantum: the tick re-checks it. */
+	uint64_t now = nvs_now_ns();
+	reevaluate_as(g, now, 1);
+	if (g->serialized && nvs_cosched_active(g))
+		grant_next(g, now, 0); /* a raised capacity fits more */
+	inform_holder(g);	       /* the capacity may have changed */
+	/* A new TQ applies to the current quantum: the tick re-checks it. */
 }
 
 /* ---- timers ---- */
@@ -722,6 +774,9 @@ static uint64_t gpu_deadline(struct gpu *g, uint64_t now)
 	uint64_t p = nvs_fair_next_deadline(g, now);
 	if (p)
 		EARLIEST(p);
+	uint64_t c = nvs_cosched_deadline(g, now);
+	if (c)
+		EARLIEST(c);
 #undef EARLIEST
 	return d;
 }
@@ -779,6 +834,7 @@ void nvs_policy_tick(uint64_t now)
 		/* A revoked waiter's penalty ended and the lock is free. */
 		if (g->serialized && !g->holder && g->qhead && nvs_fair_penalties_ended(g, now))
 			grant_next(g, now, 0);
+		nvs_cosched_tick(g, now);
 		if (!g->holder || !g->qlen)
 			continue; /* nobody waits: a lone holder is never asked */
 		if (!g->drop_sent) {

@@ -83,6 +83,18 @@ uint64_t nvs_policy_tq_ns(const struct gpu *g);
  * Mode auto serializes the GPU when this exceeds the capacity. */
 uint64_t nvs_policy_expected(const struct gpu *g);
 
+/* For the co-scheduler (coschedule.c): one client's expected memory; the
+ * bytes h should move out so that `next` fits; grant cg from the queue as
+ * the primary holder or a guest; take a waiter off the queue; tell the
+ * holders what changed. */
+uint64_t nvs_policy_expected_of(const struct client_gpu *cg);
+uint64_t nvs_policy_swap_out_need(const struct gpu *g, const struct client_gpu *h,
+				  const struct client_gpu *next);
+void nvs_policy_grant_member(struct gpu *g, struct client_gpu *cg, uint64_t now, int handoff,
+			     int guest);
+void nvs_policy_dequeue(struct gpu *g, struct client_gpu *cg);
+void nvs_policy_inform(struct gpu *g);
+
 /* Hold time including the current hold. */
 uint64_t nvs_policy_held_ns(const struct client_gpu *cg, uint64_t now);
 

@@ -106,6 +106,16 @@ struct client_gpu {
 		uint64_t total_ns;
 		uint64_t pace_vt_ns, pace_billed_ns;
 	} q;
+	/* Co-scheduling (scheduler/coschedule.c): a guest holds beside the
+	 * primary holder g->holder, in the GPU's running set. */
+	struct cg_co {
+		int guest;
+		const char *why;	    /* why it runs: "first", "fits", "promoted" */
+		int drop_sent, drop_resent; /* guests: DROP_LOCK state */
+		uint64_t drop_sent_ns, drop_deadline_ns, swap_out_asked;
+		int preempted;	     /* dropped for a burst: re-queues at the head */
+		unsigned short_idle; /* streak of short holds ended idle */
+	} co;
 	struct client_gpu *qprev, *qnext; /* gpu queue (while CG_WAITING) */
 	struct client_gpu *aprev, *anext; /* gpu attached list */
 };
@@ -127,6 +137,9 @@ struct client {
 	char name[256];
 	uint32_t hello_core_limit; /* from HELLO (NVSHARE_GPU_CORE_LIMIT) */
 	uint32_t hello_flags;	   /* NVS_HELLO_*: what the client understands */
+	/* Declared class (coschedule.h NVS_PRIO_*): the Pod annotation
+	 * nvshare.com/priority, else HELLO's flag; 0 none (observed). */
+	unsigned annot_prio;
 	uint64_t hello_mem_limit;
 	/* Run-time overrides set with CTL_SET_CLIENT gpu=-1; also applied to
 	 * GPUs the client attaches later. 0 / has_mem=0: none. */
@@ -221,6 +234,13 @@ struct gpu {
 	unsigned unmanaged;
 	int unmanaged_force;
 	uint64_t unmanaged_pinned;
+	/* Co-scheduling (coschedule.c): batch time accounting for the batch
+	 * floor (decayed by half every window), preemptions by reason. */
+	struct gpu_co {
+		uint64_t batch_run_ns, batch_wait_ns, acct_ns, window_ns;
+		uint64_t preempt_interactive, preempt_floor, preempt_tq, preempt_fit;
+		unsigned guests;
+	} co;
 };
 
 struct sched_config {

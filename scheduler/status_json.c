@@ -2,6 +2,7 @@
 
 #include "claims.h"
 #include "conn.h"
+#include "coschedule.h"
 #include "gpus.h"
 #include "k8s_watch.h"
 #include "limits.h"
@@ -102,6 +103,25 @@ static cJSON *gpu_json(const struct gpu *g, uint64_t now)
 		num(w, "waiting_ns", now - cg->wait_since_ns);
 		cJSON_AddItemToArray(q, w);
 	}
+	/* Co-scheduling (docs/scheduler.md): who runs now and why. */
+	cJSON_AddBoolToObject(o, "coschedule", nvs_cosched_active(g));
+	cJSON *rs = cJSON_AddArrayToObject(o, "running_set");
+	for (const struct client_gpu *cg = g->ahead; cg; cg = cg->anext) {
+		if (cg->state != CG_HOLDING)
+			continue;
+		cJSON *r = who(cg);
+		cJSON_AddStringToObject(r, "role", cg == g->holder ? "primary" : "guest");
+		cJSON_AddStringToObject(r, "why", cg->co.why ? cg->co.why : "first");
+		cJSON_AddStringToObject(r, "class", nvs_cosched_class_name(cg));
+		num(r, "expected", nvs_policy_expected_of(cg));
+		cJSON_AddItemToArray(rs, r);
+	}
+	cJSON *pr = cJSON_AddObjectToObject(o, "preemptions");
+	num(pr, "interactive", g->co.preempt_interactive);
+	num(pr, "batch_floor", g->co.preempt_floor);
+	num(pr, "tq_expired", g->co.preempt_tq);
+	num(pr, "overcommit", g->co.preempt_fit);
+	num(o, "batch_share_pct", nvs_cosched_batch_share(g));
 	num(o, "handoffs", g->handoffs);
 	num(o, "revocations", g->st.revocations);
 	num(o, "mode_switches", g->mode_switches);
@@ -177,6 +197,13 @@ static cJSON *client_json(const struct client *cl, uint64_t now)
 		num(x, "allocated", cg->allocated);
 		num(x, "claimed", cg->claimed);
 		cJSON_AddStringToObject(x, "state", state_name(cg));
+		const char *csrc;
+		cJSON_AddStringToObject(
+		    x, "class", nvs_cosched_interactive(cg, &csrc) ? "interactive" : "batch");
+		cJSON_AddStringToObject(x, "class_source", csrc);
+		if (cg->state == CG_HOLDING)
+			cJSON_AddStringToObject(x, "role",
+						cg == cg->gpu->holder ? "primary" : "guest");
 		num(x, "held_ns", nvs_policy_held_ns(cg, now));
 		cJSON *l = cJSON_AddObjectToObject(x, "limits");
 		num(l, "core_limit", cg->core_limit);
@@ -231,6 +258,10 @@ cJSON *nvs_status_json(uint64_t now)
 	num(d, "memory_reserve", S.cfg.reserve);
 	num(d, "idle_release_ms", S.cfg.idle_release_ms);
 	num(d, "drop_grace_ms", S.cfg.drop_grace_ms);
+	cJSON_AddBoolToObject(d, "coschedule", nvs_cosched_cfg.enabled);
+	num(d, "preempt_ms", nvs_cosched_cfg.preempt_ms);
+	num(d, "min_slice_ms", nvs_cosched_cfg.min_slice_ms);
+	num(d, "batch_floor_percent", nvs_cosched_cfg.batch_floor_pct);
 	nvs_quota_init();
 	num(d, "compute_window_ms", S.cfg.q_window_ms);
 	num(d, "quota_sample_interval_ms", S.cfg.q_sample_ms);

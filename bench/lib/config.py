@@ -101,9 +101,18 @@ TARGETS = [
     ("quota_more", "caps: 30% beside an unlimited client, 70% + 60% with an idle 50% client attached, "
      "live change 60% -> 30%: share within 2 points (worst)", 2.0),
     ("quota_mem", "memory limit lowered below use, then removed, at run time: enforced and shown", None),
+    ("nb3_bursts", "3 notebooks + batch over capacity: bursts completed >= 95% of native", 0.95),
+    ("nb3_lat", "3 notebooks: burst latency p50 <= 20 ms, p99 <= 500 ms", None),
+    ("nb3_batch", "3 notebooks: batch throughput >= 80% of native", 0.80),
+    ("nb8_bursts", "8 notebooks + batch over capacity: bursts completed >= 90% of native", 0.90),
+    ("nb8_lat", "8 notebooks: burst latency p99 <= 1 s", 1.0),
+    ("nb8_batch", "8 notebooks: batch throughput >= 60% of native", 0.60),
+    ("nb8_gap", "8 notebooks: every notebook served at least once every 5 s", 5.0),
 ]
 LIMIT = {k: lim for k, _, lim in TARGETS}
-SCENARIOS = ["overhead", "fit", "idle", "interactive", "pressure", "sched_latency", "quota"]
+SCENARIOS = ["overhead", "fit", "idle", "interactive", "pressure", "sched_latency", "quota", "notebooks"]
+# What a plain bench/run runs: `notebooks` (~6 min) only with --only.
+DEFAULT_SCENARIOS = [s for s in SCENARIOS if s != "notebooks"]
 # ===========================================================================
 
 PY = env("PYTHON", "python3")

@@ -6,6 +6,7 @@ from benchlib import md_table
 from config import BUDGET_PCT, REPS_OVERHEAD, REPS_PAIR, TARGETS
 from idle import idle_section
 from interactive import interactive_section
+from notebooks import notebooks_section
 from overhead import overhead_section
 from quota_report import quota_section
 from sched_latency import sched_latency_section
@@ -15,7 +16,8 @@ from two_jobs import fit_section, pressure_section
 # has none and no section.
 SECTIONS = [("overhead", overhead_section), ("fit", fit_section), ("idle", idle_section),
             ("interactive", interactive_section), ("pressure", pressure_section),
-            ("sched_latency", sched_latency_section), ("quota", quota_section)]
+            ("sched_latency", sched_latency_section), ("quota", quota_section),
+            ("notebooks", notebooks_section)]
 
 
 def verdict(ok):

@@ -60,5 +60,13 @@ check "the scheduler sent nothing but 60% before 61% (sent: ${cores:-none})" \
   test -z "$cores" -o "$cores" = "60 "
 check "the process kept 60% until then (no compute limit line for the invalid value)" \
   test "$(grep -c 'GPU 0: compute limit' "$T/app.err")" = 3
+# nvshare.com/priority: the class co-scheduling gives the Pod's clients.
+api_cmd "{\"op\":\"modify\",\"uid\":\"$UP\",\"annotations\":{\"nvshare.com/gpu-core-limit\":\"61\",\"nvshare.com/priority\":\"interactive\"}}"
+check "nvshare.com/priority=interactive reaches the client's class" \
+  wait_for 3 sh -c '"$0" --json | grep -qF "\"class\":\"interactive\",\"class_source\":\"annotation\""' "$CTL"
+api_cmd "{\"op\":\"modify\",\"uid\":\"$UP\",\"annotations\":{\"nvshare.com/gpu-core-limit\":\"61\",\"nvshare.com/priority\":\"urgent\"}}"
+check "an invalid priority is reported and ignored" \
+  wait_event 2 pod_annotation_invalid namespace='"team-e"' pod='"notebook"' \
+    key='"nvshare.com/priority"' value='"urgent"'
 check "the app is still running, unharmed" kill -0 "$APP_PID"
 echo "1..$_tap_n"

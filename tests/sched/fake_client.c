@@ -40,6 +40,7 @@
  *   exit               close and exit 0
  * Options: --ignore-drop (never answer DROP_LOCK), --drain TIME (delay
  * before answering), --name, --core-limit, --mem-limit, --total SIZE,
+ * --priority interactive|batch (HELLO's class flag),
  * --no-hello (connect only: for protocol-violation tests), --fd N (use the
  * connected socket N it inherited instead of connecting: a connection
  * opened by another process, tests/security/t_identity.sh).
@@ -518,12 +519,19 @@ int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	static const struct option opts[] = {
-	    {"gpu-uuid", required_argument, 0, 'u'},   {"alloc", required_argument, 0, 'a'},
-	    {"total", required_argument, 0, 't'},      {"name", required_argument, 0, 'n'},
-	    {"core-limit", required_argument, 0, 'c'}, {"mem-limit", required_argument, 0, 'm'},
-	    {"ignore-drop", no_argument, 0, 'I'},      {"drain", required_argument, 0, 'd'},
-	    {"script", required_argument, 0, 's'},     {"no-hello", no_argument, 0, 'H'},
-	    {"fd", required_argument, 0, 'F'},	       {0, 0, 0, 0},
+	    {"gpu-uuid", required_argument, 0, 'u'},
+	    {"alloc", required_argument, 0, 'a'},
+	    {"total", required_argument, 0, 't'},
+	    {"name", required_argument, 0, 'n'},
+	    {"core-limit", required_argument, 0, 'c'},
+	    {"mem-limit", required_argument, 0, 'm'},
+	    {"ignore-drop", no_argument, 0, 'I'},
+	    {"drain", required_argument, 0, 'd'},
+	    {"script", required_argument, 0, 's'},
+	    {"no-hello", no_argument, 0, 'H'},
+	    {"fd", required_argument, 0, 'F'},
+	    {"priority", required_argument, 0, 'P'},
+	    {0, 0, 0, 0},
 	};
 	const char *gpu_list[MAXG];
 	int ng = 0;
@@ -531,6 +539,7 @@ int main(int argc, char **argv)
 	const char *name = "fake_client";
 	int no_hello = 0;
 	uint64_t core = 100, memlim = NVS_NO_LIMIT, fd = UINT64_MAX;
+	uint32_t hello_flags = 0;
 	int o;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
@@ -569,6 +578,14 @@ int main(int argc, char **argv)
 		case 'H':
 			no_hello = 1;
 			break;
+		case 'P':
+			if (!strcmp(optarg, "interactive"))
+				hello_flags = NVS_HELLO_PRIO_INTERACTIVE;
+			else if (!strcmp(optarg, "batch"))
+				hello_flags = NVS_HELLO_PRIO_BATCH;
+			else
+				die(2, "bad --priority");
+			break;
 		case 'F':
 			if (nvs_parse_u64(optarg, 0, 1 << 20, &fd))
 				die(2, "bad --fd");
@@ -594,6 +611,7 @@ int main(int argc, char **argv)
 		goto script;
 	struct nvs_msg m;
 	nvs_msg_hello(&m, name, (uint32_t)core, memlim);
+	m.u.hello.flags |= hello_flags;
 	send_msg(&m);
 	for (int i = 0; i < ng; i++)
 		attach(gpu_list[i], alloc_bytes);

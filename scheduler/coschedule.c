@@ -1,0 +1,749 @@
+/*
+ * Co-scheduling on a serialized GPU: the running set (primary holder plus
+ * guests whose memory fits beside it), preemption of batch members for
+ * interactive bursts, the batch floor, and the class of each client.
+ * docs/scheduler.md "Co-scheduling" has the rules, a worked example and the
+ * bounds; coschedule.h the hooks policy.c calls.
+ *
+ * Invariants:
+ *  - g->holder == NULL implies no guests (a guest is promoted when the
+ *    primary leaves), so "lock free" keeps meaning what it meant.
+ *  - A waiter is granted only when the expected memory of the running set
+ *    plus its own fits the capacity (an empty GPU admits its first waiter
+ *    whatever its size, as before).
+ *  - Every guest is a CG_HOLDING client_gpu with co.guest set; g->co.guests
+ *    counts them.
+ */
+#include "coschedule.h"
+
+#include "clients.h"
+#include "conn.h"
+#include "events.h"
+#include "gpus.h"
+#include "log.h"
+#include "parse.h"
+#include "policy.h"
+#include "quota.h"
+#include "state.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct nvs_cosched_config nvs_cosched_cfg = {
+    .enabled = 1,
+    .preempt_ms = 50,
+    .min_slice_ms = 100,
+    .batch_floor_pct = 50,
+};
+
+#define MS 1000000ull
+#define CG_EV "\"client\":%u,\"pid\":%d,\"gpu\":%d"
+#define CG_ARGS(cg) (cg)->client->id, (int)(cg)->client->pid, (cg)->gpu->index
+/* Re-check the batch floor this often while it holds a burst back. */
+#define FLOOR_RECHECK_NS (10 * MS)
+
+/* ---- settings ---- */
+
+int nvs_cosched_parse(struct nvs_cosched_config *c, const char *what, const char *v)
+{
+	uint64_t x;
+	unsigned p;
+	if (!strcmp(what, "coschedule")) {
+		int b;
+		if (!strcmp(v, "on"))
+			b = 1;
+		else if (!strcmp(v, "off"))
+			b = 0;
+		else if (nvs_parse_bool(v, &b))
+			return -1;
+		c->enabled = b;
+		return 0;
+	}
+	if (!strcmp(what, "batch-floor")) {
+		if (nvs_parse_percent(v, 0, 100, &p))
+			return -1;
+		c->batch_floor_pct = p;
+		return 0;
+	}
+	if (nvs_parse_duration_ms(v, &x) || x > NVS_COSCHED_MAX_MS)
+		return -1;
+	if (!strcmp(what, "preempt-ms"))
+		c->preempt_ms = (uint32_t)x;
+	else if (!strcmp(what, "min-slice-ms"))
+		c->min_slice_ms = (uint32_t)x;
+	else
+		return -1;
+	return 0;
+}
+
+static const struct {
+	const char *env, *what, *valid;
+} settings[] = {
+    {"NVSHARE_COSCHEDULE", "coschedule", "on or off (1/0)"},
+    {"NVSHARE_PREEMPT_MS", "preempt-ms", "milliseconds 0..60000 (or 50ms, 1s)"},
+    {"NVSHARE_MIN_SLICE_MS", "min-slice-ms", "milliseconds 0..60000 (or 100ms, 1s)"},
+    {"NVSHARE_BATCH_FLOOR_PERCENT", "batch-floor", "a percent 0..100"},
+};
+
+int nvs_cosched_config_from_env(struct nvs_cosched_config *c)
+{
+	for (unsigned i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+		const char *v = getenv(settings[i].env);
+		if (!v || !*v)
+			continue;
+		if (nvs_cosched_parse(c, settings[i].what, v)) {
+			fprintf(stderr,
+				"nvshare-scheduler: bad value for %s: \"%s\" (expected %s)\n",
+				settings[i].env, v, settings[i].valid);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* ---- classes ---- */
+
+unsigned nvs_cosched_hello_prio(uint32_t flags)
+{
+	if ((flags & NVS_HELLO_PRIO_INTERACTIVE) && !(flags & NVS_HELLO_PRIO_BATCH))
+		return NVS_PRIO_INTERACTIVE;
+	if ((flags & NVS_HELLO_PRIO_BATCH) && !(flags & NVS_HELLO_PRIO_INTERACTIVE))
+		return NVS_PRIO_BATCH;
+	return NVS_PRIO_NONE;
+}
+
+int nvs_cosched_interactive(const struct client_gpu *cg, const char **src)
+{
+	const char *s = "observed";
+	unsigned p = cg->client->annot_prio;
+	if (p)
+		s = "annotation";
+	else if ((p = nvs_cosched_hello_prio(cg->client->hello_flags)))
+		s = "declared";
+	if (src)
+		*src = s;
+	if (p)
+		return p == NVS_PRIO_INTERACTIVE;
+	/* Two holds in a row that were short and ended by the client's own
+	 * idle release: it works in bursts. */
+	return cg->co.short_idle >= 2;
+}
+
+const char *nvs_cosched_class_name(const struct client_gpu *cg)
+{
+	return nvs_cosched_interactive(cg, NULL) ? "interactive" : "batch";
+}
+
+void nvs_cosched_hold_ended(struct client_gpu *cg, int idle, uint64_t now)
+{
+	uint64_t held = now - cg->held_since_ns;
+	if (idle && held < NVS_COSCHED_BURST_MS * MS) {
+		if (cg->co.short_idle < 255)
+			cg->co.short_idle++;
+	} else {
+		cg->co.short_idle = 0;
+	}
+}
+
+/* ---- the running set ---- */
+
+int nvs_cosched_active(const struct gpu *g)
+{
+	return nvs_cosched_cfg.enabled && g->serialized && g->mode == NVS_MODE_AUTO &&
+	       !g->unmanaged_force && !nvs_quota_on(g);
+}
+
+unsigned nvs_cosched_running(const struct gpu *g)
+{
+	return (g->holder ? 1u : 0u) + g->co.guests;
+}
+
+static uint64_t running_sum(const struct gpu *g)
+{
+	uint64_t s = 0;
+	for (const struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
+		if (cg->state == CG_HOLDING)
+			s += nvs_policy_expected_of(cg);
+	return s;
+}
+
+/* Expected memory of the running set without the members already asked to
+ * drop (their memory is on its way out). */
+static uint64_t staying_sum(const struct gpu *g)
+{
+	uint64_t s = 0;
+	for (const struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
+		if (cg->state == CG_HOLDING && !(cg == g->holder ? g->drop_sent : cg->co.drop_sent))
+			s += nvs_policy_expected_of(cg);
+	return s;
+}
+
+static int fits(const struct gpu *g, uint64_t base, const struct client_gpu *w)
+{
+	return base + nvs_policy_expected_of(w) <= nvs_gpu_capacity(g);
+}
+
+/* ---- batch floor ---- */
+
+static int batch_state(const struct gpu *g, int *running, int *waiting)
+{
+	int any = 0;
+	*running = *waiting = 0;
+	for (const struct client_gpu *cg = g->ahead; cg; cg = cg->anext) {
+		if (nvs_cosched_interactive(cg, NULL))
+			continue;
+		any = 1;
+		if (cg->state == CG_HOLDING)
+			*running = 1;
+		else if (cg->state == CG_WAITING)
+			*waiting = 1;
+	}
+	return any;
+}
+
+static void account(struct gpu *g, uint64_t now)
+{
+	struct gpu_co *c = &g->co;
+	if (!c->acct_ns) {
+		c->acct_ns = c->window_ns = now;
+		return;
+	}
+	uint64_t dt = now > c->acct_ns ? now - c->acct_ns : 0;
+	c->acct_ns = now;
+	int run, wait;
+	if (nvs_cosched_active(g) && batch_state(g, &run, &wait)) {
+		if (run)
+			c->batch_run_ns += dt;
+		else if (wait)
+			c->batch_wait_ns += dt;
+	}
+	/* A sliding window: the past counts half per window elapsed. */
+	uint64_t w = (uint64_t)NVS_COSCHED_WINDOW_MS * MS;
+	for (int i = 0; now - c->window_ns >= w && i < 64; i++) {
+		c->batch_run_ns /= 2;
+		c->batch_wait_ns /= 2;
+		c->window_ns += w;
+	}
+	if (now - c->window_ns >= w)
+		c->window_ns = now;
+}
+
+unsigned nvs_cosched_batch_share(const struct gpu *g)
+{
+	uint64_t t = g->co.batch_run_ns + g->co.batch_wait_ns;
+	return t ? (unsigned)(g->co.batch_run_ns * 100 / t) : 100u;
+}
+
+/* Batch has had its floor: it may give way to a burst. */
+static int floor_ok(const struct gpu *g)
+{
+	uint64_t t = g->co.batch_run_ns + g->co.batch_wait_ns;
+	return g->co.batch_run_ns * 100 >= (uint64_t)nvs_cosched_cfg.batch_floor_pct * t;
+}
+
+/* ---- guests: grant, drop, end ---- */
+
+static void end_guest(struct gpu *g, struct client_gpu *cg, uint64_t now)
+{
+	uint64_t held = now - cg->held_since_ns;
+	cg->st.held_ns += held;
+	g->st.held_ns += held;
+	cg->state = CG_IDLE;
+	cg->waiters_sent = 0;
+	cg->co.guest = 0;
+	cg->co.drop_sent = cg->co.drop_resent = 0;
+	cg->co.swap_out_asked = 0;
+	g->co.guests--;
+}
+
+static void send_guest_drop(struct client_gpu *cg, uint32_t grace_ms)
+{
+	struct nvs_msg m;
+	memset(&m, 0, sizeof m);
+	m.type = NVS_MSG_DROP_LOCK;
+	m.u.drop.local_gpu = cg->local_gpu;
+	if (grace_ms && cg->co.swap_out_asked) {
+		uint32_t mib = cg->co.swap_out_asked > (uint64_t)NVS_DROP_SWAP_MIB_MAX << 20
+				   ? 0
+				   : nvs_swap_mib(cg->co.swap_out_asked);
+		m.u.drop.flags = NVS_LOCK_SWAP_OUT | (mib << NVS_DROP_SWAP_MIB_SHIFT);
+	}
+	m.u.drop.grace_ms = grace_ms;
+	nvs_client_send(cg->client, &m);
+}
+
+static void count(struct gpu *g, const char *why)
+{
+	if (!strcmp(why, "interactive"))
+		g->co.preempt_interactive++;
+	else if (!strcmp(why, "batch-floor"))
+		g->co.preempt_floor++;
+	else if (!strcmp(why, "tq-expired"))
+		g->co.preempt_tq++;
+	else if (!strcmp(why, "overcommit"))
+		g->co.preempt_fit++;
+}
+
+void nvs_cosched_count_drop(struct gpu *g, const char *why)
+{
+	count(g, why);
+}
+
+/* Asks member h to release for waiter w (may be NULL). */
+static void drop_member(struct gpu *g, struct client_gpu *h, struct client_gpu *w, uint64_t now,
+			const char *why)
+{
+	if (h == g->holder) {
+		nvs_policy_drop(g, now, why); /* counts through nvs_cosched_count_drop */
+	} else {
+		if (h->co.drop_sent)
+			return;
+		h->co.drop_sent = 1;
+		h->co.drop_resent = 0;
+		h->co.drop_sent_ns = now;
+		h->co.drop_deadline_ns = now + (uint64_t)S.cfg.drop_grace_ms * MS;
+		h->co.swap_out_asked = nvs_policy_swap_out_need(g, h, w);
+		h->st.drops++;
+		g->st.drops++;
+		count(g, why);
+		send_guest_drop(h, S.cfg.drop_grace_ms);
+		NVS_INFO("DROP_LOCK client=%u pid=%d gpu=%d held_ms=%.3f waiters=%u grace_ms=%u "
+			 "reason=%s guest=1",
+			 CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6, g->qlen,
+			 S.cfg.drop_grace_ms, why);
+		nvs_event("drop_lock",
+			  CG_EV
+			  ",\"held_ms\":%.3f,\"waiters\":%u,\"grace_ms\":%u,\"reason\":\"%s\","
+			  "\"role\":\"guest\"",
+			  CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6, g->qlen,
+			  S.cfg.drop_grace_ms, why);
+	}
+	if (!strcmp(why, "interactive"))
+		h->co.preempted = 1;
+	if (w)
+		nvs_event("preempt", CG_EV ",\"reason\":\"%s\",\"for\":%u,\"waited_ms\":%.3f",
+			  CG_ARGS(h), why, w->client->id, (double)(now - w->wait_since_ns) / 1e6);
+}
+
+int nvs_cosched_guest_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_ns,
+			       uint64_t now)
+{
+	struct gpu *g = cg->gpu;
+	if (!cg->co.guest || cg->state != CG_HOLDING)
+		return 0;
+	if (cg->co.drop_sent) {
+		uint64_t d = now - cg->co.drop_sent_ns;
+		cg->st.drain_ns += d;
+		g->st.drain_ns += d;
+		if (d > cg->st.drain_max_ns)
+			cg->st.drain_max_ns = d;
+		if (d > g->st.drain_max_ns)
+			g->st.drain_max_ns = d;
+	}
+	cg->st.releases++;
+	g->st.releases++;
+	uint64_t moved = cg->co.swap_out_asked;
+	int idle = (flags & NVS_RELEASED_IDLE) != 0;
+	if (idle) {
+		cg->st.idle_releases++;
+		g->st.idle_releases++;
+		moved = (uint64_t)(flags >> NVS_DROP_SWAP_MIB_SHIFT) << 20;
+	}
+	cg->resident = cg->resident > moved ? cg->resident - moved : 0;
+	uint64_t held = now - cg->held_since_ns;
+	const char *reason = idle ? "idle" : cg->co.drop_sent ? "dropped" : "early";
+	NVS_INFO("LOCK_RELEASED client=%u pid=%d gpu=%d held_ms=%.3f idle=%d dropped=%d "
+		 "drain_ms=%.3f waiters=%u guest=1",
+		 CG_ARGS(cg), (double)held / 1e6, idle, cg->co.drop_sent, (double)drain_ns / 1e6,
+		 g->qlen);
+	nvs_event("lock_released",
+		  CG_EV ",\"reason\":\"%s\",\"held_ms\":%.3f,\"drain_ms\":%.3f,"
+			"\"moved_mib\":%llu,\"waiters\":%u,\"role\":\"guest\"",
+		  CG_ARGS(cg), reason, (double)held / 1e6, (double)drain_ns / 1e6,
+		  (unsigned long long)(moved >> 20), g->qlen);
+	account(g, now);
+	nvs_cosched_hold_ended(cg, idle, now);
+	end_guest(g, cg, now);
+	return 1;
+}
+
+int nvs_cosched_guest_detach(struct client_gpu *cg, uint64_t now)
+{
+	if (!cg->co.guest || cg->state != CG_HOLDING)
+		return 0;
+	account(cg->gpu, now);
+	end_guest(cg->gpu, cg, now);
+	NVS_INFO("LOCK_RELEASED client=%u pid=%d gpu=%d reason=disconnect guest=1", CG_ARGS(cg));
+	nvs_event("lock_released", CG_EV ",\"reason\":\"disconnect\",\"role\":\"guest\"",
+		  CG_ARGS(cg));
+	return 1;
+}
+
+void nvs_cosched_end_guests(struct gpu *g, uint64_t now)
+{
+	for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
+		if (cg->co.guest && cg->state == CG_HOLDING) {
+			end_guest(g, cg, now);
+			nvs_event("lock_released",
+				  CG_EV ",\"reason\":\"gpu-concurrent\",\"role\":\"guest\"",
+				  CG_ARGS(cg));
+		}
+	g->co.guests = 0;
+}
+
+/* The primary left while guests run: the longest-running guest becomes the
+ * primary (its quantum counts from its grant), so holder == NULL keeps
+ * meaning "nobody runs". */
+static void promote(struct gpu *g)
+{
+	struct client_gpu *best = NULL;
+	for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
+		if (cg->co.guest && cg->state == CG_HOLDING &&
+		    (!best || cg->held_since_ns < best->held_since_ns))
+			best = cg;
+	if (!best)
+		return;
+	best->co.guest = 0;
+	g->co.guests--;
+	g->holder = best;
+	g->grant_ns = best->held_since_ns;
+	g->drop_sent = best->co.drop_sent;
+	g->drop_resent = best->co.drop_resent;
+	g->drop_sent_ns = best->co.drop_sent_ns;
+	g->drop_deadline_ns = best->co.drop_deadline_ns;
+	g->swap_out_asked = best->co.swap_out_asked;
+	best->co.drop_sent = best->co.drop_resent = 0;
+	best->co.swap_out_asked = 0;
+	best->co.why = "promoted";
+	NVS_INFO("PROMOTE client=%u pid=%d gpu=%d: primary holder of the running set",
+		 CG_ARGS(best));
+	nvs_event("promote", CG_EV, CG_ARGS(best));
+}
+
+/* May waiters behind `blocked` (the first that does not fit) be granted?
+ * Not once it waited a quantum (nothing starves), and not past a batch
+ * waiter while batch is below its floor. */
+static int may_overtake(const struct gpu *g, const struct client_gpu *blocked, uint64_t now)
+{
+	if (now - blocked->wait_since_ns >= nvs_policy_tq_ns(g))
+		return 0;
+	if (!nvs_cosched_interactive(blocked, NULL) && !floor_ok(g))
+		return 0;
+	return 1;
+}
+
+void nvs_cosched_fill(struct gpu *g, uint64_t now, int handoff)
+{
+	account(g, now);
+	if (!g->holder)
+		promote(g);
+	uint64_t run = running_sum(g);
+	struct client_gpu *blocked = NULL, *next;
+	for (struct client_gpu *cg = g->qhead; cg; cg = next) {
+		next = cg->qnext;
+		if (cg->client->conn && cg->client->conn->doomed) {
+			/* Its detach comes in this loop iteration. */
+			nvs_policy_dequeue(g, cg);
+			continue;
+		}
+		if (blocked && !may_overtake(g, blocked, now))
+			break;
+		if (g->holder && !fits(g, run, cg)) {
+			if (!blocked)
+				blocked = cg;
+			continue;
+		}
+		int guest = g->holder != NULL;
+		run += nvs_policy_expected_of(cg);
+		cg->co.preempted = 0;
+		nvs_policy_grant_member(g, cg, now, handoff && !guest, guest);
+		if (guest) {
+			g->co.guests++;
+			cg->co.why = "fits";
+		} else {
+			cg->co.why = "first";
+		}
+	}
+	nvs_policy_inform(g);
+}
+
+void nvs_cosched_queued(struct client_gpu *cg)
+{
+	struct gpu *g = cg->gpu;
+	if (!cg->co.preempted || g->qhead == cg)
+		return;
+	/* Back to the head: the burst that took its place goes idle soon. */
+	if (cg->qprev)
+		cg->qprev->qnext = cg->qnext;
+	if (cg->qnext)
+		cg->qnext->qprev = cg->qprev;
+	else
+		g->qtail = cg->qprev;
+	cg->qprev = NULL;
+	cg->qnext = g->qhead;
+	g->qhead->qprev = cg;
+	g->qhead = cg;
+}
+
+/* ---- what members are told ---- */
+
+/* One pass over the GPU's clients for what every member is told: the
+ * expected memory of all and how many do not run. */
+struct gpu_sums {
+	uint64_t exp;
+	unsigned idle;
+};
+
+static struct gpu_sums sums(const struct gpu *g)
+{
+	struct gpu_sums s = {0, 0};
+	for (const struct client_gpu *c = g->ahead; c; c = c->anext) {
+		s.exp += nvs_policy_expected_of(c);
+		if (c->state != CG_HOLDING)
+			s.idle++;
+	}
+	return s;
+}
+
+static uint32_t waiters_with(const struct gpu *g, const struct client_gpu *h,
+			     const struct gpu_sums *s)
+{
+	/* An interactive member releases as soon as it idles, even when
+	 * nobody waits yet: the next burst (its own or another's) then finds
+	 * room, and its memory stops counting as resident. */
+	if (nvs_cosched_active(g) && !g->qlen && s->exp > nvs_gpu_capacity(g) &&
+	    nvs_cosched_interactive(h, NULL))
+		return 1;
+	return g->qlen;
+}
+
+static uint64_t hint_with(const struct gpu *g, const struct client_gpu *h, const struct gpu_sums *s)
+{
+	uint64_t need = nvs_policy_swap_out_need(g, h, g->qhead);
+	if (!nvs_cosched_active(g) || !nvs_cosched_interactive(h, NULL))
+		return need;
+	/* Proactive, so that the next burst of any idle client swaps in
+	 * without waiting for a swap-out: the memory that does not fit (E =
+	 * expected - capacity) is spread over the k idle clients (h included)
+	 * and the free room, each missing m = E / (k - 1) and the room m too:
+	 * then any one of them fits on its next burst by swapping in m, the
+	 * least per burst (k = 1: all of E from h). */
+	uint64_t cap = nvs_gpu_capacity(g), exp = s->exp;
+	unsigned k = s->idle + (h->state == CG_HOLDING);
+	if (exp <= cap)
+		return need;
+	uint64_t m = (exp - cap) / (k > 1 ? k - 1 : 1);
+	uint64_t eh = nvs_policy_expected_of(h);
+	uint64_t miss = eh > h->resident ? eh - h->resident : 0;
+	uint64_t pro = m > miss ? m - miss : 0;
+	if (pro > h->resident)
+		pro = h->resident;
+	return pro > need ? pro : need;
+}
+
+uint32_t nvs_cosched_waiters(const struct gpu *g, const struct client_gpu *h)
+{
+	struct gpu_sums s = sums(g);
+	return waiters_with(g, h, &s);
+}
+
+uint64_t nvs_cosched_hint_bytes(const struct gpu *g, const struct client_gpu *h)
+{
+	struct gpu_sums s = sums(g);
+	return hint_with(g, h, &s);
+}
+
+void nvs_cosched_inform(struct gpu *g)
+{
+	if (!g->co.guests)
+		return;
+	struct gpu_sums s = sums(g);
+	for (struct client_gpu *h = g->ahead; h; h = h->anext) {
+		if (!h->co.guest || h->state != CG_HOLDING)
+			continue;
+		uint32_t w = waiters_with(g, h, &s);
+		struct nvs_msg m;
+		if (h->waiters_sent != w) {
+			h->waiters_sent = w;
+			nvs_msg_gpu(&m, NVS_MSG_WAITERS, h->local_gpu, w);
+			nvs_client_send(h->client, &m);
+		}
+		if (!(h->client->hello_flags & NVS_HELLO_SWAP_HINT))
+			continue;
+		uint32_t mib = nvs_swap_mib(hint_with(g, h, &s));
+		if (h->hint_sent_mib != mib) {
+			h->hint_sent_mib = mib;
+			nvs_msg_gpu(&m, NVS_MSG_SWAP_HINT, h->local_gpu, mib);
+			nvs_client_send(h->client, &m);
+			nvs_event("swap_hint", CG_EV ",\"mib\":%u,\"waiters\":%u", CG_ARGS(h), mib,
+				  g->qlen);
+		}
+	}
+}
+
+/* ---- timers: preemption, floor, guest quanta, drops ---- */
+
+static uint64_t member_drop_sent(const struct gpu *g, const struct client_gpu *h)
+{
+	return h == g->holder ? (uint64_t)g->drop_sent : (uint64_t)h->co.drop_sent;
+}
+
+static void earliest(uint64_t *d, uint64_t t)
+{
+	if (t && (!*d || t < *d))
+		*d = t;
+}
+
+/*
+ * Drops members of class `victim_interactive` (in list order, those that
+ * had their minimum slice) until w fits. act = 0 only computes when that
+ * can happen. Returns the time at which it can (0: never / done).
+ */
+static uint64_t make_room(struct gpu *g, struct client_gpu *w, int victim_interactive,
+			  uint64_t not_before, uint64_t now, int act, const char *why)
+{
+	uint64_t base = staying_sum(g), cap = nvs_gpu_capacity(g);
+	uint64_t e = nvs_policy_expected_of(w);
+	if (base + e <= cap)
+		return 0; /* room is on its way (drops pending) */
+	uint64_t slice = (uint64_t)nvs_cosched_cfg.min_slice_ms * MS, t = not_before, freed = 0;
+	struct client_gpu *v[NVS_MAX_GPUS * 4];
+	unsigned nv = 0;
+	for (struct client_gpu *h = g->ahead; h && base - freed + e > cap; h = h->anext) {
+		if (h->state != CG_HOLDING || member_drop_sent(g, h) ||
+		    nvs_cosched_interactive(h, NULL) != victim_interactive)
+			continue;
+		if (nv == sizeof v / sizeof v[0])
+			break;
+		v[nv++] = h;
+		freed += nvs_policy_expected_of(h);
+		if (h->held_since_ns + slice > t)
+			t = h->held_since_ns + slice;
+	}
+	if (base - freed + e > cap)
+		return 0; /* the other class blocks it: it idles soon */
+	if (now < t || !act)
+		return t;
+	for (unsigned i = 0; i < nv; i++)
+		drop_member(g, v[i], w, now, why);
+	return 0;
+}
+
+static uint64_t guest_timers(struct gpu *g, uint64_t now, int act)
+{
+	uint64_t d = 0;
+	for (struct client_gpu *h = g->ahead; h; h = h->anext) {
+		if (!h->co.guest || h->state != CG_HOLDING || !h->co.drop_sent)
+			continue;
+		uint64_t half =
+		    h->co.drop_sent_ns + (h->co.drop_deadline_ns - h->co.drop_sent_ns) / 2;
+		if (act && now >= h->co.drop_deadline_ns) {
+			h->st.revocations++;
+			g->st.revocations++;
+			NVS_WARN(
+			    "REVOKE client=%u pid=%d gpu=%d guest: no LOCK_RELEASED within %u ms "
+			    "of DROP_LOCK",
+			    CG_ARGS(h), S.cfg.drop_grace_ms);
+			nvs_event("revoke",
+				  CG_EV ",\"held_ms\":%.3f,\"grace_ms\":%u,\"role\":\"guest\"",
+				  CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6,
+				  S.cfg.drop_grace_ms);
+			send_guest_drop(h, 0);
+			account(g, now);
+			end_guest(g, h, now);
+			continue;
+		}
+		if (act && !h->co.drop_resent && now >= half) {
+			h->co.drop_resent = 1;
+			send_guest_drop(h, (uint32_t)((h->co.drop_deadline_ns - now) / MS));
+		}
+		earliest(&d, h->co.drop_resent ? h->co.drop_deadline_ns : half);
+	}
+	return d;
+}
+
+static uint64_t run_policy(struct gpu *g, uint64_t now, int act)
+{
+	uint64_t d = guest_timers(g, now, act);
+	if (!nvs_cosched_active(g)) {
+		/* Mode on, a quota or an unmanaged process took over: the set
+		 * shrinks to the primary. */
+		for (struct client_gpu *h = g->ahead; h; h = h->anext)
+			if (h->co.guest && h->state == CG_HOLDING && !h->co.drop_sent) {
+				if (act)
+					drop_member(g, h, NULL, now, "overcommit");
+				else
+					earliest(&d, now);
+			}
+		return d;
+	}
+	uint64_t cap = nvs_gpu_capacity(g);
+	/* A member grew after it was admitted: the newest guests leave. */
+	while (staying_sum(g) > cap) {
+		struct client_gpu *n = NULL;
+		for (struct client_gpu *h = g->ahead; h; h = h->anext)
+			if (h->co.guest && h->state == CG_HOLDING && !h->co.drop_sent &&
+			    (!n || h->held_since_ns > n->held_since_ns))
+				n = h;
+		if (!n)
+			break;
+		if (!act) {
+			earliest(&d, now);
+			break;
+		}
+		drop_member(g, n, NULL, now, "overcommit");
+	}
+	if (!g->qlen)
+		return d;
+	/* The first waiter that did not fit (fill() granted all that did). */
+	struct client_gpu *w = g->qhead;
+	int interactive = nvs_cosched_interactive(w, NULL);
+	if (interactive) {
+		/* A burst: batch members give way after the bound, if batch
+		 * has had its floor. */
+		if (!floor_ok(g)) {
+			earliest(&d, now + FLOOR_RECHECK_NS);
+		} else {
+			uint64_t nb = w->wait_since_ns + (uint64_t)nvs_cosched_cfg.preempt_ms * MS;
+			earliest(&d, make_room(g, w, 0, nb, now, act, "interactive"));
+		}
+	} else if (!floor_ok(g)) {
+		/* Batch below its floor: the bursts in its way give way. */
+		earliest(&d, make_room(g, w, 1, now, now, act, "batch-floor"));
+		earliest(&d, now + FLOOR_RECHECK_NS);
+	}
+	/* Guests get the quantum too when someone waits. */
+	uint64_t tq = nvs_policy_tq_ns(g);
+	for (struct client_gpu *h = g->ahead; h; h = h->anext) {
+		if (!h->co.guest || h->state != CG_HOLDING || h->co.drop_sent)
+			continue;
+		if (now >= h->held_since_ns + tq) {
+			if (act)
+				drop_member(g, h, w, now, "tq-expired");
+		} else {
+			earliest(&d, h->held_since_ns + tq);
+		}
+	}
+	/* The head may stop being overtaken (fill re-checks). */
+	if (now - w->wait_since_ns < tq)
+		earliest(&d, w->wait_since_ns + tq);
+	return d;
+}
+
+uint64_t nvs_cosched_deadline(struct gpu *g, uint64_t now)
+{
+	if (!nvs_cosched_active(g) && !g->co.guests)
+		return 0;
+	return run_policy(g, now, 0);
+}
+
+void nvs_cosched_tick(struct gpu *g, uint64_t now)
+{
+	if (!nvs_cosched_active(g) && !g->co.guests)
+		return;
+	account(g, now);
+	run_policy(g, now, 1);
+	if (nvs_cosched_active(g))
+		nvs_cosched_fill(g, now, 0);
+}

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Co-scheduling (docs/scheduler.md "Co-scheduling"): on a serialized GPU the
+# lock goes to a SET of clients whose memory fits; an interactive client that
+# does not fit preempts a batch member after the bound (never before the
+# batch member's minimum slice), and the batch member gets the GPU back when
+# the burst goes idle; a storm of bursts leaves batch its floor; a waiter that
+# does not fit is not overtaken for more than a quantum. Everything is read
+# from the event stream (times are the scheduler's own, mono_ns).
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/sched_lib.sh"
+
+# client_id NAME: the scheduler's id for fake client NAME (its WELCOME).
+client_id() { grep -oE 'WELCOME id=[0-9]+' "$T/$1.out" | head -1 | cut -d= -f2; }
+# ev_ns EVENT [FIELD=VALUE]... : mono_ns of the first such event.
+ev_ns() { grep -E "$(evpat "$@")" "$NVSHARE_EVENTS" | head -1 | grep -oE '"mono_ns":[0-9]+' | cut -d: -f2; }
+# set_fits CAP_BYTES "ID:BYTES ..." : replays lock_ok / lock_released and
+# prints the largest expected memory (MiB) of a running set (the check compares).
+max_running() {
+  awk -v sizes="$1" '
+    BEGIN { n = split(sizes, a, " "); for (i = 1; i <= n; i++) { split(a[i], kv, ":"); sz[kv[1]] = kv[2] } }
+    /"event":"gpu_mode"/ && /"serialized":0/ { for (c in run) delete run[c]; next }
+    /"event":"lock_ok"/ { match($0, /"client":[0-9]+/); c = substr($0, RSTART + 9, RLENGTH - 9); run[c] = 1
+      s = 0; for (k in run) s += sz[k]; if (s > max) max = s; next }
+    /"event":"lock_released"/ { match($0, /"client":[0-9]+/); c = substr($0, RSTART + 9, RLENGTH - 9); delete run[c] }
+    END { print max + 0 }' "$NVSHARE_EVENTS"
+}
+
+# ---- 0. Settings: strict validation, named in --help ----
+for bad in NVSHARE_COSCHEDULE=maybe NVSHARE_PREEMPT_MS=abc NVSHARE_MIN_SLICE_MS=61s NVSHARE_BATCH_FLOOR_PERCENT=101; do
+  out=$(env "$bad" "$B/nvshare-scheduler" --no-nvml 2>&1); rc=$?
+  check "$bad refused: exit 2 naming the variable and its range" \
+    sh -c '[ "$0" = 2 ] && echo "$1" | grep -q "bad value for ${2%%=*}: \"${2#*=}\" (expected"' "$rc" "$out" "$bad"
+done
+for bad in "--coschedule maybe" "--preempt-ms -1" "--min-slice-ms 2m" "--batch-floor 101"; do
+  # shellcheck disable=SC2086 # the flag and its value
+  out=$("$B/nvshare-scheduler" --no-nvml $bad 2>&1); rc=$?
+  check "$bad refused: usage error naming the flag" sh -c '[ "$0" = 2 ] && echo "$1" | grep -q "bad value for ${2%% *}"' "$rc" "$out" "$bad"
+done
+help=$("$B/nvshare-scheduler" --help)
+for v in NVSHARE_COSCHEDULE NVSHARE_PREEMPT_MS NVSHARE_MIN_SLICE_MS NVSHARE_BATCH_FLOOR_PERCENT; do
+  check "--help documents $v" sh -c 'echo "$0" | grep -q "$1"' "$help" "$v"
+done
+NVSHARE_PREEMPT_MS=75ms start_scheduler --no-nvml --min-slice-ms 500ms --batch-floor 40
+check "settings from env and flags in the status defaults" \
+  json_has '"coschedule":true,"preempt_ms":75,"min_slice_ms":500,"batch_floor_percent":40'
+kill "$SCHED_PID" 2>/dev/null; wait "$SCHED_PID" 2>/dev/null
+
+# ---- 1. A set that fits: batch 2Gi + notebooks 1.5Gi at capacity 6Gi ----
+start_scheduler --no-nvml --capacity 6Gi --tq 30s
+u=(--gpu-uuid GPU-set --total 16Gi)
+fc B "${u[@]}" --alloc 2Gi --priority batch --script "until $T/go;lock;mark B-holds;hold 2500ms;release;hold 200ms"
+nb='until GO;lock;mark burst1;hold 1200ms;idle_release;hold 300ms;lock;mark burst2;hold 150ms;idle_release;hold 300ms'
+for n in N1 N2 N3; do
+  fc $n "${u[@]}" --alloc 1536Mi --priority interactive --script "${nb//GO/$T/go}"
+done
+check "6.5Gi of 6Gi: serialized" wait_event 3 gpu_mode gpu=0 serialized=1
+touch "$T/go"
+check "nvsharectl shows the running set and why" \
+  wait_for 5 sh -c "'$CTL' | grep -qE 'GPU 0 running set: .*guest interactive \\(fits\\)'"
+check "status JSON: a guest's class is declared" json_has '"class":"interactive","class_source":"declared","role":"guest"'
+for p in "$PID_B" "$PID_N1" "$PID_N2" "$PID_N3"; do wait_exit 20 "$p"; done
+sizes="$(client_id B):2048 $(client_id N1):1536 $(client_id N2):1536 $(client_id N3):1536"
+mx=$(max_running "$sizes")
+diag "largest running set: $mx MiB (capacity 6144 MiB)"
+check "every running set fits the capacity" test "$mx" -le 6144
+check "the running set held more than one client (B + notebooks)" test "$mx" -ge 5120
+check "notebooks ran as guests beside the batch holder" has_event lock_ok role='"guest"'
+for n in N1 N2 N3; do
+  check "$n completed both bursts" test "$(ev_count $n 'MARK burst2')" = 1
+done
+check "no revocation" test "$(count_events revoke)" = 0
+stop_scheduler() { kill "$SCHED_PID" 2>/dev/null; wait "$SCHED_PID" 2>/dev/null; }
+stop_scheduler
+mv "$NVSHARE_EVENTS" "$T/events-1.jsonl"
+
+# ---- 2. A burst preempts batch within the bound, after the min slice ----
+# capacity 4Gi: batch 3Gi + notebook 2Gi do not fit together.
+start_scheduler --no-nvml --capacity 4Gi --tq 30s --preempt-ms 50 --min-slice-ms 300
+u=(--gpu-uuid GPU-pre --total 16Gi)
+fc BP "${u[@]}" --alloc 3Gi --priority batch --script 'wait mode1;work 3s'
+fc NP "${u[@]}" --alloc 2Gi --priority interactive \
+  --script "until $T/go1;lock;mark burst1;hold 100ms;idle_release;until $T/go2;lock;mark burst2;hold 100ms;idle_release;hold 500ms"
+# The first burst asks just after B's grant: it must wait for B's slice.
+wait_ev 10 BP 'LOCK_OK'
+touch "$T/go1"
+wait_ev 10 NP 'MARK burst1'
+wait_for 10 lines_at_least "$T/BP.out" 'LOCK_OK' 2
+sleep 0.5 # B holds past its slice: the second burst meets the 50 ms bound alone
+touch "$T/go2"
+wait_ev 10 NP 'MARK burst2'
+wait_exit 10 "$PID_NP"; wait_exit 15 "$PID_BP"
+bid=$(client_id BP); nid=$(client_id NP)
+# preemptions: for each DROP_LOCK(interactive) to B, the burst's request and
+# B's grant before it; the scheduler must drop at max(request + 50 ms,
+# grant + 300 ms), never earlier, and (busy machine) within 250 ms of it.
+awk -v b="$bid" -v n="$nid" '
+  { match($0, /"mono_ns":[0-9]+/); t = substr($0, RSTART + 10, RLENGTH - 10) + 0 }
+  /"event":"lock_ok"/ && $0 ~ "\"client\":" b "," { gb = t }
+  /"event":"req_lock"/ && $0 ~ "\"client\":" n "," { rq = t }
+  /"event":"drop_lock"/ && $0 ~ "\"client\":" b "," && /"reason":"interactive"/ {
+    due = rq + 50e6; if (gb + 300e6 > due) due = gb + 300e6
+    printf "%d %d %d\n", (t - due) / 1e6, (t - rq) / 1e6, (t - gb) / 1e6 }
+  /"event":"lock_released"/ && $0 ~ "\"client\":" n "," && /"reason":"idle"/ { rel = t }
+  /"event":"lock_ok"/ && $0 ~ "\"client\":" b "," && rel { printf "back %d\n", (t - rel) / 1e6; rel = 0 }
+' "$NVSHARE_EVENTS" >"$T/pre.txt"
+diag "$(tr '\n' ';' <"$T/pre.txt") (late-vs-due, after-request, after-grant ms)"
+check "two preemptions" test "$(grep -vc back "$T/pre.txt")" = 2
+read -r late1 _ slice1 < <(grep -v back "$T/pre.txt" | sed -n 1p)
+read -r late2 req2 _ < <(grep -v back "$T/pre.txt" | sed -n 2p)
+check "first burst: not before batch's 300 ms slice ($slice1 ms)" test "${slice1:-0}" -ge 300
+check "second burst: not before its 50 ms room wait ($req2 ms)" test "${req2:-0}" -ge 50
+check "both at their due time, never early (late $late1, $late2 ms)" test "${late1:--1}" -ge 0 -a "${late2:--1}" -ge 0
+check "both within 250 ms of due (busy-machine slack)" test "${late1:-999}" -le 250 -a "${late2:-999}" -le 250
+check "batch got the GPU back as each burst went idle (<= 200 ms)" \
+  sh -c 'n=0; while read -r w v; do [ "$w" = back ] && [ "$v" -le 200 ] && n=$((n+1)); done <"$0"; [ "$n" -ge 2 ]' "$T/pre.txt"
+check "the preempt event names the burst" has_event preempt client=$bid reason='"interactive"' for=$nid
+check "status counts preemptions by reason" json_has '"preemptions":{"interactive":2,'
+stop_scheduler
+mv "$NVSHARE_EVENTS" "$T/events-2.jsonl"
+
+# ---- 3. A storm of bursts: batch keeps its floor ----
+start_scheduler --no-nvml --capacity 4Gi --tq 30s --preempt-ms 0 --min-slice-ms 50 --batch-floor 50
+u=(--gpu-uuid GPU-storm --total 16Gi)
+fc BS "${u[@]}" --alloc 3Gi --priority batch --script 'wait mode1;work 6s'
+storm=''
+for _ in $(seq 40); do storm+='lock;hold 120ms;idle_release;'; done
+fc S1 "${u[@]}" --alloc 2Gi --priority interactive --script "hold 300ms;$storm"
+fc S2 "${u[@]}" --alloc 2Gi --priority interactive --script "hold 360ms;$storm"
+wait_exit 40 "$PID_BS"
+bid=$(client_id BS)
+# B's share of the time from the first burst's grant to B's last release.
+read -r pct span < <(awk -v b="$bid" '
+  { match($0, /"mono_ns":[0-9]+/); t = substr($0, RSTART + 10, RLENGTH - 10) + 0 }
+  /"event":"lock_ok"/ && $0 !~ "\"client\":" b "," && !t0 { t0 = t }
+  /"event":"lock_ok"/ && $0 ~ "\"client\":" b "," { s = t }
+  /"event":"lock_released"/ && $0 ~ "\"client\":" b "," && s { ns++; S[ns] = s; E[ns] = t; s = 0; end = t }
+  END { for (i = 1; i <= ns; i++) { x = S[i] > t0 ? S[i] : t0; if (E[i] > x) h += E[i] - x }
+        span = end - t0; printf "%d %d\n", (span > 0 ? h * 100 / span : 0), span / 1e6 }' "$NVSHARE_EVENTS")
+diag "batch held ${pct}% of the GPU over ${span} ms of bursts"
+check "batch kept >= 45% under a storm (floor 50%)" test "$pct" -ge 45
+check "bursts did run during the storm" test "$(ev_count S1 'LOCK_OK')" -ge 3
+check "preemptions by interactive happened" has_event preempt reason='"interactive"'
+kill "$PID_S1" "$PID_S2" 2>/dev/null
+stop_scheduler
+mv "$NVSHARE_EVENTS" "$T/events-3.jsonl"
+
+# ---- 4. Nobody starves: a large waiter is overtaken for at most a quantum ----
+start_scheduler --no-nvml --capacity 4Gi --tq 300ms
+u=(--gpu-uuid GPU-starve --total 16Gi)
+fc P "${u[@]}" --alloc 2Gi --priority batch --script 'wait mode1;work 4s'
+fc R1 "${u[@]}" --alloc 1Gi --priority batch --script 'wait mode1;work 4s'
+fc R2 "${u[@]}" --alloc 1Gi --priority batch --script 'wait mode1;work 4s'
+fc H "${u[@]}" --alloc 3Gi --priority batch --script 'hold 200ms;work 2s'
+for p in "$PID_P" "$PID_R1" "$PID_R2" "$PID_H"; do wait_exit 30 "$p"; done
+maxw=$(event_field waited_ms lock_ok | sort -n | tail -1)
+diag "longest wait for the lock: $maxw ms (TQ 300 ms, grace 5000 ms)"
+check "every wait <= 2 quanta + slack (900 ms)" awk -v w="$maxw" 'BEGIN { exit !(w <= 900) }'
+for n in P R1 R2 H; do
+  check "$n was granted at least twice" test "$(ev_count $n 'LOCK_OK')" -ge 2
+done
+check "no revocation" test "$(count_events revoke)" = 0
+kill "$SCHED_PID" 2>/dev/null; wait "$SCHED_PID" 2>/dev/null
+
+# ---- 5. Observed class: short holds ended by idle releases = interactive ----
+start_scheduler --no-nvml --capacity 4Gi --tq 30s
+u=(--gpu-uuid GPU-obs --total 16Gi)
+fc OB "${u[@]}" --alloc 3Gi --script "until $T/obs-done"
+fc OO "${u[@]}" --alloc 2Gi --script "lock;hold 50ms;idle_release;lock;hold 50ms;idle_release;mark two;until $T/obs-done"
+wait_ev 10 OO 'MARK two'
+j=$("$CTL" --json)
+check "undeclared client with two short idle-ended holds: interactive (observed)" \
+  sh -c 'echo "$0" | grep -qF "\"class\":\"interactive\",\"class_source\":\"observed\""' "$j"
+check "an undeclared client that never held stays batch (observed)" \
+  sh -c 'echo "$0" | grep -qF "\"class\":\"batch\",\"class_source\":\"observed\""' "$j"
+touch "$T/obs-done"
