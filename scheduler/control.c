@@ -9,6 +9,7 @@
 #include "peer.h"
 #include "policy.h"
 #include "settings.h"
+#include "state_file.h"
 #include "state.h"
 #include "status_json.h"
 
@@ -169,6 +170,7 @@ static void ctl_set(struct conn *c, const struct nvs_msg *m)
 			return;
 		}
 		S.cfg.idle_release_ms = (uint32_t)s->value;
+		nvs_state_note_set(-1, s->field, s->value);
 		NVS_INFO("CTL_SET idle_release_ms=%u by pid %d uid %d (new clients)",
 			 S.cfg.idle_release_ms, (int)c->peer.pid, (int)c->peer.uid);
 		reply(c, m->seq, 0, "idle release set to %u ms (clients that connect from now on)",
@@ -202,6 +204,7 @@ static void ctl_set(struct conn *c, const struct nvs_msg *m)
 	} else {
 		apply(&S.gpus[s->gpu], s->field, s->value);
 	}
+	nvs_state_note_set(s->gpu, s->field, s->value);
 	char gname[16];
 	snprintf(gname, sizeof gname, "%d", s->gpu);
 	NVS_INFO("CTL_SET gpu=%s %s=%s by pid %d uid %d", s->gpu == -1 ? "all" : gname,
@@ -226,6 +229,11 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 		if ((uint32_t)cl->pid != s->pid)
 			continue;
 		matched++;
+		/* The administrator's word replaces what the client claimed
+		 * after a restart (LIMITS_IN_FORCE). */
+		for (unsigned i = 0; i < cl->ngpus; i++)
+			if (s->gpu == -1 || cl->gpus[i]->gpu->index == s->gpu)
+				cl->gpus[i]->has_claim = 0;
 		if (s->gpu == -1) {
 			if (s->core_limit)
 				cl->core_override = s->core_limit;
@@ -235,6 +243,9 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 				cl->has_mem_override = 1;
 				cl->mem_override = s->mem_limit;
 			}
+			/* A client in a Pod: the limits are its Pod's, kept
+			 * in the state file for the Pod's clients. */
+			nvs_state_note_pod(cl);
 		}
 		for (unsigned i = 0; i < cl->ngpus; i++) {
 			struct client_gpu *cg = cl->gpus[i];

@@ -12,6 +12,8 @@
 #include "server.h"
 #include "settings.h"
 #include "sockpath.h"
+#include "state_file.h"
+#include "health.h"
 #include "state.h"
 #include "unmanaged.h"
 
@@ -72,13 +74,17 @@ static void usage(FILE *f)
 	    "      --no-kube             no Pod watch               NVSHARE_KUBE=0\n"
 	    "      --events FILE         append JSON-lines events   NVSHARE_EVENTS (off)\n"
 	    "                            (docs/events.md)\n"
+	    "      --state-file FILE     run-time settings kept     NVSHARE_STATE_FILE\n"
+	    "                            across restarts (none: off) (" NVS_DEFAULT_STATE_FILE ")\n"
+	    "      --health-stall-ms MS  /healthz fails when the     NVSHARE_HEALTH_STALL_MS\n"
+	    "                            loop has not turned for MS (%u)\n"
 	    "  -v, --debug               verbose logs               NVSHARE_DEBUG=1\n"
 	    "  -V, --version             print the version\n"
 	    "  -h, --help                this text\n"
 	    "\n"
 	    "Logs go to stderr. See docs/scheduler.md.\n",
 	    NVS_DEFAULT_IDLE_RELEASE_MS, NVS_DEFAULT_DROP_GRACE_MS,
-	    NVS_UNMANAGED_DEFAULT_INTERVAL_MS);
+	    NVS_UNMANAGED_DEFAULT_INTERVAL_MS, NVS_DEFAULT_HEALTH_STALL_MS);
 }
 
 static int bad_flag(const char *flag, const char *v, const char *what)
@@ -132,6 +138,7 @@ int main(int argc, char **argv)
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -144,6 +151,19 @@ int main(int argc, char **argv)
 	 * misspelt must not silently leave a GPU unprotected. */
 	if (nvs_unmanaged_config_from_env(&nvs_unmanaged_cfg))
 		return 2;
+	const char *sf = getenv("NVSHARE_STATE_FILE");
+	if (sf && nvs_state_file_set_path(sf)) {
+		fprintf(stderr, "nvshare-scheduler: NVSHARE_STATE_FILE is too long\n");
+		return 2;
+	}
+	const char *hs = getenv("NVSHARE_HEALTH_STALL_MS");
+	if (hs && *hs && nvs_health_parse_stall(hs, &nvs_health_stall_ms)) {
+		fprintf(stderr,
+			"nvshare-scheduler: bad value for NVSHARE_HEALTH_STALL_MS: \"%s\" (expected "
+			"1500 .. 600000 ms)\n",
+			hs);
+		return 2;
+	}
 	const char *proc_root = getenv("NVSHARE_PROC_ROOT");
 	if (proc_root && *proc_root && nvs_peer_set_proc_root(proc_root))
 		NVS_WARN("ignoring NVSHARE_PROC_ROOT: too long");
@@ -179,6 +199,8 @@ int main(int argc, char **argv)
 	    {"unmanaged", required_argument, 0, 1008},
 	    {"metrics-process-labels", no_argument, 0, 1009},
 	    {"unmanaged-interval", required_argument, 0, 1010},
+	    {"state-file", required_argument, 0, 1011},
+	    {"health-stall-ms", required_argument, 0, 1012},
 	    {"debug", no_argument, 0, 'v'},
 	    {"version", no_argument, 0, 'V'},
 	    {"help", no_argument, 0, 'h'},
@@ -282,6 +304,14 @@ int main(int argc, char **argv)
 				return bad_flag("--unmanaged-interval", optarg,
 						"0 (off) or 100 ms .. 1 h (2000, 2s, 500ms)");
 			break;
+		case 1011:
+			if (nvs_state_file_set_path(optarg))
+				return bad_flag("--state-file", optarg, "a shorter path, or none");
+			break;
+		case 1012:
+			if (nvs_health_parse_stall(optarg, &nvs_health_stall_ms))
+				return bad_flag("--health-stall-ms", optarg, "1500 .. 600000 ms (3s)");
+			break;
 		case 'v':
 			setenv("NVSHARE_DEBUG", "1", 1);
 			nvs_log_reload_env();
@@ -311,6 +341,7 @@ int main(int argc, char **argv)
 			 nvs_proc_root);
 	S.start_ns = nvs_now_ns();
 	S.euid = geteuid();
+	nvs_state_file_load(); /* run-time settings over the configuration */
 
 	NVS_INFO("nvshare-scheduler %s starting: mode %s, tq %llu ms, reserve %llu, idle release "
 		 "%u ms, drop grace %u ms",

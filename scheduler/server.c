@@ -2,6 +2,7 @@
 
 #include "conn.h"
 #include "events.h"
+#include "health.h"
 #include "k8s_watch.h"
 #include "log.h"
 #include "metrics.h"
@@ -250,6 +251,7 @@ int nvs_server_open(void)
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP); /* logged, never fatal: nvs_sighup() */
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 	nvs_epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -450,11 +452,22 @@ static void accept_all(struct listener *l)
 	}
 }
 
+/* SIGHUP is logged and otherwise ignored (docs/scheduler.md): settings
+ * change through nvsharectl and are kept in the state file; a daemon
+ * killed by a stray hang-up would leave its clients ungated. */
+static void sighup(void)
+{
+	NVS_INFO("SIGHUP: ignored (change settings with nvsharectl; they are kept in the "
+		 "state file)");
+	nvs_event("sighup", "\"signal\":%d", SIGHUP);
+}
+
 int nvs_server_run(void)
 {
 	struct epoll_event evs[64];
 	for (;;) {
 		uint64_t now = nvs_now_ns();
+		nvs_health_stamp(now);
 		nvs_policy_tick(now);
 		conn_reap();
 		check_socket(now);
@@ -499,7 +512,11 @@ int nvs_server_run(void)
 				nvs_k8s_on_event();
 			} else if (p == &tag_signal) {
 				struct signalfd_siginfo si;
-				if (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+				if (read(sig_fd, &si, sizeof si) != (ssize_t)sizeof si)
+					continue;
+				if (si.ssi_signo == SIGHUP) {
+					sighup();
+				} else {
 					NVS_INFO("signal %u (%s): shutting down", si.ssi_signo,
 						 strsignal((int)si.ssi_signo));
 					nvs_event("shutdown", "\"signal\":%u", si.ssi_signo);
