@@ -57,3 +57,8 @@ check "SIGSTOP: nvsharectl fails in at most ~5 s (rc $rc, $el ms), scheduler not
 kill -CONT "$SCHED_PID"
 check "SIGCONT: /healthz ok again" wait_for 5 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 '$MURL/healthz')\" = 200 ]"
 check "bad --health-stall-ms is a usage error" sh -c "! '$B/nvshare-scheduler' --health-stall-ms 10 2>/dev/null"
+
+# ---- the version, in the status and as nvshare_build_info ----
+v=$("$B/nvshare-scheduler" --version | awk '{print $2}')
+check "status version is --version's ($v)" [ "$("$CTL" --json | jq -r .version)" = "$v" ]
+check "nvshare_build_info{version=\"$v\"} 1" sh -c "curl -sf --max-time 5 '$MURL/metrics' | grep -qxF 'nvshare_build_info{version=\"$v\"} 1'"
