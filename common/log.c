@@ -37,11 +37,11 @@ void nvs_log_reload_env(void)
 /* NVSHARE_LOG_FORMAT=json: the text line's message as one JSON object per
  * line for log collectors, {"ts","level","component","msg"}. Control
  * characters, quotes and backslashes are escaped; other bytes pass. */
-static size_t json_line(char *out, size_t cap, const char *ts, const char *level,
-			const char *msg)
+static size_t json_line(char *out, size_t cap, const char *ts, const char *level, const char *msg)
 {
-	int n = snprintf(out, cap, "{\"ts\":\"%s\",\"level\":\"%s\",\"component\":\"%s\",\"msg\":\"",
-			 ts, level, component);
+	int n =
+	    snprintf(out, cap, "{\"ts\":\"%s\",\"level\":\"%s\",\"component\":\"%s\",\"msg\":\"",
+		     ts, level, component);
 	if (n < 0 || (size_t)n >= cap)
 		return 0;
 	size_t len = (size_t)n;
@@ -77,8 +77,7 @@ static void vlog(enum nvs_log_level level, unsigned suppressed, const char *fmt,
 	gmtime_r(&ts.tv_sec, &tm); /* ISO-8601 UTC: log collectors need no zone guess */
 	char stamp[64];
 	snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
-		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-		 ts.tv_nsec / 1000000);
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
 	int n = json_format ? 0
 			    : snprintf(line, sizeof line, "[nvshare][%s] %s %s ", component, stamp,
 				       names[level]);

@@ -32,13 +32,13 @@
 
 enum nvs_msg_type {
 	/* client -> scheduler */
-	NVS_MSG_HELLO = 1,	   /* process registers (once per connection) */
-	NVS_MSG_ATTACH_GPU = 2,	   /* client starts using a GPU */
-	NVS_MSG_REQ_LOCK = 3,	   /* client wants to run on a serialized GPU */
-	NVS_MSG_LOCK_RELEASED = 4, /* client drained and gave the GPU back */
-	NVS_MSG_MEM_UPDATE = 5,	   /* client's allocated bytes on a GPU changed */
-	NVS_MSG_SWAP_STATS = 6,	   /* bytes/time swapped in and out */
-	NVS_MSG_PING = 7,	   /* are you there? (HELLO flag NVS_HELLO_PING) */
+	NVS_MSG_HELLO = 1,	     /* process registers (once per connection) */
+	NVS_MSG_ATTACH_GPU = 2,	     /* client starts using a GPU */
+	NVS_MSG_REQ_LOCK = 3,	     /* client wants to run on a serialized GPU */
+	NVS_MSG_LOCK_RELEASED = 4,   /* client drained and gave the GPU back */
+	NVS_MSG_MEM_UPDATE = 5,	     /* client's allocated bytes on a GPU changed */
+	NVS_MSG_SWAP_STATS = 6,	     /* bytes/time swapped in and out */
+	NVS_MSG_PING = 7,	     /* are you there? (HELLO flag NVS_HELLO_PING) */
 	NVS_MSG_LIMITS_IN_FORCE = 8, /* limits I enforce (answer to LIMITS_ASK) */
 	/* scheduler -> client */
 	NVS_MSG_LOCK_OK = 32,	 /* lock granted */

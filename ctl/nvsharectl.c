@@ -179,7 +179,16 @@ static int set(struct nvs_sconn *c, int gpu, uint32_t field, uint64_t value)
 int main(int argc, char **argv)
 {
 	nvs_log_init("nvsharectl");
-	enum { O_CAPACITY = 256, O_IDLE, O_SET_CLIENT, O_CORE, O_MEM, O_TENANT, O_SOCKET, O_TIMEOUT };
+	enum {
+		O_CAPACITY = 256,
+		O_IDLE,
+		O_SET_CLIENT,
+		O_CORE,
+		O_MEM,
+		O_TENANT,
+		O_SOCKET,
+		O_TIMEOUT
+	};
 	static const struct option opts[] = {
 	    {"json", no_argument, 0, 'j'},
 	    {"tenant", no_argument, 0, O_TENANT},
@@ -272,6 +281,10 @@ int main(int argc, char **argv)
 		case O_MEM:
 			if (!strcasecmp(optarg, "none"))
 				mem = NVS_NO_LIMIT;
+			else if (nvs_parse_size(optarg, 1ull << 20, &mem) == 0 && !mem)
+				return usage_err(
+				    "--memory-limit 0 is not a limit: use none to remove "
+				    "the limit, or a size (4Gi, 512 = 512Mi)");
 			else if (nvs_parse_size(optarg, 1ull << 20, &mem))
 				return usage_err(
 				    "bad memory limit \"%s\": expected a size (4Gi, 512 = "

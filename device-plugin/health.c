@@ -13,8 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-void nvs_dp_health_stamp(const char *file, uint64_t now_ms, unsigned registered,
-			 unsigned endpoints)
+void nvs_dp_health_stamp(const char *file, uint64_t now_ms, unsigned registered, unsigned endpoints)
 {
 	static uint64_t last_ms;
 	static unsigned last_reg = ~0u;
@@ -63,7 +62,6 @@ int nvs_dp_health_probe(const char *file, int ready, uint64_t max_age_ms)
 		printf("not ready: %u of %u endpoint(s) registered with the kubelet\n", r, n);
 		return 1;
 	}
-	printf("ok: loop ran %lld ms ago; %u of %u endpoint(s) registered\n", (long long)age, r,
-	       n);
+	printf("ok: loop ran %lld ms ago; %u of %u endpoint(s) registered\n", (long long)age, r, n);
 	return 0;
 }

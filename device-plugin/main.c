@@ -339,9 +339,10 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 		case O_PROBE_AGE:
 			if (nvs_parse_duration_ms(optarg, &probe_max_age_ms) ||
 			    probe_max_age_ms < 1000 || probe_max_age_ms > 3600000) {
-				fprintf(stderr,
-					"--probe-max-age: expected 1s .. 1h such as 30s, got \"%s\"\n",
-					optarg);
+				fprintf(
+				    stderr,
+				    "--probe-max-age: expected 1s .. 1h such as 30s, got \"%s\"\n",
+				    optarg);
 				return -1;
 			}
 			break;

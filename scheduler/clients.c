@@ -73,8 +73,9 @@ static void limits_claim(struct client_gpu *cg, const struct nvs_set_limits *l)
 	char m[24] = "null";
 	if (l->mem_limit != NVS_NO_LIMIT)
 		snprintf(m, sizeof m, "%llu", (unsigned long long)l->mem_limit);
-	nvs_event("limits_claimed", "\"client\":%u,\"pid\":%d,\"gpu\":%d,\"core_limit\":%u,\"mem_limit\":%s",
-		  cl->id, (int)cl->pid, cg->gpu->index, l->core_limit, m);
+	nvs_event("limits_claimed",
+		  "\"client\":%u,\"pid\":%d,\"gpu\":%d,\"core_limit\":%u,\"mem_limit\":%s", cl->id,
+		  (int)cl->pid, cg->gpu->index, l->core_limit, m);
 	/* Tell the client the result when the configured limits are
 	 * stricter than its claim (or changed): it then enforces those. */
 	if (cg->core_limit != l->core_limit || cg->mem_limit != l->mem_limit ||
@@ -149,7 +150,7 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 		S.clients->prev = cl;
 	S.clients = cl;
 	S.nclients++;
-	nvs_pod_identify(cl); /* the Pod's name and limits, or unknown-tenant limits */
+	nvs_pod_identify(cl);	    /* the Pod's name and limits, or unknown-tenant limits */
 	nvs_state_apply_client(cl); /* limits nvsharectl set for its Pod (state file) */
 
 	struct nvs_msg m;

@@ -156,6 +156,10 @@ static void ctl_set(struct conn *c, const struct nvs_msg *m)
 		what = b;
 		break;
 	case NVS_CTL_CAPACITY:
+		if (s->value > (1ull << 50)) {
+			reply(c, m->seq, -EINVAL, "capacity must be at most 1Pi (0: auto)");
+			return;
+		}
 		what =
 		    s->value ? nvs_format_size(s->value, b, sizeof b) : "auto (memory - reserve)";
 		break;
@@ -218,6 +222,10 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 	const struct nvs_ctl_set_client *s = &m->u.ctl_client;
 	if (s->core_limit > 100) {
 		reply(c, m->seq, -EINVAL, "core limit must be 1..100");
+		return;
+	}
+	if ((s->flags & NVS_CTL_CLIENT_SET_MEM) && s->mem_limit == 0) {
+		reply(c, m->seq, -EINVAL, "memory limit 0 is not a limit (none: UINT64_MAX)");
 		return;
 	}
 	if (s->gpu < -1 || (s->gpu >= 0 && !nvs_gpu_by_index(s->gpu))) {

@@ -2,6 +2,7 @@
  * nvshare-scheduler: command line, environment, signals; then the event
  * loop (server.c). Flags override the matching NVSHARE_* variables.
  */
+#include "config_check.h"
 #include "events.h"
 #include "gpus.h"
 #include "k8s_watch.h"
@@ -78,7 +79,22 @@ static void usage(FILE *f)
 	    "                            across restarts (none: off) (" NVS_DEFAULT_STATE_FILE ")\n"
 	    "      --health-stall-ms MS  /healthz fails when the     NVSHARE_HEALTH_STALL_MS\n"
 	    "                            loop has not turned for MS (%u)\n"
+	    "      --log-format FMT      text | json (one object     NVSHARE_LOG_FORMAT (text)\n"
+	    "                            per line: ts, level, component, msg)\n"
 	    "  -v, --debug               verbose logs               NVSHARE_DEBUG=1\n"
+	    "\n"
+	    "Each of these sets its variable (docs/quotas.md, docs/swap.md, docs/security.md):\n"
+	    "      --unknown-tenant-core-limit PCT    NVSHARE_UNKNOWN_TENANT_CORE_LIMIT (10)\n"
+	    "      --unknown-tenant-memory-limit SIZE NVSHARE_UNKNOWN_TENANT_MEMORY_LIMIT (1Gi)\n"
+	    "      --compute-window-ms MS             NVSHARE_COMPUTE_WINDOW_MS (2000)\n"
+	    "      --quota-sample-interval-ms MS      NVSHARE_QUOTA_SAMPLE_INTERVAL_MS (50)\n"
+	    "      --quota-carryover-percent PCT      NVSHARE_QUOTA_CARRYOVER_PERCENT (25)\n"
+	    "      --drop-tail-billing-percent PCT    NVSHARE_DROP_TAIL_BILLING_PERCENT (70)\n"
+	    "      --quota-slice-ms MS                NVSHARE_QUOTA_SLICE_MS (window / 20)\n"
+	    "      --gpu-memory-unit SIZE             NVSHARE_GPU_MEMORY_UNIT (1Gi)\n"
+	    "      --swap-out needed|all|none         NVSHARE_SWAP_OUT (needed)\n"
+	    "      --swap-tq-factor N                 NVSHARE_SWAP_TQ_FACTOR (10)\n"
+	    "\n"
 	    "  -V, --version             print the version\n"
 	    "  -h, --help                this text\n"
 	    "\n"
@@ -142,6 +158,11 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* Every variable and flag checked before anything reads them: a bad
+	 * value stops the start, it is never ignored (config_check.c). */
+	if (nvs_config_env_flags(argc, argv) || nvs_config_check_env())
+		return 2;
+	nvs_log_reload_env(); /* --log-format */
 	nvs_config_defaults(&S.cfg);
 	nvs_config_from_env(&S.cfg);
 	nvs_metrics_config_from_env(&nvs_metrics_cfg);
@@ -158,10 +179,11 @@ int main(int argc, char **argv)
 	}
 	const char *hs = getenv("NVSHARE_HEALTH_STALL_MS");
 	if (hs && *hs && nvs_health_parse_stall(hs, &nvs_health_stall_ms)) {
-		fprintf(stderr,
-			"nvshare-scheduler: bad value for NVSHARE_HEALTH_STALL_MS: \"%s\" (expected "
-			"1500 .. 600000 ms)\n",
-			hs);
+		fprintf(
+		    stderr,
+		    "nvshare-scheduler: bad value for NVSHARE_HEALTH_STALL_MS: \"%s\" (expected "
+		    "1500 .. 600000 ms)\n",
+		    hs);
 		return 2;
 	}
 	const char *proc_root = getenv("NVSHARE_PROC_ROOT");
@@ -176,7 +198,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	static const struct option opts[] = {
+	static struct option opts[64] = {
 	    {"sock-dir", required_argument, 0, 'd'},
 	    {"admin-sock-dir", required_argument, 0, 1006},
 	    {"mode", required_argument, 0, 'm'},
@@ -204,8 +226,11 @@ int main(int argc, char **argv)
 	    {"debug", no_argument, 0, 'v'},
 	    {"version", no_argument, 0, 'V'},
 	    {"help", no_argument, 0, 'h'},
-	    {0, 0, 0, 0},
 	};
+	unsigned nopts = 0;
+	while (opts[nopts].name)
+		nopts++;
+	nvs_config_add_options(opts, &nopts, sizeof opts / sizeof opts[0] - 1);
 	int o;
 	while ((o = getopt_long(argc, argv, "d:m:t:c:r:i:g:vVh", opts, NULL)) != -1) {
 		int m;
@@ -310,7 +335,10 @@ int main(int argc, char **argv)
 			break;
 		case 1012:
 			if (nvs_health_parse_stall(optarg, &nvs_health_stall_ms))
-				return bad_flag("--health-stall-ms", optarg, "1500 .. 600000 ms (3s)");
+				return bad_flag("--health-stall-ms", optarg,
+						"1500 .. 600000 ms (3s)");
+			break;
+		case NVS_CONFIG_ENV_FLAG: /* exported by nvs_config_env_flags() */
 			break;
 		case 'v':
 			setenv("NVSHARE_DEBUG", "1", 1);
@@ -341,6 +369,7 @@ int main(int argc, char **argv)
 			 nvs_proc_root);
 	S.start_ns = nvs_now_ns();
 	S.euid = geteuid();
+	nvs_config_snapshot();
 	nvs_state_file_load(); /* run-time settings over the configuration */
 
 	NVS_INFO("nvshare-scheduler %s starting: mode %s, tq %llu ms, reserve %llu, idle release "
@@ -352,9 +381,13 @@ int main(int argc, char **argv)
 	nvs_event("start", "\"pid\":%d", (int)getpid());
 	if (nvs_server_open())
 		return 1;
-	if (S.cfg.use_nvml)
+	if (S.cfg.use_nvml) {
 		nvs_gpus_discover();
-	else
+		if (nvs_config_check_gpus()) {
+			nvs_server_close();
+			return 2;
+		}
+	} else
 		NVS_INFO("NVML disabled: GPUs will be learned from clients");
 	nvs_unmanaged_start(); /* needs the GPUs; without NVML it is off */
 	nvs_metrics_start();   /* a failure is logged; scheduling goes on */

@@ -373,7 +373,7 @@ static void nvml_sample(const struct msnap *s, struct msample *out)
 #define CT_METRICS "text/plain; version=0.0.4; charset=utf-8"
 
 static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned code, const char *text,
-				   enum MHD_ResponseMemoryMode mm)
+				  enum MHD_ResponseMemoryMode mm)
 {
 	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text, mm);
 	if (!r)

@@ -4,7 +4,7 @@ SCHED_SRCS := scheduler/main.c scheduler/server.c scheduler/conn.c scheduler/cli
 	scheduler/status_json.c scheduler/quota.c scheduler/metrics.c scheduler/metrics_render.c \
 	scheduler/metrics_tenant.c scheduler/pod_identity.c scheduler/peer.c scheduler/k8s_watch.c \
 	scheduler/k8s_json.c scheduler/events.c scheduler/unmanaged.c \
-	scheduler/state_file.c scheduler/health.c
+	scheduler/state_file.c scheduler/health.c scheduler/config_check.c
 SCHED_OBJS := $(SCHED_SRCS:%.c=$(B)/%.o)
 TARGETS += $(B)/nvshare-scheduler
 

@@ -45,7 +45,7 @@ struct gentry {
 
 struct pentry {
 	char uid[40];
-	uint32_t core;	/* 0: not set */
+	uint32_t core; /* 0: not set */
 	int has_mem;
 	uint64_t mem; /* NVS_NO_LIMIT: none, set explicitly */
 	uint64_t seq; /* last set: the oldest goes first when full */
@@ -181,8 +181,7 @@ static const char *parse(const char *text)
 	{
 		const cJSON *u = cJSON_GetObjectItemCaseSensitive(e, "uuid");
 		if (ngpus >= NVS_SCHED_MAX_GPUS || !cJSON_IsString(u) || !*u->valuestring ||
-		    strlen(u->valuestring) >= NVS_UUID_LEN ||
-		    read_gset(e, &gpus[ngpus].s, 0)) {
+		    strlen(u->valuestring) >= NVS_UUID_LEN || read_gset(e, &gpus[ngpus].s, 0)) {
 			why = "bad GPU entry";
 			goto out;
 		}
@@ -234,14 +233,16 @@ static void set_aside(const char *why)
 void nvs_state_file_load(void)
 {
 	if (!*path) {
-		NVS_INFO("state file off (NVSHARE_STATE_FILE=none): run-time settings are not kept");
+		NVS_INFO(
+		    "state file off (NVSHARE_STATE_FILE=none): run-time settings are not kept");
 		return;
 	}
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
 		if (errno == ENOENT)
-			NVS_INFO("state file %s does not exist yet: starting from the configuration",
-				 path);
+			NVS_INFO(
+			    "state file %s does not exist yet: starting from the configuration",
+			    path);
 		else
 			NVS_ERROR("state file %s: %s: ignored, starting from the configuration",
 				  path, strerror(errno));

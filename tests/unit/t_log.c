@@ -176,10 +176,8 @@ int main(void)
 {
 	nvs_log_init("test");
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_default_unlimited),
-	    cmocka_unit_test(test_repeats_limited),
-	    cmocka_unit_test(test_sites_independent),
-	    cmocka_unit_test(test_iso8601_utc),
+	    cmocka_unit_test(test_default_unlimited), cmocka_unit_test(test_repeats_limited),
+	    cmocka_unit_test(test_sites_independent), cmocka_unit_test(test_iso8601_utc),
 	    cmocka_unit_test(test_json_format),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
