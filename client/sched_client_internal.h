@@ -46,6 +46,8 @@ struct gpu {
 	uint32_t waiters;	/* other clients waiting for this GPU */
 	uint32_t idle_swap_mib; /* SWAP_HINT: MiB to move out on an idle release */
 	uint32_t core_limit;	/* from SET_LIMITS (for the quota work) */
+	int limits_set;		/* a SET_LIMITS arrived: re-announced on reconnect */
+	uint64_t mem_limit;	/* from SET_LIMITS (bytes, NVS_NO_LIMIT) */
 	uint32_t quantum_ms;	/* from the last LOCK_OK */
 	uint64_t total_mem;
 	CUdevice cudev;

@@ -277,8 +277,8 @@ static void try_connect(void)
 
 	struct nvs_msg m;
 	nvs_msg_hello(&m, program_invocation_short_name, hello_core_limit, hello_mem_limit);
-	m.u.hello.flags = NVS_HELLO_SWAP_HINT | (sched_timeout_ns ? NVS_HELLO_PING : 0) |
-			  hello_mem_flags | hello_prio_flags;
+	m.u.hello.flags = NVS_HELLO_SWAP_HINT | NVS_HELLO_LIMITS |
+			  (sched_timeout_ns ? NVS_HELLO_PING : 0) | hello_mem_flags | hello_prio_flags;
 	queue_msg(&m);
 	ping_ok = 0;
 	ping_sent_ns = 0;
@@ -308,6 +308,28 @@ static void flush_out(void)
 		memmove(outbuf, outbuf + n, outlen - (size_t)n);
 		outlen -= (size_t)n;
 	}
+}
+
+/* LIMITS_ASK: a scheduler that started after this process gave it limits
+ * asks which ones it enforces (a restart). Only limits that came from a
+ * SET_LIMITS: the environment's travel in HELLO. The scheduler takes
+ * them as a claim that can only tighten (docs/protocol.md). */
+static void announce_limits(void)
+{
+	pthread_mutex_lock(&nvs_sc.mu);
+	for (int i = 0; i < nvs_sc.ndev; i++) {
+		const struct gpu *g = &nvs_sc.gpus[i];
+		if (!g->attached || !g->announced || !g->limits_set)
+			continue;
+		struct nvs_msg m;
+		memset(&m, 0, sizeof m);
+		m.type = NVS_MSG_LIMITS_IN_FORCE;
+		m.u.limits.local_gpu = (uint32_t)i;
+		m.u.limits.core_limit = g->core_limit;
+		m.u.limits.mem_limit = g->mem_limit;
+		queue_msg(&m);
+	}
+	pthread_mutex_unlock(&nvs_sc.mu);
 }
 
 /* Reads what the scheduler sent and handles every complete message. */
@@ -349,6 +371,8 @@ static void on_readable(void)
 			ping_sent_ns = 0;
 			if (m.type == NVS_MSG_PONG)
 				ping_ok = 1;
+			else if (m.type == NVS_MSG_LIMITS_ASK)
+				announce_limits();
 			else
 				nvs_sc_handle_msg(&m);
 			off += used;

@@ -334,6 +334,8 @@ void nvs_sc_handle_msg(const struct nvs_msg *m)
 		nvs_acct_set_runtime_limit((int)m->u.limits.local_gpu, m->u.limits.mem_limit);
 		pthread_mutex_lock(&nvs_sc.mu);
 		g->core_limit = m->u.limits.core_limit;
+		g->mem_limit = m->u.limits.mem_limit;
+		g->limits_set = 1;
 		if (nvs_qclient_set_limit((int)m->u.limits.local_gpu, g->core_limit))
 			nvs_sc_recompute_gate();
 		pthread_mutex_unlock(&nvs_sc.mu);

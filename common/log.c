@@ -13,6 +13,7 @@
 
 static const char *component = "nvshare";
 static int debug_enabled = -1; /* -1: not read yet */
+static int json_format;	       /* NVSHARE_LOG_FORMAT=json */
 
 void nvs_log_init(const char *name)
 {
@@ -28,6 +29,35 @@ void nvs_log_reload_env(void)
 	if (v && nvs_parse_bool(v, &on))
 		on = 0;
 	debug_enabled = on;
+	/* Anything but "json" is the text format (the scheduler refuses a
+	 * bad value at start; the library must not). */
+	v = getenv("NVSHARE_LOG_FORMAT");
+	json_format = v && !strcmp(v, "json");
+}
+
+/* NVSHARE_LOG_FORMAT=json: the text line's message as one JSON object per
+ * line for log collectors, {"ts","level","component","msg"}. Control
+ * characters, quotes and backslashes are escaped; other bytes pass. */
+static size_t json_line(char *out, size_t cap, const char *ts, const char *level, const char *msg)
+{
+	int n =
+	    snprintf(out, cap, "{\"ts\":\"%s\",\"level\":\"%s\",\"component\":\"%s\",\"msg\":\"",
+		     ts, level, component);
+	if (n < 0 || (size_t)n >= cap)
+		return 0;
+	size_t len = (size_t)n;
+	for (const unsigned char *p = (const unsigned char *)msg; *p && len + 8 < cap; p++) {
+		if (*p == '"' || *p == '\\') {
+			out[len++] = '\\';
+			out[len++] = (char)*p;
+		} else if (*p < 0x20 || *p == 0x7f) {
+			len += (size_t)snprintf(out + len, cap - len, "\\u%04x", *p);
+		} else {
+			out[len++] = (char)*p;
+		}
+	}
+	memcpy(out + len, "\"}\n", 3);
+	return len + 3;
 }
 
 int nvs_log_debug_enabled(void)
@@ -191,15 +221,18 @@ void nvs_log_queue_stop(void)
 static void vlog(enum nvs_log_level level, unsigned suppressed, const char *fmt, va_list ap)
 {
 	static const char *names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+	static const char *jnames[] = {"debug", "info", "warn", "error"};
 	char line[1024];
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	struct tm tm;
 	gmtime_r(&ts.tv_sec, &tm); /* ISO-8601 UTC: log collectors need no zone guess */
-	int n =
-	    snprintf(line, sizeof line, "[nvshare][%s] %04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s ",
-		     component, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-		     tm.tm_sec, ts.tv_nsec / 1000000, names[level]);
+	char stamp[64];
+	snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+	int n = json_format ? 0
+			    : snprintf(line, sizeof line, "[nvshare][%s] %s %s ", component, stamp,
+				       names[level]);
 	if (n < 0)
 		return;
 	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
@@ -213,7 +246,14 @@ static void vlog(enum nvs_log_level level, unsigned suppressed, const char *fmt,
 	if (len > sizeof line - 2)
 		len = sizeof line - 2;
 	line[len++] = '\n';
-	emit(line, len);
+	char jl[2 * sizeof line + 128];
+	const char *out = line;
+	if (json_format) {
+		line[len - 1] = '\0';
+		len = json_line(jl, sizeof jl, stamp, jnames[level], line);
+		out = jl;
+	}
+	emit(out, len);
 }
 
 static _Atomic(nvs_log_filter_fn) filter;

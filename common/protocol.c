@@ -104,6 +104,7 @@ static void encode_payload(const struct nvs_msg *m, struct wr *w)
 	case NVS_MSG_SWAP_HINT:
 	case NVS_MSG_PING:
 	case NVS_MSG_PONG:
+	case NVS_MSG_LIMITS_ASK:
 		U32(m->u.gpu.local_gpu);
 		U32(m->u.gpu.value);
 		break;
@@ -134,6 +135,7 @@ static void encode_payload(const struct nvs_msg *m, struct wr *w)
 		U64(m->u.swap.ns_out);
 		break;
 	case NVS_MSG_SET_LIMITS:
+	case NVS_MSG_LIMITS_IN_FORCE:
 		U32(m->u.limits.local_gpu);
 		U32(m->u.limits.core_limit);
 		U64(m->u.limits.mem_limit);
@@ -215,6 +217,7 @@ static void decode_payload(struct nvs_msg *m, struct rd *r)
 	case NVS_MSG_SWAP_HINT:
 	case NVS_MSG_PING:
 	case NVS_MSG_PONG:
+	case NVS_MSG_LIMITS_ASK:
 		m->u.gpu.local_gpu = (uint32_t)get(r, 4);
 		m->u.gpu.value = (uint32_t)get(r, 4);
 		break;
@@ -245,6 +248,7 @@ static void decode_payload(struct nvs_msg *m, struct rd *r)
 		m->u.swap.ns_out = get(r, 8);
 		break;
 	case NVS_MSG_SET_LIMITS:
+	case NVS_MSG_LIMITS_IN_FORCE:
 		m->u.limits.local_gpu = (uint32_t)get(r, 4);
 		m->u.limits.core_limit = (uint32_t)get(r, 4);
 		m->u.limits.mem_limit = get(r, 8);
@@ -382,6 +386,10 @@ const char *nvs_msg_type_name(unsigned type)
 		return "PING";
 	case NVS_MSG_PONG:
 		return "PONG";
+	case NVS_MSG_LIMITS_IN_FORCE:
+		return "LIMITS_IN_FORCE";
+	case NVS_MSG_LIMITS_ASK:
+		return "LIMITS_ASK";
 	case NVS_MSG_CTL_SET:
 		return "CTL_SET";
 	case NVS_MSG_CTL_SET_CLIENT:

@@ -41,13 +41,14 @@
 
 enum nvs_msg_type {
 	/* client -> scheduler */
-	NVS_MSG_HELLO = 1,	   /* process registers (once per connection) */
-	NVS_MSG_ATTACH_GPU = 2,	   /* client starts using a GPU */
-	NVS_MSG_REQ_LOCK = 3,	   /* client wants to run on a serialized GPU */
-	NVS_MSG_LOCK_RELEASED = 4, /* client drained and gave the GPU back */
-	NVS_MSG_MEM_UPDATE = 5,	   /* client's allocated bytes on a GPU changed */
-	NVS_MSG_SWAP_STATS = 6,	   /* bytes/time swapped in and out */
-	NVS_MSG_PING = 7,	   /* are you there? (HELLO flag NVS_HELLO_PING) */
+	NVS_MSG_HELLO = 1,	     /* process registers (once per connection) */
+	NVS_MSG_ATTACH_GPU = 2,	     /* client starts using a GPU */
+	NVS_MSG_REQ_LOCK = 3,	     /* client wants to run on a serialized GPU */
+	NVS_MSG_LOCK_RELEASED = 4,   /* client drained and gave the GPU back */
+	NVS_MSG_MEM_UPDATE = 5,	     /* client's allocated bytes on a GPU changed */
+	NVS_MSG_SWAP_STATS = 6,	     /* bytes/time swapped in and out */
+	NVS_MSG_PING = 7,	     /* are you there? (HELLO flag NVS_HELLO_PING) */
+	NVS_MSG_LIMITS_IN_FORCE = 8, /* limits I enforce (answer to LIMITS_ASK) */
 	/* scheduler -> client */
 	NVS_MSG_LOCK_OK = 32,	 /* lock granted */
 	NVS_MSG_DROP_LOCK = 33,	 /* release the lock soon */
@@ -57,6 +58,7 @@ enum nvs_msg_type {
 	NVS_MSG_WELCOME = 37,	 /* reply to HELLO */
 	NVS_MSG_SWAP_HINT = 38,	 /* MiB to move to the host on an idle release */
 	NVS_MSG_PONG = 39,	 /* answer to PING (and, once, "I answer PINGs") */
+	NVS_MSG_LIMITS_ASK = 40, /* which limits do you enforce? (NVS_HELLO_LIMITS) */
 	/* control (nvsharectl) <-> scheduler */
 	NVS_MSG_CTL_SET = 64,	     /* change a GPU setting */
 	NVS_MSG_CTL_SET_CLIENT = 65, /* change a client's limits */
@@ -119,6 +121,12 @@ static inline uint32_t nvs_swap_mib(uint64_t bytes)
  * any HELLO field: the batch floor bounds what an interactive client gets. */
 #define NVS_HELLO_PRIO_INTERACTIVE 0x8u
 #define NVS_HELLO_PRIO_BATCH 0x10u
+/* The client can say which limits it enforces: a scheduler that knows the
+ * flag answers HELLO with one LIMITS_ASK, and the client then sends one
+ * LIMITS_IN_FORCE per attached GPU whose limits came from SET_LIMITS (a
+ * reconnection after a scheduler restart). The scheduler takes them as a
+ * claim: the stricter of claimed and configured wins. */
+#define NVS_HELLO_LIMITS 0x20u
 
 /* LOCK_RELEASED flags. Bit 0: an idle release (not asked). Bits 8..31 (same
  * shift as DROP_LOCK): the MiB an idle release moved to the host, as the
@@ -151,7 +159,8 @@ struct nvs_attach_gpu {
 	char uuid[NVS_UUID_LEN]; /* "GPU-xxxxxxxx-..." */
 };
 
-/* REQ_LOCK, WAITERS, GPU_MODE, SWAP_HINT, PING and PONG share this layout. */
+/* REQ_LOCK, WAITERS, GPU_MODE, SWAP_HINT, PING, PONG and LIMITS_ASK share
+ * this layout. */
 struct nvs_gpu_msg {
 	uint32_t local_gpu; /* PING, PONG: 0 */
 	uint32_t value;	    /* WAITERS: count; GPU_MODE: NVS_GPU_MODE_*; SWAP_HINT: MiB;
@@ -187,6 +196,7 @@ struct nvs_swap_stats {
 	uint64_t ns_in, ns_out;
 };
 
+/* SET_LIMITS and LIMITS_IN_FORCE. */
 struct nvs_set_limits {
 	uint32_t local_gpu;
 	uint32_t core_limit; /* 1..100 */

@@ -19,7 +19,42 @@
 
 #include "nvs_version.h" /* generated: scripts/gen-version.sh */
 
-#define TIMEOUT_MS 5000
+#include <signal.h>
+#include <sys/time.h>
+#include <time.h>
+
+/* The whole run's wait for the scheduler (connect to last reply): a
+ * stopped or hung scheduler accepts connections in the kernel and never
+ * answers. NVSHARE_CTL_TIMEOUT_MS / --timeout. */
+#define DEFAULT_TIMEOUT_MS 5000
+static int timeout_ms = DEFAULT_TIMEOUT_MS;
+static int64_t deadline_ms;
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	static const char m[] = "nvsharectl: scheduler not answering (connect or reply timed out; "
+				"--timeout or NVSHARE_CTL_TIMEOUT_MS changes the wait)\n";
+	ssize_t w = write(2, m, sizeof m - 1);
+	(void)w;
+	_exit(1);
+}
+
+static int parse_timeout(const char *s, int *out)
+{
+	uint64_t v;
+	if (nvs_parse_duration_ms(s, &v) || v < 100 || v > 3600000)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
 
 static void usage(FILE *f)
 {
@@ -31,6 +66,8 @@ static void usage(FILE *f)
 	       "      --tenant               use the client socket: what a Pod may see\n"
 	       "                             (its own clients only); changes are refused\n"
 	       "      --socket PATH          use this socket\n"
+	       "      --timeout MS           give up when the scheduler has not answered\n"
+	       "                             within MS (5000; NVSHARE_CTL_TIMEOUT_MS)\n"
 	       "  -S, --anti-thrash MODE     on (one job at a time), off (all at once),\n"
 	       "                             auto (together while memory fits)\n"
 	       "  -T, --set-tq TIME          time quantum: seconds (30, 0.5) or 300ms\n"
@@ -99,10 +136,13 @@ static int open_conn(struct nvs_sconn *c)
 static int request(struct nvs_sconn *c, struct nvs_msg *req, int quiet_ok, struct nvs_msg *out)
 {
 	struct nvs_msg rep;
-	int r = nvs_sconn_request(c, req, &rep, TIMEOUT_MS);
+	int64_t left = deadline_ms - mono_ms();
+	int r = left > 0 ? nvs_sconn_request(c, req, &rep, (int)left) : 0;
 	if (r == 0) {
-		fprintf(stderr, "nvsharectl: no reply from the scheduler within %d ms\n",
-			TIMEOUT_MS);
+		fprintf(stderr,
+			"nvsharectl: scheduler not answering: no reply on %s within %d ms (is it "
+			"stopped or hung? --timeout or NVSHARE_CTL_TIMEOUT_MS changes the wait)\n",
+			sock_path, timeout_ms);
 		return 1;
 	}
 	if (r < 0) {
@@ -138,11 +178,21 @@ static int set(struct nvs_sconn *c, int gpu, uint32_t field, uint64_t value)
 int main(int argc, char **argv)
 {
 	nvs_log_init("nvsharectl");
-	enum { O_CAPACITY = 256, O_IDLE, O_SET_CLIENT, O_CORE, O_MEM, O_TENANT, O_SOCKET };
+	enum {
+		O_CAPACITY = 256,
+		O_IDLE,
+		O_SET_CLIENT,
+		O_CORE,
+		O_MEM,
+		O_TENANT,
+		O_SOCKET,
+		O_TIMEOUT
+	};
 	static const struct option opts[] = {
 	    {"json", no_argument, 0, 'j'},
 	    {"tenant", no_argument, 0, O_TENANT},
 	    {"socket", required_argument, 0, O_SOCKET},
+	    {"timeout", required_argument, 0, O_TIMEOUT},
 	    {"anti-thrash", required_argument, 0, 'S'},
 	    {"set-tq", required_argument, 0, 'T'},
 	    {"gpu", required_argument, 0, 'g'},
@@ -160,6 +210,10 @@ int main(int argc, char **argv)
 	int clear_core = 0, tenant = 0;
 	const char *socket_arg = NULL;
 	uint64_t tq = 0, cap = 0, idle = 0, pid = 0, core = 0, mem = 0;
+	const char *te = getenv("NVSHARE_CTL_TIMEOUT_MS");
+	if (te && *te && parse_timeout(te, &timeout_ms))
+		return usage_err("bad NVSHARE_CTL_TIMEOUT_MS=\"%s\": expected 100 .. 3600000 ms",
+				 te);
 	int o;
 	while ((o = getopt_long(argc, argv, "jS:T:g:Vh", opts, NULL)) != -1) {
 		uint64_t v;
@@ -172,6 +226,11 @@ int main(int argc, char **argv)
 			break;
 		case O_SOCKET:
 			socket_arg = optarg;
+			break;
+		case O_TIMEOUT:
+			if (parse_timeout(optarg, &timeout_ms))
+				return usage_err("bad --timeout \"%s\": expected 100 .. 3600000 ms",
+						 optarg);
 			break;
 		case 'S':
 			if ((mode = nvs_mode_parse(optarg)) < 0)
@@ -221,6 +280,10 @@ int main(int argc, char **argv)
 		case O_MEM:
 			if (!strcasecmp(optarg, "none"))
 				mem = NVS_NO_LIMIT;
+			else if (nvs_parse_size(optarg, 1ull << 20, &mem) == 0 && !mem)
+				return usage_err(
+				    "--memory-limit 0 is not a limit: use none to remove "
+				    "the limit, or a size (4Gi, 512 = 512Mi)");
 			else if (nvs_parse_size(optarg, 1ull << 20, &mem))
 				return usage_err(
 				    "bad memory limit \"%s\": expected a size (4Gi, 512 = "
@@ -266,6 +329,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	/* One deadline for the whole run; the alarm is the backstop for a
+	 * connect() that blocks (a stopped scheduler's full backlog). */
+	deadline_ms = mono_ms() + timeout_ms;
+	signal(SIGALRM, on_alarm);
+	struct itimerval it = {.it_value = {.tv_sec = timeout_ms / 1000 + 1}};
+	setitimer(ITIMER_REAL, &it, NULL);
 	struct nvs_sconn c;
 	if (open_conn(&c))
 		return 1;
@@ -275,10 +344,15 @@ int main(int argc, char **argv)
 		int32_t st = 0;
 		char *text;
 		size_t len;
-		int r = nvs_sconn_status(&c, TIMEOUT_MS, &st, &text, &len);
+		int64_t left = deadline_ms - mono_ms();
+		int r = left > 0 ? nvs_sconn_status(&c, (int)left, &st, &text, &len) : 0;
 		if (r == 0) {
-			fprintf(stderr, "nvsharectl: no reply from the scheduler within %d ms\n",
-				TIMEOUT_MS);
+			fprintf(
+			    stderr,
+			    "nvsharectl: scheduler not answering: no reply on %s within %d ms (is "
+			    "it stopped or hung? --timeout or NVSHARE_CTL_TIMEOUT_MS changes the "
+			    "wait)\n",
+			    sock_path, timeout_ms);
 			rc = 1;
 		} else if (r < 0) {
 			fprintf(stderr, "nvsharectl: lost the connection to the scheduler: %s\n",

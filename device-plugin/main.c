@@ -26,6 +26,7 @@
 
 #include "devices.h"
 #include "grpc_server.h"
+#include "health.h"
 #include "log.h"
 #include "parse.h"
 #include "plugin.h"
@@ -60,6 +61,11 @@ static void usage(FILE *f)
 		"                             GetPreferredAllocation suggests first\n"
 		"  --health-interval T        NVML health check period, e.g. 5s, 500ms;\n"
 		"                             0 disables (default 5s)\n"
+		"  --health-file PATH         rewrite PATH every loop turn (at most 1/s) for\n"
+		"                             the kubelet's exec probes\n"
+		"  --probe live|ready         check PATH of --health-file and exit: live when\n"
+		"                             the loop ran within --probe-max-age (30s),\n"
+		"                             ready when also registered with the kubelet\n"
 		"  --host-lib-dir DIR         node directory holding libnvshare.so\n"
 		"                             (default /var/lib/nvshare/lib)\n"
 		"  --container-lib-dir DIR    where containers see it\n"
@@ -86,6 +92,11 @@ static void usage(FILE *f)
 		"Environment: NVIDIA_VISIBLE_DEVICES (GPUs without NVML), NVSHARE_DEBUG=1.\n",
 		NVS_DP_MAX_REPLICAS);
 }
+
+/* Probes (health.h): --health-file, --probe live|ready, --probe-max-age. */
+static const char *health_file;
+static int probe; /* 1 live, 2 ready */
+static uint64_t probe_max_age_ms = NVS_DP_PROBE_MAX_AGE_MS;
 
 static uint64_t now_ms(void)
 {
@@ -241,7 +252,10 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 		O_MOVER,
 		O_GMEM,
 		O_MSOCK,
-		O_NOMEM
+		O_NOMEM,
+		O_HFILE,
+		O_PROBE,
+		O_PROBE_AGE
 	};
 	static const struct option opts[] = {
 	    {"kubelet-dir", required_argument, 0, O_KDIR},
@@ -261,6 +275,9 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 	    {"gpu-memory-size", required_argument, 0, O_GMEM},
 	    {"memory-socket-name", required_argument, 0, O_MSOCK},
 	    {"no-memory-resource", no_argument, 0, O_NOMEM},
+	    {"health-file", required_argument, 0, O_HFILE},
+	    {"probe", required_argument, 0, O_PROBE},
+	    {"probe-max-age", required_argument, 0, O_PROBE_AGE},
 	    {"version", no_argument, 0, 'V'},
 	    {"help", no_argument, 0, 'h'},
 	    {0, 0, 0, 0},
@@ -301,6 +318,31 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 					"--health-interval: expected a duration such as 5s, got "
 					"\"%s\"\n",
 					optarg);
+				return -1;
+			}
+			break;
+		case O_HFILE:
+			if (!*optarg) {
+				fprintf(stderr, "--health-file: expected a path\n");
+				return -1;
+			}
+			health_file = optarg;
+			break;
+		case O_PROBE:
+			if (strcmp(optarg, "live") && strcmp(optarg, "ready")) {
+				fprintf(stderr, "--probe: expected live or ready, got \"%s\"\n",
+					optarg);
+				return -1;
+			}
+			probe = optarg[0] == 'r' ? 2 : 1;
+			break;
+		case O_PROBE_AGE:
+			if (nvs_parse_duration_ms(optarg, &probe_max_age_ms) ||
+			    probe_max_age_ms < 1000 || probe_max_age_ms > 3600000) {
+				fprintf(
+				    stderr,
+				    "--probe-max-age: expected 1s .. 1h such as 30s, got \"%s\"\n",
+				    optarg);
 				return -1;
 			}
 			break;
@@ -453,6 +495,13 @@ int main(int argc, char **argv)
 	};
 	if (parse_args(argc, argv, &st.cfg))
 		return 2;
+	if (probe) {
+		if (!health_file) {
+			fprintf(stderr, "--probe needs --health-file\n");
+			return 2;
+		}
+		return nvs_dp_health_probe(health_file, probe == 2, probe_max_age_ms);
+	}
 	int n2 = snprintf(st.kubelet_sock, sizeof st.kubelet_sock, "%s/%s", st.cfg.kubelet_dir,
 			  KUBELET_SOCK);
 	if (n2 < 0 || (size_t)n2 >= 100 ||
@@ -515,6 +564,10 @@ int main(int argc, char **argv)
 	int exit_code = 0;
 	for (;;) {
 		uint64_t now = now_ms();
+		unsigned nreg = 0;
+		for (unsigned i = 0; i < st.nep; i++)
+			nreg += st.ep[i].registered != 0;
+		nvs_dp_health_stamp(health_file, now, nreg, st.nep);
 		add_watch(&st);
 		for (unsigned i = 0; i < st.nep; i++) {
 			struct endpoint *e = &st.ep[i];

@@ -6,7 +6,7 @@
 
 DP_GEN := $(B)/device-plugin/gen
 DP_SRCS := device-plugin/main.c device-plugin/plugin.c device-plugin/grpc_server.c \
-	device-plugin/devices.c device-plugin/policy.c
+	device-plugin/devices.c device-plugin/policy.c device-plugin/health.c
 DP_OBJS := $(DP_SRCS:%.c=$(B)/%.o) $(DP_GEN)/deviceplugin.pb-c.o
 DP_PKGS := grpc libprotobuf-c
 DP_CFLAGS := $(shell pkg-config --cflags $(DP_PKGS) 2>/dev/null) -Idevice-plugin -I$(DP_GEN)

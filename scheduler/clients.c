@@ -9,6 +9,7 @@
 #include "parse.h"
 #include "pod_identity.h"
 #include "policy.h"
+#include "state_file.h"
 #include "state.h"
 
 #include <stdio.h>
@@ -45,6 +46,45 @@ void nvs_client_update_limits(struct client_gpu *cg)
 	cg->mem_limit = cl->has_mem_override ? cl->mem_override
 			: cl->has_annot_mem  ? cl->annot_mem
 					     : base;
+	if (cg->has_claim) {
+		/* The client's word can only make it stricter. */
+		if (cg->claim_core < cg->core_limit)
+			cg->core_limit = cg->claim_core;
+		if (cg->claim_mem < cg->mem_limit)
+			cg->mem_limit = cg->claim_mem;
+	}
+}
+
+/* LIMITS_IN_FORCE: the limits the client enforces on one GPU, received
+ * with SET_LIMITS from a scheduler before this one (restart). A claim:
+ * values out of range are ignored, and it can only tighten. */
+static void limits_claim(struct client_gpu *cg, const struct nvs_set_limits *l)
+{
+	struct client *cl = cg->client;
+	if (l->core_limit < 1 || l->core_limit > 100 || l->mem_limit == 0) {
+		NVS_DEBUG("LIMITS_IN_FORCE client=%u gpu=%d out of range: ignored", cl->id,
+			  cg->gpu->index);
+		return;
+	}
+	cg->has_claim = 1;
+	cg->claim_core = l->core_limit;
+	cg->claim_mem = l->mem_limit;
+	uint32_t core = cg->core_limit;
+	uint64_t mem = cg->mem_limit;
+	nvs_client_update_limits(cg);
+	char m[24] = "null";
+	if (l->mem_limit != NVS_NO_LIMIT)
+		snprintf(m, sizeof m, "%llu", (unsigned long long)l->mem_limit);
+	nvs_event("limits_claimed",
+		  "\"client\":%u,\"pid\":%d,\"gpu\":%d,\"core_limit\":%u,\"mem_limit\":%s", cl->id,
+		  (int)cl->pid, cg->gpu->index, l->core_limit, m);
+	/* Tell the client the result when the configured limits are
+	 * stricter than its claim (or changed): it then enforces those. */
+	if (cg->core_limit != l->core_limit || cg->mem_limit != l->mem_limit ||
+	    core != cg->core_limit || mem != cg->mem_limit)
+		nvs_client_send_limits(cg);
+	if (core != cg->core_limit)
+		nvs_policy_settings_changed(cg->gpu);
 }
 
 void nvs_client_send_limits(struct client_gpu *cg)
@@ -112,8 +152,9 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 		S.clients->prev = cl;
 	S.clients = cl;
 	S.nclients++;
-	nvs_fair_join(cl);    /* its tenant: turns on the GPUs (fairness.h) */
-	nvs_pod_identify(cl); /* the Pod's name and limits, or unknown-tenant limits */
+	nvs_fair_join(cl);	    /* its tenant: turns on the GPUs (fairness.h) */
+	nvs_pod_identify(cl);	    /* the Pod's name and limits, or unknown-tenant limits */
+	nvs_state_apply_client(cl); /* limits nvsharectl set for its Pod (state file) */
 
 	struct nvs_msg m;
 	memset(&m, 0, sizeof m);
@@ -124,6 +165,11 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 	if (h->flags & NVS_HELLO_PING) {
 		/* "I answer PINGs": only now may the client send them. */
 		nvs_msg_gpu(&m, NVS_MSG_PONG, 0, 0);
+		conn_send(c, &m);
+	}
+	if (h->flags & NVS_HELLO_LIMITS) {
+		/* "Which limits do you enforce?": only now may it say. */
+		nvs_msg_gpu(&m, NVS_MSG_LIMITS_ASK, 0, 0);
 		conn_send(c, &m);
 	}
 	char b[32];
@@ -238,6 +284,9 @@ void nvs_client_msg(struct conn *c, const struct nvs_msg *m)
 	case NVS_MSG_SWAP_STATS:
 		local = m->u.swap.local_gpu;
 		break;
+	case NVS_MSG_LIMITS_IN_FORCE:
+		local = m->u.limits.local_gpu;
+		break;
 	default:
 		break;
 	}
@@ -264,6 +313,9 @@ void nvs_client_msg(struct conn *c, const struct nvs_msg *m)
 		/* Cumulative counters from the client (policy.c keeps them
 		 * and the GPU's totals), within its report budget. */
 		nvs_claims_swap_stats(cg, &m->u.swap);
+		break;
+	case NVS_MSG_LIMITS_IN_FORCE:
+		limits_claim(cg, &m->u.limits);
 		break;
 	default:
 		break;

@@ -9,6 +9,7 @@
 #include "peer.h"
 #include "policy.h"
 #include "settings.h"
+#include "state_file.h"
 #include "state.h"
 #include "status_json.h"
 
@@ -163,6 +164,10 @@ static void ctl_set(struct conn *c, const struct nvs_msg *m)
 		what = b;
 		break;
 	case NVS_CTL_CAPACITY:
+		if (s->value > (1ull << 50)) {
+			reply(c, m->seq, -EINVAL, "capacity must be at most 1Pi (0: auto)");
+			return;
+		}
 		what =
 		    s->value ? nvs_format_size(s->value, b, sizeof b) : "auto (memory - reserve)";
 		break;
@@ -177,6 +182,7 @@ static void ctl_set(struct conn *c, const struct nvs_msg *m)
 			return;
 		}
 		S.cfg.idle_release_ms = (uint32_t)s->value;
+		nvs_state_note_set(-1, s->field, s->value);
 		NVS_INFO("CTL_SET idle_release_ms=%u by pid %d uid %d (new clients)",
 			 S.cfg.idle_release_ms, (int)c->peer.pid, (int)c->peer.uid);
 		reply(c, m->seq, 0, "idle release set to %u ms (clients that connect from now on)",
@@ -210,6 +216,7 @@ static void ctl_set(struct conn *c, const struct nvs_msg *m)
 	} else {
 		apply(&S.gpus[s->gpu], s->field, s->value);
 	}
+	nvs_state_note_set(s->gpu, s->field, s->value);
 	char gname[16];
 	snprintf(gname, sizeof gname, "%d", s->gpu);
 	NVS_INFO("CTL_SET gpu=%s %s=%s by pid %d uid %d", s->gpu == -1 ? "all" : gname,
@@ -225,6 +232,10 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 		reply(c, m->seq, -EINVAL, "core limit must be 1..100");
 		return;
 	}
+	if ((s->flags & NVS_CTL_CLIENT_SET_MEM) && s->mem_limit == 0) {
+		reply(c, m->seq, -EINVAL, "memory limit 0 is not a limit (none: UINT64_MAX)");
+		return;
+	}
 	if (s->gpu < -1 || (s->gpu >= 0 && !nvs_gpu_by_index(s->gpu))) {
 		reply(c, m->seq, -ENODEV, "no GPU %d", s->gpu);
 		return;
@@ -234,6 +245,11 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 		if ((uint32_t)cl->pid != s->pid)
 			continue;
 		matched++;
+		/* The administrator's word replaces what the client claimed
+		 * after a restart (LIMITS_IN_FORCE). */
+		for (unsigned i = 0; i < cl->ngpus; i++)
+			if (s->gpu == -1 || cl->gpus[i]->gpu->index == s->gpu)
+				cl->gpus[i]->has_claim = 0;
 		if (s->gpu == -1) {
 			if (s->core_limit)
 				cl->core_override = s->core_limit;
@@ -243,6 +259,9 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 				cl->has_mem_override = 1;
 				cl->mem_override = s->mem_limit;
 			}
+			/* A client in a Pod: the limits are its Pod's, kept
+			 * in the state file for the Pod's clients. */
+			nvs_state_note_pod(cl);
 		}
 		for (unsigned i = 0; i < cl->ngpus; i++) {
 			struct client_gpu *cg = cl->gpus[i];

@@ -4,6 +4,7 @@
 #include "nvml_api.h"
 #include "parse.h"
 #include "state.h"
+#include "state_file.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@ static struct gpu *gpu_add(const char *uuid, const char *name, uint64_t total, i
 	g->tq_ms = S.cfg.tq_ms;
 	g->capacity_override =
 	    S.cfg.capacity[g->index] ? S.cfg.capacity[g->index] : S.cfg.capacity_all;
+	nvs_state_apply_gpu(g); /* settings nvsharectl made for it (state file) */
 	char b1[32], b2[32];
 	NVS_INFO("GPU %d: %s \"%s\" memory %s capacity %s mode %s tq %llums (%s)", g->index,
 		 g->uuid, g->name, nvs_format_size(total, b1, sizeof b1),

@@ -30,8 +30,3 @@ uint64_t nvs_health_age_ms(uint64_t now)
 		return UINT64_MAX;
 	return now > t ? (now - t) / 1000000ull : 0;
 }
-
-int nvs_health_ok(uint64_t now)
-{
-	return nvs_health_age_ms(now) <= nvs_health_stall_ms;
-}

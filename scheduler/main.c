@@ -3,6 +3,7 @@
  * loop (server.c). Flags override the matching NVSHARE_* variables.
  */
 #include "claims.h"
+#include "config_check.h"
 #include "events.h"
 #include "gpus.h"
 #include "k8s_watch.h"
@@ -16,6 +17,8 @@
 #include "server.h"
 #include "settings.h"
 #include "sockpath.h"
+#include "state_file.h"
+#include "health.h"
 #include "state.h"
 #include "unmanaged.h"
 #include "coschedule.h"
@@ -109,7 +112,26 @@ static void usage(FILE *f)
 	    "                            output of all client-socket peers (16Mi)\n"
 	    "      --log-rate N          log lines per second per   NVSHARE_LOG_RATE (%u)\n"
 	    "                            tenant and kind (0: no limit)\n"
+	    "      --state-file FILE     run-time settings kept     NVSHARE_STATE_FILE\n"
+	    "                            across restarts (none: off) (" NVS_DEFAULT_STATE_FILE ")\n"
+	    "      --health-stall-ms MS  /healthz fails when the     NVSHARE_HEALTH_STALL_MS\n"
+	    "                            loop has not turned for MS (%u)\n"
+	    "      --log-format FMT      text | json (one object     NVSHARE_LOG_FORMAT (text)\n"
+	    "                            per line: ts, level, component, msg)\n"
 	    "  -v, --debug               verbose logs               NVSHARE_DEBUG=1\n"
+	    "\n"
+	    "Each of these sets its variable (docs/quotas.md, docs/swap.md, docs/security.md):\n"
+	    "      --unknown-tenant-core-limit PCT    NVSHARE_UNKNOWN_TENANT_CORE_LIMIT (10)\n"
+	    "      --unknown-tenant-memory-limit SIZE NVSHARE_UNKNOWN_TENANT_MEMORY_LIMIT (1Gi)\n"
+	    "      --compute-window-ms MS             NVSHARE_COMPUTE_WINDOW_MS (2000)\n"
+	    "      --quota-sample-interval-ms MS      NVSHARE_QUOTA_SAMPLE_INTERVAL_MS (50)\n"
+	    "      --quota-carryover-percent PCT      NVSHARE_QUOTA_CARRYOVER_PERCENT (25)\n"
+	    "      --drop-tail-billing-percent PCT    NVSHARE_DROP_TAIL_BILLING_PERCENT (70)\n"
+	    "      --quota-slice-ms MS                NVSHARE_QUOTA_SLICE_MS (window / 20)\n"
+	    "      --gpu-memory-unit SIZE             NVSHARE_GPU_MEMORY_UNIT (1Gi)\n"
+	    "      --swap-out needed|all|none         NVSHARE_SWAP_OUT (needed)\n"
+	    "      --swap-tq-factor N                 NVSHARE_SWAP_TQ_FACTOR (10)\n"
+	    "\n"
 	    "  -V, --version             print the version\n"
 	    "  -h, --help                this text\n"
 	    "\n"
@@ -117,7 +139,8 @@ static void usage(FILE *f)
 	    NVS_DEFAULT_IDLE_RELEASE_MS, NVS_DEFAULT_DROP_GRACE_MS, NVS_DEFAULT_OVERSUB_FACTOR,
 	    NVS_DEFAULT_MODE_DWELL_MS, NVS_DEFAULT_MODE_SWITCH_BURST, NVS_DEFAULT_REPORT_RATE,
 	    NVS_DEFAULT_SWAP_TQ_MAX_FACTOR, NVS_UNMANAGED_DEFAULT_INTERVAL_MS,
-	    NVS_DEFAULT_MAX_CONNS_PER_TENANT, NVS_DEFAULT_HANDSHAKE_MS, NVS_DEFAULT_LOG_RATE);
+	    NVS_DEFAULT_MAX_CONNS_PER_TENANT, NVS_DEFAULT_HANDSHAKE_MS, NVS_DEFAULT_LOG_RATE,
+	    NVS_DEFAULT_HEALTH_STALL_MS);
 }
 
 static int bad_flag(const char *flag, const char *v, const char *what)
@@ -171,6 +194,7 @@ int main(int argc, char **argv)
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -181,6 +205,11 @@ int main(int argc, char **argv)
 	mallopt(M_MMAP_THRESHOLD, 64 * 1024);
 	mallopt(M_ARENA_MAX, 2);
 
+	/* Every variable and flag checked before anything reads them: a bad
+	 * value stops the start, it is never ignored (config_check.c). */
+	if (nvs_config_env_flags(argc, argv) || nvs_config_check_env())
+		return 2;
+	nvs_log_reload_env(); /* --log-format */
 	nvs_config_defaults(&S.cfg);
 	nvs_config_from_env(&S.cfg);
 	/* The hostile-load bounds are refused when bad, not ignored: a typo
@@ -196,6 +225,20 @@ int main(int argc, char **argv)
 		return 2;
 	if (nvs_cosched_config_from_env(&nvs_cosched_cfg))
 		return 2;
+	const char *sf = getenv("NVSHARE_STATE_FILE");
+	if (sf && nvs_state_file_set_path(sf)) {
+		fprintf(stderr, "nvshare-scheduler: NVSHARE_STATE_FILE is too long\n");
+		return 2;
+	}
+	const char *hs = getenv("NVSHARE_HEALTH_STALL_MS");
+	if (hs && *hs && nvs_health_parse_stall(hs, &nvs_health_stall_ms)) {
+		fprintf(
+		    stderr,
+		    "nvshare-scheduler: bad value for NVSHARE_HEALTH_STALL_MS: \"%s\" (expected "
+		    "1500 .. 600000 ms)\n",
+		    hs);
+		return 2;
+	}
 	const char *proc_root = getenv("NVSHARE_PROC_ROOT");
 	if (proc_root && *proc_root && nvs_peer_set_proc_root(proc_root))
 		NVS_WARN("ignoring NVSHARE_PROC_ROOT: too long");
@@ -208,7 +251,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	static const struct option opts[] = {
+	static struct option opts[64] = {
 	    {"sock-dir", required_argument, 0, 'd'},
 	    {"admin-sock-dir", required_argument, 0, 1006},
 	    {"mode", required_argument, 0, 'm'},
@@ -245,11 +288,16 @@ int main(int argc, char **argv)
 	    {"preempt-ms", required_argument, 0, 1021},
 	    {"min-slice-ms", required_argument, 0, 1022},
 	    {"batch-floor", required_argument, 0, 1023},
+	    {"state-file", required_argument, 0, 1030},
+	    {"health-stall-ms", required_argument, 0, 1031},
 	    {"debug", no_argument, 0, 'v'},
 	    {"version", no_argument, 0, 'V'},
 	    {"help", no_argument, 0, 'h'},
-	    {0, 0, 0, 0},
 	};
+	unsigned nopts = 0;
+	while (opts[nopts].name)
+		nopts++;
+	nvs_config_add_options(opts, &nopts, sizeof opts / sizeof opts[0] - 1);
 	int o;
 	while ((o = getopt_long(argc, argv, "d:m:t:c:r:i:g:vVh", opts, NULL)) != -1) {
 		int m;
@@ -390,6 +438,17 @@ int main(int argc, char **argv)
 				return bad_flag(flag, optarg, valid[o - 1020]);
 			break;
 		}
+		case 1030:
+			if (nvs_state_file_set_path(optarg))
+				return bad_flag("--state-file", optarg, "a shorter path, or none");
+			break;
+		case 1031:
+			if (nvs_health_parse_stall(optarg, &nvs_health_stall_ms))
+				return bad_flag("--health-stall-ms", optarg,
+						"1500 .. 600000 ms (3s)");
+			break;
+		case NVS_CONFIG_ENV_FLAG: /* exported by nvs_config_env_flags() */
+			break;
 		case 'v':
 			setenv("NVSHARE_DEBUG", "1", 1);
 			nvs_log_reload_env();
@@ -425,6 +484,8 @@ int main(int argc, char **argv)
 	else
 		atexit(nvs_log_queue_stop); /* every exit path writes what is queued */
 	nvs_plog_start();
+	nvs_config_snapshot();
+	nvs_state_file_load(); /* run-time settings over the configuration */
 
 	NVS_INFO("nvshare-scheduler %s starting: mode %s, tq %llu ms, reserve %llu, idle release "
 		 "%u ms, drop grace %u ms",
@@ -435,9 +496,13 @@ int main(int argc, char **argv)
 	nvs_event("start", "\"pid\":%d", (int)getpid());
 	if (nvs_server_open())
 		return 1;
-	if (S.cfg.use_nvml)
+	if (S.cfg.use_nvml) {
 		nvs_gpus_discover();
-	else
+		if (nvs_config_check_gpus()) {
+			nvs_server_close();
+			return 2;
+		}
+	} else
 		NVS_INFO("NVML disabled: GPUs will be learned from clients");
 	nvs_unmanaged_start(); /* needs the GPUs; without NVML it is off */
 	nvs_metrics_start();   /* a failure is logged; scheduling goes on */

@@ -21,6 +21,7 @@
 #include "policy.h"
 #include "quota.h"
 #include "gpus.h"
+#include "health.h"
 #include "state.h"
 
 #include <arpa/inet.h>
@@ -380,10 +381,10 @@ static void nvml_sample(const struct msnap *s, struct msample *out)
 
 #define CT_METRICS "text/plain; version=0.0.4; charset=utf-8"
 
-static enum MHD_Result reply_static(struct MHD_Connection *conn, unsigned code, const char *text)
+static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned code, const char *text,
+				  enum MHD_ResponseMemoryMode mm)
 {
-	struct MHD_Response *r =
-	    MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text, mm);
 	if (!r)
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
@@ -392,6 +393,11 @@ static enum MHD_Result reply_static(struct MHD_Connection *conn, unsigned code, 
 	enum MHD_Result ret = MHD_queue_response(conn, code, r);
 	MHD_destroy_response(r);
 	return ret;
+}
+
+static enum MHD_Result reply_static(struct MHD_Connection *conn, unsigned code, const char *text)
+{
+	return reply_text(conn, code, text, MHD_RESPMEM_PERSISTENT);
 }
 
 static enum MHD_Result reply_metrics(struct MHD_Connection *conn)
@@ -442,8 +448,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (!strcmp(url, "/metrics"))
 		return reply_metrics(conn);
-	if (!strcmp(url, "/healthz"))
-		return reply_static(conn, MHD_HTTP_OK, "ok\n");
+	if (!strcmp(url, "/healthz")) {
+		/* The event loop's heartbeat (health.h): this thread answering
+		 * says nothing about the loop. */
+		uint64_t age = nvs_health_age_ms(nvs_now_ns());
+		if (age <= nvs_health_stall_ms)
+			return reply_static(conn, MHD_HTTP_OK, "ok\n");
+		char b[128];
+		if (age == UINT64_MAX)
+			snprintf(b, sizeof b, "event loop not started\n");
+		else
+			snprintf(b, sizeof b,
+				 "event loop stalled: no turn for %llu ms (limit %u ms)\n",
+				 (unsigned long long)age, nvs_health_stall_ms);
+		return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, b, MHD_RESPMEM_MUST_COPY);
+	}
 	if (!strcmp(url, "/"))
 		return reply_static(conn, MHD_HTTP_OK,
 				    "nvshare-scheduler metrics exporter: /metrics, /healthz\n");

@@ -10,6 +10,7 @@
  * own namespace), host_pid, uid, and pod / namespace when known.
  */
 #include "metrics_snap.h"
+#include "nvs_version.h" /* generated: scripts/gen-version.sh */
 
 #include "protocol.h"
 
@@ -533,6 +534,9 @@ static void render_clients(struct mbuf *b, const struct msnap *s)
 void nvs_metrics_render(struct mbuf *b, const struct msnap *s, const struct msample *samples,
 			uint64_t now)
 {
+	family(b, "nvshare_build_info", "gauge",
+	       "The scheduler's version (label version); always 1.");
+	mbuf_printf(b, "nvshare_build_info{version=\"%s\"} 1\n", NVS_VERSION_FULL);
 	family(b, "nvshare_scheduler_start_time_seconds", "gauge",
 	       "Start time of the scheduler since the Unix epoch.");
 	mbuf_printf(b, "nvshare_scheduler_start_time_seconds %.3f\n", s->start_time_s);

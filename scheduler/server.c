@@ -2,6 +2,7 @@
 
 #include "conn.h"
 #include "events.h"
+#include "health.h"
 #include "limits.h"
 #include "log.h"
 #include "loop.h"
@@ -30,6 +31,7 @@ static int sig_fd = -1;
 static void on_listener(void *l, uint32_t events);
 static void on_conn(void *c, uint32_t events);
 static void on_signal(void *ctx, uint32_t events);
+static void health_tick(uint64_t now);
 static void reap_tick(uint64_t now);
 static void server_tick(uint64_t now);
 static uint64_t server_next_deadline(uint64_t now);
@@ -256,6 +258,7 @@ int nvs_server_open(void)
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP); /* logged, never fatal: nvs_sighup() */
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (nvs_fd_reserve_open())
@@ -266,6 +269,7 @@ int nvs_server_open(void)
 		return -1;
 	}
 	/* What runs each turn, in this order (loop.h). */
+	nvs_loop_timer(health_tick, NULL);
 	nvs_loop_timer(nvs_policy_tick, nvs_policy_next_deadline);
 	nvs_loop_timer(nvs_limits_tick, limits_next_deadline);
 	nvs_loop_timer(reap_tick, NULL);
@@ -515,15 +519,36 @@ static void on_conn(void *c, uint32_t events)
 		conn_on_readable(c);
 }
 
+/* SIGHUP is logged and otherwise ignored (docs/scheduler.md): settings
+ * change through nvsharectl and are kept in the state file; a daemon
+ * killed by a stray hang-up would leave its clients ungated. */
+static void sighup(void)
+{
+	NVS_INFO("SIGHUP: ignored (change settings with nvsharectl; they are kept in the "
+		 "state file)");
+	nvs_event("sighup", "\"signal\":%d", SIGHUP);
+}
+
 static void on_signal(void *ctx, uint32_t events)
 {
 	struct signalfd_siginfo si;
-	if (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+	if (read(sig_fd, &si, sizeof si) != (ssize_t)sizeof si)
+		return;
+	if (si.ssi_signo == SIGHUP) {
+		sighup();
+	} else {
 		NVS_INFO("signal %u (%s): shutting down", si.ssi_signo,
 			 strsignal((int)si.ssi_signo));
 		nvs_event("shutdown", "\"signal\":%u", si.ssi_signo);
 		nvs_loop_stop(0);
 	}
+}
+
+/* The heartbeat /healthz reads (health.h): stamped once per turn; the
+ * socket check wakes an idle loop at least once a second. */
+static void health_tick(uint64_t now)
+{
+	nvs_health_stamp(now);
 }
 
 static void reap_tick(uint64_t now)

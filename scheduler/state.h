@@ -86,6 +86,13 @@ struct client_gpu {
 	uint64_t held_since_ns; /* when it got the lock */
 	uint32_t core_limit;	/* effective limits for this GPU */
 	uint64_t mem_limit;
+	/* LIMITS_IN_FORCE: what the client said it enforces (after a
+	 * scheduler restart). A claim only tightens: the effective limits are
+	 * the stricter of these and the configured ones; nvsharectl clears
+	 * it. has_claim 0: none. */
+	int has_claim;
+	uint32_t claim_core; /* 1..100 */
+	uint64_t claim_mem;  /* bytes or NVS_NO_LIMIT */
 	struct lock_stats st;
 	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
 	/* Compute quota (scheduler/quota.c); all zero for unlimited clients. */

@@ -241,7 +241,7 @@ cJSON *nvs_status_json(uint64_t now)
 	cJSON *root = cJSON_CreateObject();
 	if (!root)
 		return NULL;
-	cJSON_AddStringToObject(root, "version", NVS_VERSION);
+	cJSON_AddStringToObject(root, "version", NVS_VERSION_FULL);
 	num(root, "protocol", NVS_PROTO_VERSION);
 	cJSON_AddStringToObject(root, "view", "admin");
 	num(root, "pid", (uint64_t)getpid());
@@ -331,7 +331,7 @@ cJSON *nvs_status_tenant_json(uint64_t now, const struct nvs_peer *viewer)
 	cJSON *root = cJSON_CreateObject();
 	if (!root)
 		return NULL;
-	cJSON_AddStringToObject(root, "version", NVS_VERSION);
+	cJSON_AddStringToObject(root, "version", NVS_VERSION_FULL);
 	num(root, "protocol", NVS_PROTO_VERSION);
 	cJSON_AddStringToObject(root, "view", "tenant");
 	cJSON_AddStringToObject(root, "socket", S.sock_path);

@@ -14,6 +14,9 @@ export NVSHARE_SOCK_DIR=$T/sock
 # The admin socket (docs/security.md): nvsharectl's default, so every
 # test's control and full status go through it.
 export NVSHARE_ADMIN_SOCK_DIR=$T/admin
+# The scheduler's state file (docs/scheduler.md): private to the test, so
+# no test restores another's settings (the default is /var/lib/nvshare).
+export NVSHARE_STATE_FILE=$T/state.json
 # Simulated GPU: fake libcuda.so.1 / libnvidia-ml.so.1 first on the path,
 # its shared state (memory, residency, kernels) in a private directory.
 export NVSHARE_SIM_STATE_DIR=$T/simgpu

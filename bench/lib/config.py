@@ -35,7 +35,8 @@ SOCK_NAME = "scheduler.sock"  # in $NVSHARE_SOCK_DIR
 # Scheduler settings by environment (scheduler/settings.c):
 MODE_VAR, TQ_VAR, CAP_VAR = "NVSHARE_SCHED_MODE", "NVSHARE_TQ", "NVSHARE_GPU_CAPACITY"
 # Several schedulers run at once: none may serve metrics on the shared port.
-SCHED_COMMON_ENV = {"NVSHARE_METRICS_ENABLE": "0"}
+# No state file: a run must not inherit the previous run's settings.
+SCHED_COMMON_ENV = {"NVSHARE_METRICS_ENABLE": "0", "NVSHARE_STATE_FILE": "none"}
 # Swap (prefetch on hand-off) switch: BENCH_SWAP_OFF_ENV="VAR=value" forces
 # one ("" disables the comparison); unset = look for an NVSHARE_*SWAP* or
 # *PREFETCH* variable name inside the binaries and set it to 0.

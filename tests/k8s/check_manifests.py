@@ -158,6 +158,17 @@ def main():
         check("scheduler: port 9402 named metrics",
               any(p.get("name") == "metrics" and p.get("containerPort") == 9402
                   for p in ports), ports)
+        for kind in ("livenessProbe", "readinessProbe"):
+            pr = c.get(kind, {})
+            check("scheduler: %s is GET /healthz on the metrics port (the loop's heartbeat)"
+                  % kind, pr.get("httpGet", {}).get("path") == "/healthz"
+                  and pr["httpGet"].get("port") == "metrics"
+                  and env.get("NVSHARE_METRICS_ENABLE", {}).get("value") == "1", pr)
+        sf = env.get("NVSHARE_STATE_FILE", {}).get("value", "")
+        st = [n for n, v in vols.items() if "hostPath" in v
+              and sf.startswith(mounts.get(n, {}).get("mountPath", "//") + "/")]
+        check("scheduler: the state file is on a hostPath volume (survives the Pod)",
+              len(st) == 1, sf)
         check("scheduler: NODE_NAME from spec.nodeName",
               env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {})
               .get("fieldPath") == "spec.nodeName", env.get("NODE_NAME"))
@@ -202,6 +213,15 @@ def main():
               and mounts.get(dp[0]["name"], {}).get("mountPath")
               == "/var/lib/kubelet/device-plugins"
               and a.get("kubelet-dir") == "/var/lib/kubelet/device-plugins", dp)
+        hf = a.get("health-file", "")
+        hv = [n for n, v in vols.items() if "emptyDir" in v
+              and hf.startswith(mounts.get(n, {}).get("mountPath", "//") + "/")]
+        check("device plugin: --health-file on a Pod-local emptyDir", len(hv) == 1, hf)
+        for kind, what in (("livenessProbe", "live"), ("readinessProbe", "ready")):
+            cmd = c.get(kind, {}).get("exec", {}).get("command", [])
+            check("device plugin: %s runs --probe=%s on the same health file" % (kind, what),
+                  cmd[:1] == ["/usr/local/bin/nvshare-device-plugin"]
+                  and "--probe=" + what in cmd and "--health-file=" + hf in cmd, cmd)
         socks = [v["hostPath"]["path"] for v in vols.values()
                  if v.get("hostPath", {}).get("path", "").endswith(".sock")]
         check("no hostPath volume names a socket file", not socks, socks)

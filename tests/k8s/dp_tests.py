@@ -397,8 +397,47 @@ def shutdown(p, d, desc):
        "rc=%s\n%s" % (rc, log_of(p)[-2000:]))
 
 
+def probe(hf, kind, max_age="30s"):
+    r = subprocess.run([PLUGIN, "--health-file", hf, "--probe", kind, "--probe-max-age", max_age],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=10)
+    return r.returncode, r.stdout.strip()
+
+
+def scenario_health_probe():
+    """--health-file and --probe live|ready: the kubelet's exec probes."""
+    d = os.path.join(T, "dp-health")
+    os.makedirs(d)
+    hf = os.path.join(T, "dp-health.alive")
+    p = start_plugin("plugin-health", d, ["--host-lib-dir", libdir, "--health-file", hf],
+                     {"NVIDIA_VISIBLE_DEVICES": GA, "LD_LIBRARY_PATH": FAKE_NVML_DIR,
+                      "FAKE_NVML_INIT_FAIL": "1"})
+    ok(wait_until(lambda: os.path.exists(hf), 5), "the health file appears", log_of(p))
+    rc, out = probe(hf, "live")
+    ok(rc == 0, "probe live: ok while the loop runs (%s)" % out, out)
+    rc, out = probe(hf, "ready")
+    ok(rc == 1 and "0 of 2" in out, "probe ready: fails before the kubelet registered us (%s)"
+       % out, out)
+    kl = FakeKubelet(d, pb)
+    kl.start()
+    ok(wait_until(lambda: probe(hf, "ready")[0] == 0, 5),
+       "probe ready: ok once both resources are registered", probe(hf, "ready")[1])
+    p.send_signal(signal.SIGSTOP)
+    t0 = time.monotonic()
+    failed_live = wait_until(lambda: probe(hf, "live", "1s")[0] == 1, 5)
+    ok(failed_live, "SIGSTOP: probe live (max age 1s) fails within %.1fs (%s)"
+       % (time.monotonic() - t0, probe(hf, "live", "1s")[1]))
+    p.send_signal(signal.SIGCONT)
+    ok(wait_until(lambda: probe(hf, "live", "1s")[0] == 0, 5), "SIGCONT: probe live ok again")
+    rc, out = probe(hf, "sideways")
+    ok(rc == 2, "--probe with a bad kind is a usage error", out)
+    p.terminate()
+    p.wait(5)
+    kl.stop()
+
+
 def main():
     try:
+        scenario_health_probe()
         p1, k1 = scenario_env_gpus()
         p2, k2 = scenario_nvml_health()
         p3, k3 = scenario_refusals()

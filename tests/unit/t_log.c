@@ -207,6 +207,36 @@ static void test_queue(void **state)
 	free(out);
 }
 
+static void json_lines(void)
+{
+	NVS_WARN("a \"quoted\" \\ name\twith a tab");
+}
+
+/* NVSHARE_LOG_FORMAT=json: one object per line, ts/level/component/msg,
+ * the message escaped. */
+static void test_json_format(void **state)
+{
+	(void)state;
+	setenv("NVSHARE_LOG_FORMAT", "json", 1);
+	nvs_log_reload_env();
+	char *out = capture(json_lines);
+	unsetenv("NVSHARE_LOG_FORMAT");
+	nvs_log_reload_env();
+	char tail[256];
+	int y, mo, d, h, mi, s, ms;
+	assert_int_equal(sscanf(out, "{\"ts\":\"%4d-%2d-%2dT%2d:%2d:%2d.%3dZ\",%255[^\n]", &y, &mo,
+				&d, &h, &mi, &s, &ms, tail),
+			 8);
+	assert_string_equal(tail, "\"level\":\"warn\",\"component\":\"test\",\"msg\":\"a "
+				  "\\\"quoted\\\" \\\\ name\\u0009with a tab\"}");
+	assert_int_equal(count_lines(out), 1);
+	free(out);
+	/* Back to text. */
+	out = capture(info_line);
+	assert_true(!strncmp(out, "[nvshare][test] ", 16));
+	free(out);
+}
+
 int main(void)
 {
 	nvs_log_init("test");
@@ -214,6 +244,7 @@ int main(void)
 	    cmocka_unit_test(test_default_unlimited), cmocka_unit_test(test_repeats_limited),
 	    cmocka_unit_test(test_sites_independent), cmocka_unit_test(test_iso8601_utc),
 	    cmocka_unit_test(test_filter_and_log_n),  cmocka_unit_test(test_queue),
+	    cmocka_unit_test(test_json_format),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

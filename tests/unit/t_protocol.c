@@ -47,7 +47,8 @@ static void test_every_type_roundtrips(void **state)
 	    NVS_MSG_MEM_UPDATE, NVS_MSG_SWAP_STATS, NVS_MSG_LOCK_OK,	    NVS_MSG_DROP_LOCK,
 	    NVS_MSG_GPU_MODE,	NVS_MSG_SET_LIMITS, NVS_MSG_WAITERS,	    NVS_MSG_WELCOME,
 	    NVS_MSG_SWAP_HINT,	NVS_MSG_CTL_SET,    NVS_MSG_CTL_SET_CLIENT, NVS_MSG_CTL_STATUS,
-	    NVS_MSG_CTL_REPLY,	NVS_MSG_PING,	    NVS_MSG_PONG,
+	    NVS_MSG_CTL_REPLY,	NVS_MSG_PING,	    NVS_MSG_PONG,	    NVS_MSG_LIMITS_IN_FORCE,
+	    NVS_MSG_LIMITS_ASK,
 	};
 	uint8_t buf[2048];
 	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {

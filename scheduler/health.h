@@ -1,0 +1,26 @@
+/*
+ * Liveness of the event loop: the loop stamps a heartbeat at the top of
+ * every turn (server.c); /healthz (metrics.c, on the HTTP thread) fails
+ * when the last stamp is older than NVSHARE_HEALTH_STALL_MS. The loop
+ * wakes at least once a second even when idle (the socket check), so an
+ * idle scheduler stays healthy. docs/metrics.md, "/healthz".
+ */
+#ifndef NVSHARE_SCHEDULER_HEALTH_H
+#define NVSHARE_SCHEDULER_HEALTH_H
+
+#include <stdint.h>
+
+#define NVS_DEFAULT_HEALTH_STALL_MS 3000u
+#define NVS_MIN_HEALTH_STALL_MS 1500u /* above the loop's 1 s idle wake-up */
+#define NVS_MAX_HEALTH_STALL_MS 600000u
+
+extern uint32_t nvs_health_stall_ms;
+
+/* NVSHARE_HEALTH_STALL_MS / --health-stall-ms: 0 or -1 (bad value). */
+int nvs_health_parse_stall(const char *s, uint32_t *out);
+/* Loop thread: one turn began at now (CLOCK_MONOTONIC ns). */
+void nvs_health_stamp(uint64_t now);
+/* Any thread: ms since the last stamp (UINT64_MAX: never stamped). */
+uint64_t nvs_health_age_ms(uint64_t now);
+
+#endif

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# /healthz means the event loop turns (docs/metrics.md): an idle scheduler
+# stays healthy; a stalled loop (only the loop thread stopped, the HTTP
+# thread alive) fails /healthz with 503 within 5 s, and nvsharectl gives up
+# with "scheduler not answering" instead of hanging; a SIGSTOPped scheduler
+# fails both as well; after the stall everything answers again.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/metrics_lib.sh"
+CTL=$B/nvsharectl
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
+hcode() { curl -s -o "$T/hz" -w '%{http_code}' --max-time "${1:-3}" "$MURL/healthz"; }
+
+start_metrics_scheduler --health-stall-ms 1500 || { not_ok "scheduler starts"; show_logs; exit 1; }
+check "/healthz ok" [ "$(hcode)" = 200 ]
+# The condition under test is idleness itself: nothing talks to the loop
+# for twice the stall limit (curl reaches only the HTTP thread).
+sleep 3
+check "still ok after 3 s idle (the idle loop stamps its heartbeat)" [ "$(hcode)" = 200 ]
+
+# ---- only the loop thread stopped ----
+python3 "$NVS_ROOT/tests/metrics/stall_thread.py" "$SCHED_PID" "$T/stopped" "$T/release" &
+STALLER=$!
+_pids+=("$STALLER")
+check "loop thread stopped (ptrace)" wait_for 5 test -f "$T/stopped"
+t0=$(ms)
+if wait_for 5 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 '$MURL/healthz')\" = 503 ]"; then
+  ok "/healthz fails (503) within 5 s of the stall ($(( $(ms) - t0 )) ms)"
+else
+  not_ok "/healthz fails (503) within 5 s of the stall"
+fi
+hcode >/dev/null
+check "... saying why ($(cat "$T/hz"))" grep -q "event loop stalled: no turn for" "$T/hz"
+t0=$(ms)
+"$CTL" --json >/dev/null 2>"$T/ctl.err"; rc=$?
+el=$(( $(ms) - t0 ))
+check "nvsharectl fails (rc $rc) in at most ~5 s ($el ms)" [ "$rc" = 1 ] && [ "$el" -le 5800 ]
+check "... with \"scheduler not answering\"" grep -q "scheduler not answering" "$T/ctl.err"
+t0=$(ms)
+NVSHARE_CTL_TIMEOUT_MS=800 "$CTL" --json >/dev/null 2>&1; rc=$?
+el=$(( $(ms) - t0 ))
+check "NVSHARE_CTL_TIMEOUT_MS=800: gives up sooner (rc $rc, $el ms)" [ "$rc" = 1 ] && [ "$el" -le 2500 ]
+touch "$T/release"
+check "/healthz ok again once the loop runs" wait_for 5 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 '$MURL/healthz')\" = 200 ]"
+check "nvsharectl answers again" sh -c "'$CTL' --json >/dev/null"
+
+# ---- the whole process stopped (SIGSTOP) ----
+kill -STOP "$SCHED_PID"
+t0=$(ms)
+c=$(hcode 3)
+el=$(( $(ms) - t0 ))
+check "SIGSTOP: /healthz fails (code $c: no answer) within 5 s ($el ms)" [ "$c" != 200 ] && [ "$el" -le 5000 ]
+t0=$(ms)
+"$CTL" --json >/dev/null 2>"$T/ctl2.err"; rc=$?
+el=$(( $(ms) - t0 ))
+check "SIGSTOP: nvsharectl fails in at most ~5 s (rc $rc, $el ms), scheduler not answering" \
+  [ "$rc" = 1 ] && [ "$el" -le 5800 ] && grep -q "scheduler not answering" "$T/ctl2.err"
+kill -CONT "$SCHED_PID"
+check "SIGCONT: /healthz ok again" wait_for 5 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 '$MURL/healthz')\" = 200 ]"
+check "bad --health-stall-ms is a usage error" sh -c "! '$B/nvshare-scheduler' --health-stall-ms 10 2>/dev/null"
+
+# ---- the version, in the status and as nvshare_build_info ----
+v=$("$B/nvshare-scheduler" --version | awk '{print $2}')
+check "status version is --version's ($v)" [ "$("$CTL" --json | jq -r .version)" = "$v" ]
+check "nvshare_build_info{version=\"$v\"} 1" sh -c "curl -sf --max-time 5 '$MURL/metrics' | grep -qxF 'nvshare_build_info{version=\"$v\"} 1'"
