@@ -278,7 +278,8 @@ static void try_connect(void)
 	struct nvs_msg m;
 	nvs_msg_hello(&m, program_invocation_short_name, hello_core_limit, hello_mem_limit);
 	m.u.hello.flags = NVS_HELLO_SWAP_HINT | NVS_HELLO_LIMITS |
-			  (sched_timeout_ns ? NVS_HELLO_PING : 0) | hello_mem_flags | hello_prio_flags;
+			  (sched_timeout_ns ? NVS_HELLO_PING : 0) | hello_mem_flags |
+			  hello_prio_flags;
 	queue_msg(&m);
 	ping_ok = 0;
 	ping_sent_ns = 0;

@@ -370,14 +370,10 @@ int main(int argc, char **argv)
 	target = (uint64_t)env_int("NVS_LOAD_CYCLES", 100000);
 	int stall_ms = 5000, hold_ms = -1;
 	static const struct option opts[] = {
-	    {"clients", required_argument, 0, 'n'},
-	    {"gpus", required_argument, 0, 'g'},
-	    {"cycles", required_argument, 0, 'c'},
-	    {"stall-ms", required_argument, 0, 's'},
-	    {"hold-ms", required_argument, 0, 'H'},
-	    {"tenants", required_argument, 0, 'T'},
-	    {"attach", no_argument, 0, 'a'},
-	    {0, 0, 0, 0},
+	    {"clients", required_argument, 0, 'n'}, {"gpus", required_argument, 0, 'g'},
+	    {"cycles", required_argument, 0, 'c'},  {"stall-ms", required_argument, 0, 's'},
+	    {"hold-ms", required_argument, 0, 'H'}, {"tenants", required_argument, 0, 'T'},
+	    {"attach", no_argument, 0, 'a'},	    {0, 0, 0, 0},
 	};
 	int o;
 	while ((o = getopt_long(argc, argv, "n:g:c:s:H:T:a", opts, NULL)) != -1) {
@@ -404,8 +400,9 @@ int main(int argc, char **argv)
 			hold_attach = 1;
 			break;
 		default:
-			fprintf(stderr, "usage: load_gen [--clients N] [--gpus G] [--cycles C] "
-					"[--stall-ms MS] [--tenants K] | --hold-ms MS [--attach]\n");
+			fprintf(stderr,
+				"usage: load_gen [--clients N] [--gpus G] [--cycles C] "
+				"[--stall-ms MS] [--tenants K] | --hold-ms MS [--attach]\n");
 			return 2;
 		}
 	}
