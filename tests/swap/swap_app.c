@@ -7,7 +7,7 @@
  *
  *   swap_app --name A --ranges 16Mi,64Mi,256Mi --steps 40 --kernel-us 2000
  *            [--linger-ms MS] [--pause-after STEPS --pause-ms MS] [--start-file F]
- *            [--end-file F]
+ *            [--end-file F] [--pause-file F]
  *   swap_app --prefetch-log      print the simulated GPU's prefetch log
  *
  * --start-file F: after allocating and filling, print "READY name=A" and
@@ -18,6 +18,8 @@
  * without it sleeps that long instead.
  * --pause-after/--pause-ms: after that many steps, print "PAUSE name=A" and
  * sleep (memory held, no GPU work: an idle client), then go on.
+ * --pause-file F: with --pause-after, pause until F exists (after
+ * --pause-ms, if given): the test decides when the pause ends.
  *
  * Output: one DONE line, with this process's simulated-GPU counters:
  *   DONE name=A result=ok|BAD fault_bytes=N h2d_bytes=N d2h_bytes=N elapsed_ms=T
@@ -94,7 +96,7 @@ int main(int argc, char **argv)
 	uint64_t sizes[MAXR];
 	int nr = 0;
 	long steps = 20, linger_ms = 0, pause_after = -1, pause_ms = 0;
-	const char *start_file = NULL, *end_file = NULL;
+	const char *start_file = NULL, *end_file = NULL, *pause_file = NULL;
 	unsigned long long kus = 1000;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
@@ -116,6 +118,8 @@ int main(int argc, char **argv)
 			start_file = v;
 		else if (!strcmp(a, "--end-file") && ++i)
 			end_file = v;
+		else if (!strcmp(a, "--pause-file") && ++i)
+			pause_file = v;
 		else if (!strcmp(a, "--ranges") && ++i) {
 			char *d = strdup(v), *save = NULL;
 			for (char *t = strtok_r(d, ",", &save); t && nr < MAXR;
@@ -155,6 +159,8 @@ int main(int argc, char **argv)
 		if (s == pause_after) {
 			printf("PAUSE name=%s t=%.3f\n", name, now_ms());
 			sleep_ms(pause_ms);
+			while (pause_file && access(pause_file, F_OK) != 0)
+				sleep_ms(10);
 		}
 		for (int r = 0; r < nr; r++) {
 			unsigned long long us = kus, n = sizes[r];

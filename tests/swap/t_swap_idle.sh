@@ -19,9 +19,14 @@
 export NVSHARE_SIM_MEM=512Mi
 export NVSHARE_SCHED_MODE=on NVSHARE_GPU_CAPACITY=512Mi NVSHARE_TQ=30s
 NVSHARE_DEBUG=1 start_scheduler || { not_ok "scheduler starts"; exit 1; }
-job A --steps 8 --kernel-us 2000 --pause-after 3 --pause-ms 3000
+# A's pause ends when B has run its 3 steps and paused (not after a fixed
+# time: on a loaded machine B may start late, and A must not have run on,
+# or finished, before B allocated beside it).
+job A --steps 8 --kernel-us 2000 --pause-after 3 --pause-file "$T/A.resume"
 check "A ran 3 steps and paused, holding its memory" wait_log 20 "$T/A.out" "^PAUSE name=A"
 NVSHARE_DEBUG=1 job B --steps 8 --kernel-us 2000 --pause-after 3 --pause-ms 3000
+wait_log 60 "$T/B.out" "^PAUSE name=B" || not_ok "B ran 3 steps and paused"
+touch "$T/A.resume"
 job_wait A 60; job_wait B 60
 check "A finished, every byte of its 3 ranges intact" job_ok A
 check "B finished, every byte of its 3 ranges intact" job_ok B
