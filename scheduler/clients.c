@@ -146,6 +146,7 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 	cl->hello_core_limit = (h->core_limit >= 1 && h->core_limit <= 100) ? h->core_limit : 100;
 	cl->hello_mem_limit = h->mem_limit ? h->mem_limit : NVS_NO_LIMIT;
 	cl->hello_flags = h->flags;
+	cl->device_memory = (h->flags & NVS_HELLO_DEVICE_MEMORY) != 0;
 	cl->connected_ns = nvs_now_ns();
 	cl->next = S.clients;
 	if (S.clients)

@@ -40,7 +40,8 @@
  *   exit               close and exit 0
  * Options: --ignore-drop (never answer DROP_LOCK), --drain TIME (delay
  * before answering), --name, --core-limit, --mem-limit, --total SIZE,
- * --priority interactive|batch (HELLO's class flag),
+ * --priority interactive|batch (HELLO's class flag), --device-memory and
+ * --swap-hint (HELLO's NVS_HELLO_DEVICE_MEMORY / NVS_HELLO_SWAP_HINT),
  * --no-hello (connect only: for protocol-violation tests), --fd N (use the
  * connected socket N it inherited instead of connecting: a connection
  * opened by another process, tests/security/t_identity.sh).
@@ -531,6 +532,8 @@ int main(int argc, char **argv)
 	    {"no-hello", no_argument, 0, 'H'},
 	    {"fd", required_argument, 0, 'F'},
 	    {"priority", required_argument, 0, 'P'},
+	    {"device-memory", no_argument, 0, 'D'},
+	    {"swap-hint", no_argument, 0, 'S'},
 	    {0, 0, 0, 0},
 	};
 	const char *gpu_list[MAXG];
@@ -580,11 +583,17 @@ int main(int argc, char **argv)
 			break;
 		case 'P':
 			if (!strcmp(optarg, "interactive"))
-				hello_flags = NVS_HELLO_PRIO_INTERACTIVE;
+				hello_flags |= NVS_HELLO_PRIO_INTERACTIVE;
 			else if (!strcmp(optarg, "batch"))
-				hello_flags = NVS_HELLO_PRIO_BATCH;
+				hello_flags |= NVS_HELLO_PRIO_BATCH;
 			else
 				die(2, "bad --priority");
+			break;
+		case 'D':
+			hello_flags |= NVS_HELLO_DEVICE_MEMORY;
+			break;
+		case 'S':
+			hello_flags |= NVS_HELLO_SWAP_HINT;
 			break;
 		case 'F':
 			if (nvs_parse_u64(optarg, 0, 1 << 20, &fd))
