@@ -147,6 +147,9 @@ struct client {
 	/* Its allocations are device memory (HELLO NVS_HELLO_DEVICE_MEMORY):
 	 * they cannot be swapped, so policy.c counts them as pinned. */
 	int device_memory;
+	/* devmem.c: the Pod's nvshare.com/unified-memory is "false"; WELCOME
+	 * went out; MEMORY_MODE was sent (or found useless). */
+	int devmem_annot, welcomed, devmem_told;
 	/* Declared class (coschedule.h NVS_PRIO_*): the Pod annotation
 	 * nvshare.com/priority, else HELLO's flag; 0 none (observed). */
 	unsigned annot_prio;

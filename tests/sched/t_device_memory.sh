@@ -21,8 +21,8 @@ start_scheduler --no-nvml --capacity 1Gi --tq 300ms
 # 600Mi + 600Mi on 1Gi: serialized. The first holder (device memory on
 # GPU-dm, plain on GPU-um) holds until dropped; the second asks for the lock.
 for v in dm um; do
-  flag=(); [ $v = dm ] && flag=(--device-memory)
-  u=(--gpu-uuid "GPU-$v" --total 16Gi --alloc 600Mi --swap-hint)
+  flag=(); [ $v = dm ] && flag=(--hello-flag device-memory)
+  u=(--gpu-uuid "GPU-$v" --total 16Gi --alloc 600Mi --hello-flag swap-hint)
   fc H$v "${u[@]}" "${flag[@]}" --script "until $T/start-$v;lock;mark held;until $T/end"
   fc W$v "${u[@]}" --script "until $T/next-$v;lock;mark held;until $T/end"
   wait_ev 10 W$v 'GPU_MODE gpu=0 value=1' # 1200Mi of 1Gi: serialized
@@ -59,7 +59,7 @@ for n in Hdm Hum Wdm Wum; do eval "wait_exit 10 \$PID_$n"; done
 # moved out and the two 300Mi clients run together (guest); device memory
 # stays, so they take turns.
 for v in dm2 um2; do
-  flag=(); [ $v = dm2 ] && flag=(--device-memory)
+  flag=(); [ $v = dm2 ] && flag=(--hello-flag device-memory)
   u=(--gpu-uuid "GPU-$v" --total 16Gi)
   fc I$v "${u[@]}" --alloc 600Mi "${flag[@]}" --script "until $T/end2"
   fc A$v "${u[@]}" --alloc 300Mi --script "until $T/start-$v;lock;mark held;until $T/go-$v;release;until $T/end2"
