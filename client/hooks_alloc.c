@@ -83,18 +83,13 @@ static CUresult device_done(const char *why, CUresult r, int dev, const CUdevice
 	return r;
 }
 
-/* Managed (1) or device memory (0) for a new allocation. The device is
- * attached first: its first use waits (bounded) for the scheduler's
- * answer, which brings a Pod's nvshare.com/unified-memory: "false"
- * (MEMORY_MODE comes before GPU_MODE), so that the word decides the very
- * first allocation too. */
+/* Managed (1) or device memory (0) for a new allocation: read each time,
+ * since the scheduler's MEMORY_MODE (a Pod's nvshare.com/unified-memory:
+ * "false") may turn it off. Creating the context already attached its GPU,
+ * waiting (bounded) for the scheduler's answer, which comes after
+ * MEMORY_MODE: so the word normally decides the first allocation too. */
 static int unified_now(void)
 {
-	if (!nvs_config_unified())
-		return 0;
-	int dev;
-	if (nvs_current_device(&dev) == CUDA_SUCCESS)
-		nvs_device_used(dev);
 	return nvs_config_unified();
 }
 

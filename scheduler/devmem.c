@@ -2,8 +2,8 @@
  * Device memory chosen by the Pod (devmem.h). The library decides at each
  * allocation, so the word must reach it before the first one: MEMORY_MODE
  * goes right after WELCOME, before the GPU_MODE that answers the process's
- * first ATTACH_GPU (its first allocation attaches the GPU and waits,
- * bounded, for that GPU_MODE, reading every message before it). When the
+ * first ATTACH_GPU (its first context attaches the GPU and waits, bounded,
+ * for that GPU_MODE, reading every message before it). When the
  * Pod is not in the watch cache yet at HELLO, or the annotation is added
  * later, it goes when the watch learns it and applies to the allocations
  * made after (the library logs the switch).
