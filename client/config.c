@@ -1,5 +1,6 @@
 /* Environment configuration of the client library. */
 #include "client/internal.h"
+#include "client/sched_client.h"
 
 #include "parse.h"
 
@@ -44,6 +45,21 @@ void nvs_config_reload(void)
 	NVS_DEBUG("config: single_oversub=%d memory_limit=%s", c.single_oversub,
 		  c.mem_limit == UINT64_MAX ? "none"
 					    : nvs_format_size(c.mem_limit, buf, sizeof buf));
+}
+
+int nvs_config_unified(void)
+{
+	return __atomic_load_n(&nvs_cfg.unified_memory, __ATOMIC_ACQUIRE);
+}
+
+void nvs_config_device_memory(void)
+{
+	if (nvs_cfg.disable || !__atomic_exchange_n(&nvs_cfg.unified_memory, 0, __ATOMIC_ACQ_REL))
+		return;
+	/* What the user sees: the switch, and that it is not retroactive. */
+	NVS_INFO("the Pod's annotation nvshare.com/unified-memory=\"false\" (from the "
+		 "scheduler): new allocations stay device memory (CUDA IPC works; this process "
+		 "cannot oversubscribe the GPU); earlier ones stay managed");
 }
 
 static void load_once(void)

@@ -28,6 +28,7 @@
  */
 #include "client/accounting.h"
 #include "client/internal.h"
+#include "client/sched_client.h"
 #include "client/sched_swap.h"
 
 #include "parse.h"
@@ -82,6 +83,16 @@ static CUresult device_done(const char *why, CUresult r, int dev, const CUdevice
 	return r;
 }
 
+/* Managed (1) or device memory (0) for a new allocation: read each time,
+ * since the scheduler's MEMORY_MODE (a Pod's nvshare.com/unified-memory:
+ * "false") may turn it off. Creating the context already attached its GPU,
+ * waiting (bounded) for the scheduler's answer, which comes after
+ * MEMORY_MODE: so the word normally decides the first allocation too. */
+static int unified_now(void)
+{
+	return nvs_config_unified();
+}
+
 /* Managed allocation reserved against the limit. */
 static CUresult alloc_managed(CUdeviceptr *dptr, size_t bytes, unsigned flags, const char *why)
 {
@@ -117,7 +128,7 @@ CUresult CUDAAPI nvs_wrap_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 	if (nvs_cfg.disable)
 		return nvs_real.cuMemAlloc_v2 ? nvs_real.cuMemAlloc_v2(dptr, bytesize)
 					      : nvs_unresolved("cuMemAlloc_v2");
-	if (nvs_cfg.unified_memory)
+	if (unified_now())
 		return alloc_managed(dptr, bytesize, CU_MEM_ATTACH_GLOBAL, "cuMemAlloc");
 	if (!nvs_real.cuMemAlloc_v2)
 		return nvs_unresolved("cuMemAlloc_v2");
@@ -148,7 +159,7 @@ CUresult CUDAAPI nvs_wrap_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, 
 	size_t pitch = (WidthInBytes + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
 	if (Height > SIZE_MAX / pitch)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (!nvs_cfg.unified_memory) {
+	if (!unified_now()) {
 		/* The driver picks the pitch; ours (512-byte rows) is what is
 		 * counted, as for the managed form. */
 		if (!nvs_real.cuMemAllocPitch_v2)
@@ -228,7 +239,7 @@ static CUresult alloc_async(alloc_async_fn real, const char *name, CUdeviceptr *
 	if (nvs_cfg.disable)
 		return real(dptr, bytes, s);
 	int captured = capturing(s, ptsz);
-	if (!captured && nvs_cfg.unified_memory)
+	if (!captured && unified_now())
 		return alloc_managed(dptr, bytes, CU_MEM_ATTACH_GLOBAL, name);
 	/* Captured (becomes a graph memory node), or NVSHARE_UNIFIED_MEMORY=0:
 	 * the driver's stream-ordered device memory, counted as pinned. */

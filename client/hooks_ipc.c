@@ -10,6 +10,7 @@
  */
 #include "client/accounting.h"
 #include "client/internal.h"
+#include "client/sched_client.h"
 
 /* Is ptr managed memory? The driver's attribute covers pointers inside an
  * allocation; our table, the exact starts of the ones we made. */
@@ -30,7 +31,7 @@ CUresult CUDAAPI nvs_wrap_cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr
 	if (!nvs_real.cuIpcGetMemHandle)
 		return nvs_unresolved("cuIpcGetMemHandle");
 	CUresult r = nvs_real.cuIpcGetMemHandle(pHandle, dptr);
-	if (r != CUDA_ERROR_INVALID_VALUE || nvs_cfg.disable || !nvs_cfg.unified_memory ||
+	if (r != CUDA_ERROR_INVALID_VALUE || nvs_cfg.disable || !nvs_config_unified() ||
 	    !is_managed(dptr))
 		return r;
 	static atomic_int hinted;

@@ -59,4 +59,11 @@ void nvs_sched_capture_end(void);
 /* In a forked child: forget the parent's connection and lock state. */
 void nvs_sched_atfork_child(void);
 
+/* config.c: whether new cuMemAlloc* become managed memory (NVSHARE_UNIFIED_MEMORY,
+ * default 1), and the scheduler's MEMORY_MODE (the Pod's annotation
+ * nvshare.com/unified-memory: "false"), which turns it off for the rest of
+ * the process's life; any thread. */
+int nvs_config_unified(void);
+void nvs_config_device_memory(void);
+
 #endif

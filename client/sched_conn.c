@@ -277,8 +277,12 @@ static void try_connect(void)
 
 	struct nvs_msg m;
 	nvs_msg_hello(&m, program_invocation_short_name, hello_core_limit, hello_mem_limit);
+	/* Device memory already (the variable, or an earlier MEMORY_MODE):
+	 * say so; else offer to switch on the Pod's word. */
 	m.u.hello.flags = NVS_HELLO_SWAP_HINT | NVS_HELLO_LIMITS |
-			  (sched_timeout_ns ? NVS_HELLO_PING : 0) | hello_mem_flags |
+			  (sched_timeout_ns ? NVS_HELLO_PING : 0) |
+			  (hello_mem_flags || !nvs_config_unified() ? NVS_HELLO_DEVICE_MEMORY
+								    : NVS_HELLO_MEMORY_MODE) |
 			  hello_prio_flags;
 	queue_msg(&m);
 	ping_ok = 0;
@@ -374,7 +378,10 @@ static void on_readable(void)
 				ping_ok = 1;
 			else if (m.type == NVS_MSG_LIMITS_ASK)
 				announce_limits();
-			else
+			else if (m.type == NVS_MSG_MEMORY_MODE) {
+				if (m.u.gpu.value == NVS_MEMORY_MODE_DEVICE)
+					nvs_config_device_memory();
+			} else
 				nvs_sc_handle_msg(&m);
 			off += used;
 		}

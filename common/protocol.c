@@ -105,6 +105,7 @@ static void encode_payload(const struct nvs_msg *m, struct wr *w)
 	case NVS_MSG_PING:
 	case NVS_MSG_PONG:
 	case NVS_MSG_LIMITS_ASK:
+	case NVS_MSG_MEMORY_MODE:
 		U32(m->u.gpu.local_gpu);
 		U32(m->u.gpu.value);
 		break;
@@ -218,6 +219,7 @@ static void decode_payload(struct nvs_msg *m, struct rd *r)
 	case NVS_MSG_PING:
 	case NVS_MSG_PONG:
 	case NVS_MSG_LIMITS_ASK:
+	case NVS_MSG_MEMORY_MODE:
 		m->u.gpu.local_gpu = (uint32_t)get(r, 4);
 		m->u.gpu.value = (uint32_t)get(r, 4);
 		break;
@@ -390,6 +392,8 @@ const char *nvs_msg_type_name(unsigned type)
 		return "LIMITS_IN_FORCE";
 	case NVS_MSG_LIMITS_ASK:
 		return "LIMITS_ASK";
+	case NVS_MSG_MEMORY_MODE:
+		return "MEMORY_MODE";
 	case NVS_MSG_CTL_SET:
 		return "CTL_SET";
 	case NVS_MSG_CTL_SET_CLIENT:

@@ -50,15 +50,16 @@ enum nvs_msg_type {
 	NVS_MSG_PING = 7,	     /* are you there? (HELLO flag NVS_HELLO_PING) */
 	NVS_MSG_LIMITS_IN_FORCE = 8, /* limits I enforce (answer to LIMITS_ASK) */
 	/* scheduler -> client */
-	NVS_MSG_LOCK_OK = 32,	 /* lock granted */
-	NVS_MSG_DROP_LOCK = 33,	 /* release the lock soon */
-	NVS_MSG_GPU_MODE = 34,	 /* GPU switched serialized <-> concurrent */
-	NVS_MSG_SET_LIMITS = 35, /* memory / compute limits changed */
-	NVS_MSG_WAITERS = 36,	 /* number of clients waiting for this GPU */
-	NVS_MSG_WELCOME = 37,	 /* reply to HELLO */
-	NVS_MSG_SWAP_HINT = 38,	 /* MiB to move to the host on an idle release */
-	NVS_MSG_PONG = 39,	 /* answer to PING (and, once, "I answer PINGs") */
-	NVS_MSG_LIMITS_ASK = 40, /* which limits do you enforce? (NVS_HELLO_LIMITS) */
+	NVS_MSG_LOCK_OK = 32,	  /* lock granted */
+	NVS_MSG_DROP_LOCK = 33,	  /* release the lock soon */
+	NVS_MSG_GPU_MODE = 34,	  /* GPU switched serialized <-> concurrent */
+	NVS_MSG_SET_LIMITS = 35,  /* memory / compute limits changed */
+	NVS_MSG_WAITERS = 36,	  /* number of clients waiting for this GPU */
+	NVS_MSG_WELCOME = 37,	  /* reply to HELLO */
+	NVS_MSG_SWAP_HINT = 38,	  /* MiB to move to the host on an idle release */
+	NVS_MSG_PONG = 39,	  /* answer to PING (and, once, "I answer PINGs") */
+	NVS_MSG_LIMITS_ASK = 40,  /* which limits do you enforce? (NVS_HELLO_LIMITS) */
+	NVS_MSG_MEMORY_MODE = 41, /* keep new allocations device memory (NVS_HELLO_MEMORY_MODE) */
 	/* control (nvsharectl) <-> scheduler */
 	NVS_MSG_CTL_SET = 64,	     /* change a GPU setting */
 	NVS_MSG_CTL_SET_CLIENT = 65, /* change a client's limits */
@@ -127,6 +128,14 @@ static inline uint32_t nvs_swap_mib(uint64_t bytes)
  * reconnection after a scheduler restart). The scheduler takes them as a
  * claim: the stricter of claimed and configured wins. */
 #define NVS_HELLO_LIMITS 0x20u
+/* The client can switch to device memory on the scheduler's word: a
+ * scheduler that knows the flag sends MEMORY_MODE (value
+ * NVS_MEMORY_MODE_DEVICE) right after WELCOME when the process's Pod has the
+ * annotation nvshare.com/unified-memory: "false" (or when the annotation
+ * appears later). Allocations made after it are device memory, as with
+ * NVSHARE_UNIFIED_MEMORY=0; earlier ones stay as they are. */
+#define NVS_HELLO_MEMORY_MODE 0x40u
+#define NVS_MEMORY_MODE_DEVICE 1u
 
 /* LOCK_RELEASED flags. Bit 0: an idle release (not asked). Bits 8..31 (same
  * shift as DROP_LOCK): the MiB an idle release moved to the host, as the
@@ -159,8 +168,8 @@ struct nvs_attach_gpu {
 	char uuid[NVS_UUID_LEN]; /* "GPU-xxxxxxxx-..." */
 };
 
-/* REQ_LOCK, WAITERS, GPU_MODE, SWAP_HINT, PING, PONG and LIMITS_ASK share
- * this layout. */
+/* REQ_LOCK, WAITERS, GPU_MODE, SWAP_HINT, PING, PONG, LIMITS_ASK and
+ * MEMORY_MODE share this layout. */
 struct nvs_gpu_msg {
 	uint32_t local_gpu; /* PING, PONG: 0 */
 	uint32_t value;	    /* WAITERS: count; GPU_MODE: NVS_GPU_MODE_*; SWAP_HINT: MiB;

@@ -2,6 +2,7 @@
 
 #include "claims.h"
 #include "conn.h"
+#include "devmem.h"
 #include "events.h"
 #include "fairness.h"
 #include "gpus.h"
@@ -146,6 +147,7 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 	cl->hello_core_limit = (h->core_limit >= 1 && h->core_limit <= 100) ? h->core_limit : 100;
 	cl->hello_mem_limit = h->mem_limit ? h->mem_limit : NVS_NO_LIMIT;
 	cl->hello_flags = h->flags;
+	cl->device_memory = (h->flags & NVS_HELLO_DEVICE_MEMORY) != 0;
 	cl->connected_ns = nvs_now_ns();
 	cl->next = S.clients;
 	if (S.clients)
@@ -172,6 +174,7 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 		nvs_msg_gpu(&m, NVS_MSG_LIMITS_ASK, 0, 0);
 		conn_send(c, &m);
 	}
+	nvs_devmem_welcomed(cl); /* MEMORY_MODE for a device-memory Pod */
 	char b[32];
 	NVS_INFO("HELLO client=%u pid=%d uid=%d tenant=%s claimed_name=\"%s\" core_limit=%u "
 		 "mem_limit=%s",

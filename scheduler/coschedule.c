@@ -159,11 +159,13 @@ unsigned nvs_cosched_running(const struct gpu *g)
 	return (g->holder ? 1u : 0u) + g->co.guests;
 }
 
+/* Device memory (policy.h nvs_policy_pinned) counts whether its client
+ * runs or not: it stays on the GPU. */
 static uint64_t running_sum(const struct gpu *g)
 {
 	uint64_t s = 0;
 	for (const struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
-		if (cg->state == CG_HOLDING)
+		if (cg->state == CG_HOLDING || nvs_policy_pinned(cg))
 			s += nvs_policy_expected_of(cg);
 	return s;
 }
@@ -174,7 +176,9 @@ static uint64_t staying_sum(const struct gpu *g)
 {
 	uint64_t s = 0;
 	for (const struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
-		if (cg->state == CG_HOLDING && !(cg == g->holder ? g->drop_sent : cg->co.drop_sent))
+		if ((cg->state == CG_HOLDING &&
+		     !(cg == g->holder ? g->drop_sent : cg->co.drop_sent)) ||
+		    nvs_policy_pinned(cg))
 			s += nvs_policy_expected_of(cg);
 	return s;
 }
@@ -350,6 +354,8 @@ int nvs_cosched_guest_released(struct client_gpu *cg, uint32_t flags, uint64_t d
 		g->st.idle_releases++;
 		moved = (uint64_t)(flags >> NVS_DROP_SWAP_MIB_SHIFT) << 20;
 	}
+	if (nvs_policy_pinned(cg))
+		moved = 0; /* device memory: whatever the release said */
 	cg->resident = cg->resident > moved ? cg->resident - moved : 0;
 	uint64_t held = now - cg->held_since_ns;
 	const char *reason = idle ? "idle" : cg->co.drop_sent ? "dropped" : "early";
@@ -520,6 +526,8 @@ static uint32_t waiters_with(const struct gpu *g, const struct client_gpu *h,
 
 static uint64_t hint_with(const struct gpu *g, const struct client_gpu *h, const struct gpu_sums *s)
 {
+	if (nvs_policy_pinned(h))
+		return 0; /* device memory: nothing to move */
 	uint64_t need = nvs_policy_swap_out_need(g, h, g->qhead);
 	if (!nvs_cosched_active(g) || !nvs_cosched_interactive(h, NULL))
 		return need;
@@ -611,7 +619,7 @@ static uint64_t make_room(struct gpu *g, struct client_gpu *w, int victim_intera
 	struct client_gpu *v[NVS_MAX_GPUS * 4];
 	unsigned nv = 0;
 	for (struct client_gpu *h = g->ahead; h && base - freed + e > cap; h = h->anext) {
-		if (h->state != CG_HOLDING || member_drop_sent(g, h) ||
+		if (h->state != CG_HOLDING || member_drop_sent(g, h) || nvs_policy_pinned(h) ||
 		    nvs_cosched_interactive(h, NULL) != victim_interactive)
 			continue;
 		if (nv == sizeof v / sizeof v[0])
@@ -684,7 +692,7 @@ static uint64_t run_policy(struct gpu *g, uint64_t now, int act)
 		struct client_gpu *n = NULL;
 		for (struct client_gpu *h = g->ahead; h; h = h->anext)
 			if (h->co.guest && h->state == CG_HOLDING && !h->co.drop_sent &&
-			    (!n || h->held_since_ns > n->held_since_ns))
+			    !nvs_policy_pinned(h) && (!n || h->held_since_ns > n->held_since_ns))
 				n = h;
 		if (!n)
 			break;

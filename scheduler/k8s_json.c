@@ -47,6 +47,21 @@ void nvs_k8s_prio_annotation(const char *s, struct nvs_k8s_limit *l)
 	l->state = l->v ? NVS_ANN_VALID : NVS_ANN_INVALID;
 }
 
+void nvs_k8s_unified_annotation(const char *s, struct nvs_k8s_limit *l)
+{
+	memset(l, 0, sizeof *l);
+	if (!s)
+		return;
+	excerpt(s, l->raw, sizeof l->raw);
+	int b;
+	if (nvs_parse_bool(s, &b)) {
+		l->state = NVS_ANN_INVALID;
+		return;
+	}
+	l->state = NVS_ANN_VALID;
+	l->v = b ? 2 : 1;
+}
+
 void nvs_k8s_mem_annotation(const char *s, struct nvs_k8s_limit *l)
 {
 	memset(l, 0, sizeof *l);
@@ -219,6 +234,7 @@ int nvs_k8s_pod_from_json(const struct cJSON *obj, struct nvs_k8s_pod *p)
 		nvs_k8s_core_annotation(str_item(ann, NVS_K8S_ANN_CORE), &p->core);
 		nvs_k8s_mem_annotation(str_item(ann, NVS_K8S_ANN_MEM), &p->mem);
 		nvs_k8s_prio_annotation(str_item(ann, NVS_K8S_ANN_PRIO), &p->prio);
+		nvs_k8s_unified_annotation(str_item(ann, NVS_K8S_ANN_UNIFIED), &p->unified);
 		/* A non-string value (a number where a string belongs) is as
 		 * bad as an unparsable string. */
 		if (!p->core.state && cJSON_GetObjectItemCaseSensitive(ann, NVS_K8S_ANN_CORE))
@@ -230,6 +246,9 @@ int nvs_k8s_pod_from_json(const struct cJSON *obj, struct nvs_k8s_pod *p)
 		if (!p->prio.state && cJSON_GetObjectItemCaseSensitive(ann, NVS_K8S_ANN_PRIO))
 			p->prio.state = NVS_ANN_INVALID,
 			snprintf(p->prio.raw, sizeof p->prio.raw, "(not a string)");
+		if (!p->unified.state && cJSON_GetObjectItemCaseSensitive(ann, NVS_K8S_ANN_UNIFIED))
+			p->unified.state = NVS_ANN_INVALID,
+			snprintf(p->unified.raw, sizeof p->unified.raw, "(not a string)");
 	}
 	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
 	if (cJSON_IsObject(spec))

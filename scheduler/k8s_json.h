@@ -16,6 +16,8 @@
 #define NVS_K8S_ANN_MEM "nvshare.com/gpu-memory-limit"
 /* The Pod's class for co-scheduling: interactive | batch (coschedule.h). */
 #define NVS_K8S_ANN_PRIO "nvshare.com/priority"
+/* "false": the Pod's processes keep device memory (scheduler/devmem.c). */
+#define NVS_K8S_ANN_UNIFIED "nvshare.com/unified-memory"
 #define NVS_K8S_ANN_MIRROR "kubernetes.io/config.mirror"
 /* The device plugin's memory resource (docs/kubernetes.md). */
 #define NVS_K8S_RES_MEM "nvshare.com/gpu-memory"
@@ -49,7 +51,8 @@ struct nvs_k8s_pod {
 	char ns[NVS_K8S_NS_LEN];
 	char rv[NVS_K8S_RV_LEN];
 	struct nvs_k8s_limit core, mem;
-	struct nvs_k8s_limit prio; /* v: 1 interactive, 2 batch (NVS_PRIO_*) */
+	struct nvs_k8s_limit prio;    /* v: 1 interactive, 2 batch (NVS_PRIO_*) */
+	struct nvs_k8s_limit unified; /* v: 1 "false" (device memory), 2 "true" */
 	/* spec: units of nvshare.com/gpu-memory the Pod was given:
 	 * max(sum over containers, max over initContainers) of each one's
 	 * resources.limits (else requests). 0: none asked, or unusable. */
@@ -78,6 +81,8 @@ struct nvs_k8s_event {
 void nvs_k8s_core_annotation(const char *s, struct nvs_k8s_limit *l);
 void nvs_k8s_mem_annotation(const char *s, struct nvs_k8s_limit *l);
 void nvs_k8s_prio_annotation(const char *s, struct nvs_k8s_limit *l);
+/* nvshare.com/unified-memory: a boolean (parse.h nvs_parse_bool). */
+void nvs_k8s_unified_annotation(const char *s, struct nvs_k8s_limit *l);
 
 /* A Kubernetes quantity of an extended resource (an integer: "2", "2k",
  * "1Ki"; a JSON number is accepted too) into *units (<= NVS_K8S_MAX_UNITS).

@@ -861,6 +861,8 @@ static void upsert(const struct kmsg *m)
 	      "a size: MiB, or with a unit such as 512Mi or 4Gi");
 	merge(e, NVS_K8S_ANN_PRIO, &p->prio, &e->has_prio, &e->prio, e->bad_prio,
 	      sizeof e->bad_prio, "interactive or batch");
+	merge(e, NVS_K8S_ANN_UNIFIED, &p->unified, &e->has_unified, &e->unified, e->bad_unified,
+	      sizeof e->bad_unified, "true or false");
 	e->mark = 1;
 	if (fresh || oc != e->has_core || om != e->has_mem || ocv != e->core || omv != e->mem ||
 	    orq != e->mem_request)

@@ -54,6 +54,9 @@ struct nvs_k8s_cached_pod {
 	int has_prio;			/* nvshare.com/priority: 1 interactive, 2 batch */
 	uint64_t prio;
 	char bad_prio[48];
+	int has_unified; /* nvshare.com/unified-memory: 1 "false", 2 "true" */
+	uint64_t unified;
+	char bad_unified[48];
 	int mark; /* re-list bookkeeping */
 	struct nvs_k8s_cached_pod *next;
 };

@@ -5,7 +5,7 @@ SCHED_SRCS := scheduler/main.c scheduler/loop.c scheduler/server.c scheduler/con
 	scheduler/metrics_tenant.c scheduler/pod_identity.c scheduler/peer.c \
 	scheduler/k8s_config.c scheduler/events.c scheduler/unmanaged.c scheduler/fairness.c \
 	scheduler/claims.c scheduler/limits.c scheduler/plog.c scheduler/coschedule.c \
-	scheduler/state_file.c scheduler/health.c scheduler/config_check.c
+	scheduler/state_file.c scheduler/health.c scheduler/config_check.c scheduler/devmem.c
 # The Pod watch (libcurl, its own thread): K8S=0 builds the scheduler
 # without it (k8s_off.c: never on; refuses to start when asked for).
 # cJSON stays: the status view (status_json.c) is JSON.

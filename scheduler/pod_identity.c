@@ -1,6 +1,7 @@
 #include "pod_identity.h"
 
 #include "clients.h"
+#include "devmem.h"
 #include "events.h"
 #include "k8s_json.h"
 #include "k8s_watch.h"
@@ -66,6 +67,8 @@ static void apply(struct client *cl, const struct nvs_k8s_cached_pod *p)
 			 : prio == 2 ? "batch"
 				     : "none");
 	cl->annot_prio = prio;
+	/* nvshare.com/unified-memory: "false" (devmem.c; one-way). */
+	nvs_devmem_pod(cl, p->has_unified && p->unified == 1);
 }
 
 /* Unknown tenants (peer.h): the process was gone or its cgroup unreadable

@@ -56,6 +56,17 @@ uint64_t nvs_policy_expected(const struct gpu *g)
 	return sum;
 }
 
+/* A client that keeps device memory (NVSHARE_UNIFIED_MEMORY=0, HELLO's
+ * NVS_HELLO_DEVICE_MEMORY) cannot swap: the driver never evicts its memory
+ * and a SWAP_OUT or SWAP_HINT would be wasted on it. Setting the flag only
+ * ever makes the client's own scheduling worse (its memory counts while it
+ * idles, so fewer run beside it), never another's beyond what its memory
+ * really takes from the GPU. */
+int nvs_policy_pinned(const struct client_gpu *cg)
+{
+	return cg->client->device_memory;
+}
+
 static int oversubscribed(const struct gpu *g)
 {
 	return nvs_policy_expected(g) > nvs_gpu_capacity(g);
@@ -142,7 +153,8 @@ static void evict_others(struct gpu *g, struct client_gpu *cg)
 	 * use (a co-scheduled set keeps its memory). */
 	for (int pass = 0; pass < 2; pass++)
 		for (struct client_gpu *o = g->ahead; o && sum > cap; o = o->anext) {
-			if (o == cg || (pass == 0 && o->state == CG_HOLDING))
+			if (o == cg || (pass == 0 && o->state == CG_HOLDING) ||
+			    nvs_policy_pinned(o))
 				continue;
 			uint64_t d = sum - cap < o->resident ? sum - cap : o->resident;
 			o->resident -= d;
@@ -175,7 +187,8 @@ static int swap_out_policy(void)
 uint64_t nvs_policy_swap_out_need(const struct gpu *g, const struct client_gpu *h,
 				  const struct client_gpu *next)
 {
-	if (!next || !oversubscribed(g) || swap_out_policy() == SWAP_OUT_NONE)
+	if (!next || !oversubscribed(g) || swap_out_policy() == SWAP_OUT_NONE ||
+	    nvs_policy_pinned(h))
 		return 0;
 	if (swap_out_policy() == SWAP_OUT_ALL)
 		return h->allocated;
@@ -564,7 +577,7 @@ void nvs_policy_attach(struct client_gpu *cg)
 	g->ahead = cg;
 	g->nattached++;
 	g->allocated_sum += cg->allocated;
-	cg->resident = g->serialized ? 0 : cg->allocated;
+	cg->resident = g->serialized && !nvs_policy_pinned(cg) ? 0 : cg->allocated;
 	reevaluate(g, nvs_now_ns());
 }
 
@@ -606,7 +619,8 @@ static void set_allocated(struct client_gpu *cg, uint64_t allocated)
 	g->allocated_sum = g->allocated_sum - cg->allocated + allocated;
 	/* New memory becomes resident when it runs (holding, or everyone runs),
 	 * at the others' expense once the capacity is reached. */
-	int grew = allocated > cg->allocated && (cg->state == CG_HOLDING || !g->serialized);
+	int grew = allocated > cg->allocated &&
+		   (cg->state == CG_HOLDING || !g->serialized || nvs_policy_pinned(cg));
 	if (grew)
 		cg->resident += allocated - cg->allocated;
 	cg->allocated = allocated;
@@ -710,6 +724,8 @@ void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_n
 		g->st.idle_releases++;
 		moved = (uint64_t)(flags >> NVS_DROP_SWAP_MIB_SHIFT) << 20;
 	}
+	if (nvs_policy_pinned(cg))
+		moved = 0; /* device memory: whatever the release said */
 	cg->resident = cg->resident > moved ? cg->resident - moved : 0;
 	NVS_INFO(
 	    "LOCK_RELEASED " CG_FMT " held_ms=%.3f idle=%u dropped=%d drain_ms=%.3f waiters=%u",

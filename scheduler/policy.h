@@ -88,6 +88,9 @@ uint64_t nvs_policy_expected(const struct gpu *g);
  * the primary holder or a guest; take a waiter off the queue; tell the
  * holders what changed. */
 uint64_t nvs_policy_expected_of(const struct client_gpu *cg);
+/* cg's memory stays on the GPU whether it runs or not (a device-memory
+ * client): never asked to move it out, always counted as resident. */
+int nvs_policy_pinned(const struct client_gpu *cg);
 uint64_t nvs_policy_swap_out_need(const struct gpu *g, const struct client_gpu *h,
 				  const struct client_gpu *next);
 void nvs_policy_grant_member(struct gpu *g, struct client_gpu *cg, uint64_t now, int handoff,

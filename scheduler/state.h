@@ -144,6 +144,12 @@ struct client {
 	char name[256];
 	uint32_t hello_core_limit; /* from HELLO (NVSHARE_GPU_CORE_LIMIT) */
 	uint32_t hello_flags;	   /* NVS_HELLO_*: what the client understands */
+	/* Its allocations are device memory (HELLO NVS_HELLO_DEVICE_MEMORY):
+	 * they cannot be swapped, so policy.c counts them as pinned. */
+	int device_memory;
+	/* devmem.c: the Pod's nvshare.com/unified-memory is "false"; WELCOME
+	 * went out; MEMORY_MODE was sent (or found useless). */
+	int devmem_annot, welcomed, devmem_told;
 	/* Declared class (coschedule.h NVS_PRIO_*): the Pod annotation
 	 * nvshare.com/priority, else HELLO's flag; 0 none (observed). */
 	unsigned annot_prio;

@@ -165,6 +165,8 @@ static cJSON *client_json(const struct client *cl, uint64_t now)
 	num(o, "connected_ns", now - cl->connected_ns);
 	num(o, "core_limit", cl->hello_core_limit);
 	limit(o, "mem_limit", cl->hello_mem_limit);
+	/* Its allocations are device memory: counted as pinned (policy.h). */
+	cJSON_AddBoolToObject(o, "device_memory", cl->device_memory);
 	if (cl->pod_uid[0]) {
 		/* From the cgroup and the API watch, never from the client
 		 * (tenant unknown: the Pod its pid was last seen in). */

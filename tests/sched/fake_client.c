@@ -40,7 +40,8 @@
  *   exit               close and exit 0
  * Options: --ignore-drop (never answer DROP_LOCK), --drain TIME (delay
  * before answering), --name, --core-limit, --mem-limit, --total SIZE,
- * --priority interactive|batch (HELLO's class flag),
+ * --priority interactive|batch (HELLO's class flag), --hello-flag NAME (one more
+ * HELLO flag, repeatable: swap-hint, device-memory, memory-mode),
  * --no-hello (connect only: for protocol-violation tests), --fd N (use the
  * connected socket N it inherited instead of connecting: a connection
  * opened by another process, tests/security/t_identity.sh).
@@ -531,6 +532,7 @@ int main(int argc, char **argv)
 	    {"no-hello", no_argument, 0, 'H'},
 	    {"fd", required_argument, 0, 'F'},
 	    {"priority", required_argument, 0, 'P'},
+	    {"hello-flag", required_argument, 0, 'f'}, /* repeatable */
 	    {0, 0, 0, 0},
 	};
 	const char *gpu_list[MAXG];
@@ -580,11 +582,21 @@ int main(int argc, char **argv)
 			break;
 		case 'P':
 			if (!strcmp(optarg, "interactive"))
-				hello_flags = NVS_HELLO_PRIO_INTERACTIVE;
+				hello_flags |= NVS_HELLO_PRIO_INTERACTIVE;
 			else if (!strcmp(optarg, "batch"))
-				hello_flags = NVS_HELLO_PRIO_BATCH;
+				hello_flags |= NVS_HELLO_PRIO_BATCH;
 			else
 				die(2, "bad --priority");
+			break;
+		case 'f':
+			if (!strcmp(optarg, "swap-hint"))
+				hello_flags |= NVS_HELLO_SWAP_HINT;
+			else if (!strcmp(optarg, "device-memory"))
+				hello_flags |= NVS_HELLO_DEVICE_MEMORY;
+			else if (!strcmp(optarg, "memory-mode"))
+				hello_flags |= NVS_HELLO_MEMORY_MODE;
+			else
+				die(2, "bad --hello-flag");
 			break;
 		case 'F':
 			if (nvs_parse_u64(optarg, 0, 1 << 20, &fd))
