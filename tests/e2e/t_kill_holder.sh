@@ -3,7 +3,9 @@
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/e2e_lib.sh"
 
-export NVSHARE_SCHED_MODE=on NVSHARE_TQ=30
+# No idle release: a CPU-starved A would go idle and hand B the lock (seen
+# in a soak beside a second suite); the test is about A's death.
+export NVSHARE_SCHED_MODE=on NVSHARE_TQ=30 NVSHARE_IDLE_RELEASE_MS=0
 start_scheduler || { not_ok "scheduler starts"; show_logs; exit 1; }
 app A --alloc 16Mi --kernels 10000 --kernel-us 2000
 wait_event 10 lock_ok client=1
