@@ -30,6 +30,7 @@ from config import (BUDGET_PCT, CMD_TIMEOUT, DEADLINE, DEFAULT_SCENARIOS, LIB, N
                     WORKER_START_TIMEOUT)
 from idle import run_idle  # noqa: E402
 from interactive import run_interactive  # noqa: E402
+from multigpu import MG_COST, run_multigpu  # noqa: E402
 from notebooks import NB_COST, run_notebooks  # noqa: E402
 from orchestration import broadcast, make_configs, start_sched, start_workers  # noqa: E402
 from overhead import run_overhead  # noqa: E402
@@ -43,7 +44,7 @@ from two_jobs import run_fit, run_pressure  # noqa: E402
 
 # Rough costs (s) of the scenarios, to skip what no longer fits in the deadline.
 COST = {"overhead": 20, "fit": 30, "idle": 10, "interactive": 30, "pressure": 50, "sched_latency": 15,
-        "quota": 75, "notebooks": NB_COST}
+        "quota": 75, "notebooks": NB_COST, "multigpu": MG_COST}
 
 
 def parse_args():
@@ -87,7 +88,8 @@ def run_scenario(s, C, R, small, normal, dry, gpu=None):
            "pressure": lambda: run_pressure(C, R, normal),
            "sched_latency": lambda: run_sched_latency(R, dry),
            "quota": lambda: run_quota(C, R),
-           "notebooks": lambda: run_notebooks(R, gpu or {})}
+           "notebooks": lambda: run_notebooks(R, gpu or {}),
+           "multigpu": lambda: run_multigpu(R)}
     run[s]()
 
 

@@ -109,11 +109,16 @@ TARGETS = [
     ("nb8_lat", "8 notebooks: burst latency p99 <= 1 s", 1.0),
     ("nb8_batch", "8 notebooks: batch throughput >= 60% of native", 0.60),
     ("nb8_gap", "8 notebooks: every notebook served at least once every 5 s", 5.0),
+    ("mg_indep", "two GPUs: GPU 1's fitting pair while GPU 0 is serialized, makespan within 5% of native",
+     1.05),
+    ("mg_nccl", "two GPUs: NCCL all-reduce loop within 5% of native", 1.05),
 ]
 LIMIT = {k: lim for k, _, lim in TARGETS}
-SCENARIOS = ["overhead", "fit", "idle", "interactive", "pressure", "sched_latency", "quota", "notebooks"]
-# What a plain bench/run runs: `notebooks` (~6 min) only with --only.
-DEFAULT_SCENARIOS = [s for s in SCENARIOS if s != "notebooks"]
+SCENARIOS = ["overhead", "fit", "idle", "interactive", "pressure", "sched_latency", "quota", "notebooks",
+             "multigpu"]
+# What a plain bench/run runs: `notebooks` (~6 min) and `multigpu` (two
+# GPUs, ~2-3 min) only with --only.
+DEFAULT_SCENARIOS = [s for s in SCENARIOS if s not in ("notebooks", "multigpu")]
 # ===========================================================================
 
 PY = env("PYTHON", "python3")

@@ -22,7 +22,7 @@ import time
 
 import config
 from benchlib import fmt_ms, md_table, median, pct
-from orchestration import mktemp, tool_env
+from orchestration import start_private_sched
 from progress import say
 
 NB_SECONDS = config.env("BENCH_NB_SECONDS", 2.0 if config.FAKE else 20.0, float)
@@ -38,22 +38,9 @@ NB_COST = len(CASES) * (3 if NB_OFF else 2) * NB_REPS * (NB_SECONDS + 15)
 
 
 def _start_sched(name, cap, extra):
-    sock = mktemp("nvs-bench-nb-%s." % name)
-    e = tool_env(sock)
-    e.update(config.SCHED_COMMON_ENV)
-    e.update({"NVSHARE_SCHED_MODE": "auto", "NVSHARE_GPU_CAPACITY": cap,
-              "NVSHARE_EVENTS": os.path.join(config.LOGDIR, "events-%s.jsonl" % name)})
-    e.update(extra)
-    log = open(os.path.join(config.LOGDIR, "sched-%s.log" % name), "ab")
-    p = subprocess.Popen(["timeout", "-k", "5", str(int(NB_SECONDS + 200)), config.SCHED_BIN],
-                         env=e, stdout=log, stderr=log)
-    end = time.monotonic() + 10
-    while time.monotonic() < end and p.poll() is None:
-        if os.path.exists(os.path.join(sock, config.SOCK_NAME)):
-            return p, sock
-        time.sleep(0.02)
-    p.kill()
-    raise RuntimeError("scheduler %s did not start" % name)
+    return start_private_sched(name, dict({"NVSHARE_SCHED_MODE": "auto", "NVSHARE_GPU_CAPACITY": cap,
+                                           "NVSHARE_EVENTS": os.path.join(config.LOGDIR, "events-%s.jsonl" % name)},
+                                          **extra), NB_SECONDS + 200)
 
 
 def _readline(p, buf, deadline):

@@ -3,6 +3,7 @@ way of running the jobs (native, or nvshare under one scheduler), its
 scheduler on a private socket directory, its two persistent workers
 (bench/worker.py), and the commands sent to them."""
 import os
+import subprocess
 import tempfile
 import time
 
@@ -72,9 +73,30 @@ def make_configs(only, capacity, swap_env):
     if "quota" in only:
         add("quota", "nvshare auto, compute window %s ms, caps set with nvsharectl" % QUOTA_WINDOW_MS,
             {MODE_VAR: "auto", "NVSHARE_COMPUTE_WINDOW_MS": QUOTA_WINDOW_MS})
-    if all(s in ("sched_latency", "notebooks") for s in only):
+    if all(s in ("sched_latency", "notebooks", "multigpu") for s in only):
         C = {}  # they start their own processes
     return C
+
+
+def start_private_sched(tag, env_extra, lifetime_s):
+    """A scheduler of its own for a scenario that starts its own processes
+    (notebooks, multigpu): private socket directory, log
+    $BENCH_LOGDIR/sched-TAG.log, killed by `timeout` after lifetime_s at
+    the latest. Returns (process, socket directory) once the socket exists."""
+    sock = mktemp("nvs-bench-%s." % tag)
+    e = tool_env(sock)
+    e.update(SCHED_COMMON_ENV)
+    e.update(env_extra)
+    log = open(os.path.join(config.LOGDIR, "sched-%s.log" % tag), "ab")
+    p = subprocess.Popen(["timeout", "-k", "5", str(int(lifetime_s)), SCHED_BIN], env=e, stdout=log,
+                         stderr=log)
+    end = time.monotonic() + 10
+    while time.monotonic() < end and p.poll() is None:
+        if os.path.exists(os.path.join(sock, SOCK_NAME)):
+            return p, sock
+        time.sleep(0.02)
+    p.kill()
+    raise RuntimeError("scheduler %s did not start" % tag)
 
 
 def tool_env(sock_dir):

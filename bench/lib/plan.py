@@ -41,4 +41,11 @@ def plan_dry(only, small, normal):
                 QUOTA_LEAD, QUOTA_MEASURE))
         t += (5 + QUOTA_REPS * (len(QUOTA_SINGLES) + len(QUOTA_PAIRS))) * (
             QUOTA_LEAD + QUOTA_SKIP + QUOTA_MEASURE + 0.5) + 30
+    if "multigpu" in only:
+        import multigpu
+        say("multigpu    -> native, nvshare (capacity %s): 4 x job_add{%d MiB, %d iters}, 2 per GPU; "
+            "NCCL all-reduce %d MiB x %d; %d reps each" % (
+                multigpu.MG_CAPACITY, multigpu.MG_MIB, multigpu.MG_ITERS, multigpu.MG_NCCL_MIB,
+                multigpu.MG_NCCL_ITERS, multigpu.MG_REPS))
+        t += multigpu.MG_COST
     say("estimated GPU time ~%.0f s plus ~20 s of worker start-up and warm-up" % t)

@@ -6,6 +6,7 @@ from benchlib import md_table
 from config import BUDGET_PCT, REPS_OVERHEAD, REPS_PAIR, TARGETS
 from idle import idle_section
 from interactive import interactive_section
+from multigpu import multigpu_section
 from notebooks import notebooks_section
 from overhead import overhead_section
 from quota_report import quota_section
@@ -17,7 +18,7 @@ from two_jobs import fit_section, pressure_section
 SECTIONS = [("overhead", overhead_section), ("fit", fit_section), ("idle", idle_section),
             ("interactive", interactive_section), ("pressure", pressure_section),
             ("sched_latency", sched_latency_section), ("quota", quota_section),
-            ("notebooks", notebooks_section)]
+            ("notebooks", notebooks_section), ("multigpu", multigpu_section)]
 
 
 def verdict(ok):

@@ -20,6 +20,7 @@ What it does, as the real kubelet does:
 import glob
 import importlib.util
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -31,11 +32,14 @@ P = "/v1beta1.DevicePlugin/"
 
 
 def load_messages(proto_dir, out_dir):
-    """Compiles deviceplugin.proto for Python and imports it."""
+    """Compiles deviceplugin.proto for Python and imports it. Where protoc is
+    missing (the GPU machines install nothing), a module compiled beforehand
+    into out_dir (scripts/gpu-bundle.sh) is used as it is."""
     os.makedirs(out_dir, exist_ok=True)
-    subprocess.run(["protoc", "--proto_path=" + proto_dir, "--python_out=" + out_dir,
-                    os.path.join(proto_dir, "deviceplugin.proto")], check=True)
     path = os.path.join(out_dir, "deviceplugin_pb2.py")
+    if shutil.which("protoc") or not os.path.exists(path):
+        subprocess.run(["protoc", "--proto_path=" + proto_dir, "--python_out=" + out_dir,
+                        os.path.join(proto_dir, "deviceplugin.proto")], check=True)
     spec = importlib.util.spec_from_file_location("deviceplugin_pb2", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
