@@ -154,9 +154,12 @@ uninstall:
 	-rmdir $(DESTDIR)$(DOC_DIR) 2>/dev/null
 
 SOURCES := $(shell git ls-files '*.c' '*.h' 2>/dev/null)
-# Every bash script in the tree: *.sh, the run scripts, scripts/, .ci/run.
-SHELL_SCRIPTS := $(shell git ls-files '*.sh' 'scripts/*' '*/run' '.ci/run' 2>/dev/null | \
-	xargs -r grep -lE '^\#!.*(ba)?sh' 2>/dev/null)
+# Every bash script in the tree: *.sh (libraries that tests source say
+# "# shellcheck shell=bash" instead of a #! line), the run scripts,
+# scripts/, .ci/run.
+SHELL_SCRIPTS := $(sort $(shell git ls-files '*.sh' 2>/dev/null) \
+	$(shell git ls-files 'scripts/*' '*/run' '.ci/run' 2>/dev/null | \
+	xargs -r grep -lE '^\#!.*(ba)?sh' 2>/dev/null))
 
 format:
 	clang-format -i $(SOURCES)
@@ -169,7 +172,7 @@ lint: lint-cppcheck lint-format lint-shell
 lint-cppcheck:
 	cppcheck --quiet --error-exitcode=1 --std=c11 --enable=warning,portability \
 	  --inline-suppr --suppress=missingIncludeSystem -I common -I client \
-	  common client scheduler ctl device-plugin tests/sim tests/k8s
+	  common client scheduler ctl device-plugin bench tests
 
 lint-format:
 	clang-format --dry-run -Werror $(SOURCES)

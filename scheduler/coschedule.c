@@ -42,6 +42,12 @@ struct nvs_cosched_config nvs_cosched_cfg = {
 #define CG_ARGS(cg) (cg)->client->id, (int)(cg)->client->pid, (cg)->gpu->index
 /* Re-check the batch floor this often while it holds a burst back. */
 #define FLOOR_RECHECK_NS (10 * MS)
+/* Hysteresis of the floor, in points: batch gives way to bursts only once
+ * its share is this far above the floor, and takes the GPU back from them
+ * once it falls below the floor. Without it the share oscillates around
+ * the floor, each dip as deep as a drop's drain, and averages below it
+ * (48 % for a floor of 50 % under tests/sched/t_coschedule.sh's storm). */
+#define FLOOR_MARGIN_PCT 5u
 
 /* ---- settings ---- */
 
@@ -239,11 +245,24 @@ unsigned nvs_cosched_batch_share(const struct gpu *g)
 	return t ? (unsigned)(g->co.batch_run_ns * 100 / t) : 100u;
 }
 
-/* Batch has had its floor: it may give way to a burst. */
-static int floor_ok(const struct gpu *g)
+/* Batch's share of the window is at least floor + margin points. */
+static int share_at_least(const struct gpu *g, unsigned margin)
 {
 	uint64_t t = g->co.batch_run_ns + g->co.batch_wait_ns;
-	return g->co.batch_run_ns * 100 >= (uint64_t)nvs_cosched_cfg.batch_floor_pct * t;
+	unsigned pct = nvs_cosched_cfg.batch_floor_pct + margin;
+	return g->co.batch_run_ns * 100 >= (uint64_t)(pct > 100 ? 100 : pct) * t;
+}
+
+/* Batch is at or above its floor: bursts in its way may stay. */
+static int floor_ok(const struct gpu *g)
+{
+	return share_at_least(g, 0);
+}
+
+/* Batch has had its floor and the margin: it may give way to a burst. */
+static int may_give_way(const struct gpu *g)
+{
+	return share_at_least(g, FLOOR_MARGIN_PCT);
 }
 
 /* ---- guests: grant, drop, end ---- */
@@ -434,7 +453,7 @@ static int may_overtake(const struct gpu *g, const struct client_gpu *blocked, u
 {
 	if (now - blocked->wait_since_ns >= nvs_policy_tq_ns(g))
 		return 0;
-	if (!nvs_cosched_interactive(blocked, NULL) && !floor_ok(g))
+	if (!nvs_cosched_interactive(blocked, NULL) && !may_give_way(g))
 		return 0;
 	return 1;
 }
@@ -709,8 +728,8 @@ static uint64_t run_policy(struct gpu *g, uint64_t now, int act)
 	int interactive = nvs_cosched_interactive(w, NULL);
 	if (interactive) {
 		/* A burst: batch members give way after the bound, if batch
-		 * has had its floor. */
-		if (!floor_ok(g)) {
+		 * has had its floor (and the margin). */
+		if (!may_give_way(g)) {
 			earliest(&d, now + FLOOR_RECHECK_NS);
 		} else {
 			uint64_t nb = w->wait_since_ns + (uint64_t)nvs_cosched_cfg.preempt_ms * MS;

@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # sets variables for the scripts that source it
 # Shared helpers for shell tests. Source it first thing:
 #   . "$(dirname "$0")/../lib.sh"
 # It gives each test a private temporary directory, a private scheduler
@@ -122,6 +124,26 @@ wait_for() {
   done
   return 1
 }
+
+# speed_factor: how many times slower than an idle 2-CPU CI machine
+# running the plain build this machine runs our code right now (at least
+# 1, at most 20): tests/common/speed_probe's time for a fixed piece of work
+# over SPEED_REF_US, the same measured there (2026-11-26: 9.5-9.8 ms).
+# Measured once per test, the first time it is asked for ($T/.speed). The few tests
+# that must judge wall-clock time (docs/testing.md) stretch their bounds by
+# it with `scaled`, and print it.
+SPEED_REF_US=9600
+speed_factor() {
+  if [ ! -s "$T/.speed" ]; then
+    local us
+    us=$("$B/tests/common/speed_probe" 2>/dev/null) || us=$SPEED_REF_US
+    awk -v u="$us" -v r="$SPEED_REF_US" \
+      'BEGIN { f = u / r; if (f < 1) f = 1; if (f > 20) f = 20; printf "%.2f\n", f }' >"$T/.speed"
+  fi
+  cat "$T/.speed"
+}
+# scaled N: N (a bound: ms, us, a count) times the speed factor, rounded.
+scaled() { awk -v n="$1" -v f="$(speed_factor)" 'BEGIN { printf "%d", n * f + 0.5 }'; }
 
 # lines_at_least FILE ERE N: FILE has at least N lines matching ERE (a
 # condition for wait_for: evaluated anew on every poll).

@@ -51,10 +51,13 @@ b_first=$(first_t E PROGRESS)
 lat=$(awk -v a="$idle_from" -v b="$b_first" 'BEGIN { printf "%.2f", b - a - 2 }')
 diag "idle release: D idle from $idle_from, E's first call done $b_first: $lat ms"
 check "idle release seen" has_event lock_released client=1 reason='"idle"'
-# The target is 50 ms (bench measures it); the bound only proves the idle
-# release handed the GPU over rather than the 30 s quantum, with the slack a
-# busy machine adds to any wall-clock figure (tests/sim/tap.h BUSY_SLACK_MS).
-check "E runs soon after D's last call ($lat ms; target 50 ms)" awk -v l="$lat" 'BEGIN { exit !(l > 0 && l <= 50 + 250) }'
+# The target is 50 ms (bench measures it; t_idle_release.sh asserts it);
+# here the bound only proves the idle release handed the GPU over rather
+# than the 30 s quantum: 50 ms stretched by the speed factor, plus the
+# slack of the probe's own phases (tests/sim/tap.h BUSY_SLACK_MS).
+lim=$(( $(scaled 50) + 250 ))
+check "E runs soon after D's last call ($lat ms; bound $lim ms, speed $(speed_factor))" \
+  awk -v l="$lat" -v m="$lim" 'BEGIN { exit !(l > 0 && l <= m) }'
 kill "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
 mv "$SLOG" "$T/scheduler-2.log"; mv "$NVSHARE_EVENTS" "$T/events-2.jsonl"
 

@@ -33,12 +33,12 @@ check "... saying why ($(cat "$T/hz"))" grep -q "event loop stalled: no turn for
 t0=$(ms)
 "$CTL" --json >/dev/null 2>"$T/ctl.err"; rc=$?
 el=$(( $(ms) - t0 ))
-check "nvsharectl fails (rc $rc) in at most ~5 s ($el ms)" [ "$rc" = 1 ] && [ "$el" -le 5800 ]
+check "nvsharectl fails (rc $rc) in at most ~5 s ($el ms)" sh -c "[ $rc = 1 ] && [ $el -le 5800 ]"
 check "... with \"scheduler not answering\"" grep -q "scheduler not answering" "$T/ctl.err"
 t0=$(ms)
 NVSHARE_CTL_TIMEOUT_MS=800 "$CTL" --json >/dev/null 2>&1; rc=$?
 el=$(( $(ms) - t0 ))
-check "NVSHARE_CTL_TIMEOUT_MS=800: gives up sooner (rc $rc, $el ms)" [ "$rc" = 1 ] && [ "$el" -le 2500 ]
+check "NVSHARE_CTL_TIMEOUT_MS=800: gives up sooner (rc $rc, $el ms)" sh -c "[ $rc = 1 ] && [ $el -le 2500 ]"
 touch "$T/release"
 check "/healthz ok again once the loop runs" wait_for 5 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 '$MURL/healthz')\" = 200 ]"
 check "nvsharectl answers again" sh -c "'$CTL' --json >/dev/null"
@@ -48,12 +48,12 @@ kill -STOP "$SCHED_PID"
 t0=$(ms)
 c=$(hcode 3)
 el=$(( $(ms) - t0 ))
-check "SIGSTOP: /healthz fails (code $c: no answer) within 5 s ($el ms)" [ "$c" != 200 ] && [ "$el" -le 5000 ]
+check "SIGSTOP: /healthz fails (code $c: no answer) within 5 s ($el ms)" sh -c "[ '$c' != 200 ] && [ $el -le 5000 ]"
 t0=$(ms)
 "$CTL" --json >/dev/null 2>"$T/ctl2.err"; rc=$?
 el=$(( $(ms) - t0 ))
 check "SIGSTOP: nvsharectl fails in at most ~5 s (rc $rc, $el ms), scheduler not answering" \
-  [ "$rc" = 1 ] && [ "$el" -le 5800 ] && grep -q "scheduler not answering" "$T/ctl2.err"
+  sh -c "[ $rc = 1 ] && [ $el -le 5800 ] && grep -q 'scheduler not answering' '$T/ctl2.err'"
 kill -CONT "$SCHED_PID"
 check "SIGCONT: /healthz ok again" wait_for 5 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 '$MURL/healthz')\" = 200 ]"
 check "bad --health-stall-ms is a usage error" sh -c "! '$B/nvshare-scheduler' --health-stall-ms 10 2>/dev/null"

@@ -17,13 +17,16 @@
  * fairness index of the grants per client, (sum x)^2 / (n sum x^2).
  * violations = LOCK_OK while another client of ours held that GPU.
  *
- * Tenants (--tenants K, root only): client i belongs to tenant
- * (i / gpus) % K, so every GPU has clients of every tenant. Tenant 0 is
+ * Tenants (--tenants K, root only): every GPU has clients of every tenant,
+ * in unequal numbers (tenant_of). Tenant 0 is
  * this process; tenant t > 0 is a child that switches to uid 61000 + t,
  * connects its clients' sockets and hands them over (SCM_RIGHTS: the
  * scheduler pins the connecting process's uid, so the uid is the tenant),
- * then waits until this process ends. Adds jain_tenants=J (Jain's index of
- * the grants per tenant) and tenants=K to the LOAD line.
+ * then waits until this process ends. Adds tenants=K, jain_tenants=J
+ * (Jain's index of the tenants' grants on one GPU, the lowest over GPUs)
+ * and jain_in_tenant=I (of the grants of one tenant's clients on one GPU,
+ * the lowest) to the LOAD line; jain is then over unequal tenants and
+ * only a figure.
  * Exit 0 when all cycles ran, 1 on a stall (no grant for --stall-ms) or a
  * connection lost, 2 usage.
  *
@@ -329,9 +332,27 @@ static int recv_fd(int sp)
 
 static int ntenants = 1;
 
+/*
+ * Tenants of unequal size: on every GPU tenant t has about (t + 1) shares
+ * of the clients (with 8 tenants and 64 clients a GPU: 1 to 14 clients),
+ * so a scheduler that took turns per connection would give the largest
+ * tenant 14 times the smallest one's grants. Where a GPU has too few
+ * clients for that (fewer than 1 + 2 + ... + K), the tenants take turns
+ * client by client: equal sizes.
+ */
 static int tenant_of(int i)
 {
-	return (i / ngpus) % ntenants;
+	int per_gpu = (nclients + ngpus - 1) / ngpus, b = i / ngpus;
+	int weights = ntenants * (ntenants + 1) / 2;
+	if (per_gpu < weights)
+		return b % ntenants;
+	int cum = 0;
+	for (int t = 0; t < ntenants; t++) {
+		cum += t + 1;
+		if (b < per_gpu * cum / weights)
+			return t;
+	}
+	return ntenants - 1;
 }
 
 /* Pre-connects the sockets of tenants 1.. through their children. */
@@ -504,22 +525,44 @@ int main(int argc, char **argv)
 			gmax = cl[i].grants;
 	}
 	double jain = sum2 > 0 ? sum * sum / ((double)nclients * sum2) : 0;
-	double *tg = calloc((size_t)ntenants, sizeof *tg), tsum = 0, tsum2 = 0;
-	for (int i = 0; tg && i < nclients; i++)
-		tg[tenant_of(i)] += (double)cl[i].grants;
-	for (int t = 0; tg && t < ntenants; t++) {
-		tsum += tg[t];
-		tsum2 += tg[t] * tg[t];
+	/* Per tenant: its grants on each GPU (tenants take turns per GPU),
+	 * Jain's index over tenants of those; and inside each tenant, over
+	 * its clients on one GPU (FCFS inside a tenant), the lowest. */
+	double jain_t = 1, jain_in = 1;
+	for (int g = 0; g < ngpus; g++) {
+		double tsum = 0, tsum2 = 0;
+		int nt = 0;
+		for (int t = 0; t < ntenants; t++) {
+			double s1 = 0, s2 = 0;
+			int n = 0;
+			for (int i = g; i < nclients; i += ngpus)
+				if (tenant_of(i) == t) {
+					s1 += (double)cl[i].grants;
+					s2 += (double)cl[i].grants * (double)cl[i].grants;
+					n++;
+				}
+			if (!n)
+				continue;
+			nt++;
+			tsum += s1;
+			tsum2 += s1 * s1;
+			double ji = s2 > 0 ? s1 * s1 / ((double)n * s2) : 0;
+			if (ji < jain_in)
+				jain_in = ji;
+		}
+		double jt = tsum2 > 0 ? tsum * tsum / ((double)nt * tsum2) : 0;
+		if (jt < jain_t)
+			jain_t = jt;
 	}
-	double jain_t = tsum2 > 0 ? tsum * tsum / ((double)ntenants * tsum2) : 0;
-	free(tg);
 	printf("LOAD clients=%d gpus=%d cycles=%llu seconds=%.2f cycles_per_s=%.0f "
 	       "handoff_p50_us=%.1f handoff_p99_us=%.1f handoff_max_us=%.1f jain=%.5f "
-	       "grants_min=%llu grants_max=%llu violations=%llu tenants=%d jain_tenants=%.5f\n",
+	       "grants_min=%llu grants_max=%llu violations=%llu tenants=%d jain_tenants=%.5f "
+	       "jain_in_tenant=%.5f\n",
 	       nclients, ngpus, (unsigned long long)total, secs, (double)total / secs,
 	       nlat ? lat_ns[nlat / 2] / 1e3 : 0.0, nlat ? lat_ns[nlat * 99 / 100] / 1e3 : 0.0,
 	       nlat ? lat_ns[nlat - 1] / 1e3 : 0.0, jain, (unsigned long long)gmin,
-	       (unsigned long long)gmax, (unsigned long long)violations, ntenants, jain_t);
+	       (unsigned long long)gmax, (unsigned long long)violations, ntenants, jain_t,
+	       jain_in);
 	for (int i = 0; i < nclients; i++)
 		close(cl[i].fd);
 	free(cl);

@@ -2,9 +2,11 @@
 # Load: 256 clients on 4 simulated GPUs, 100,000 lock cycles in all (each
 # client: REQ_LOCK, LOCK_OK, LOCK_RELEASED at once, again), mode on. No
 # deadlock (load_gen fails on 5 s without a grant), mutual exclusion per GPU,
-# fairness (Jain's index of grants per client >= 0.99, and per tenant: as
-# root the clients belong to 8 tenants, uids 61000.., each with clients on
-# every GPU; tenants take turns, docs/scheduler.md), and no leak: the SAN
+# fairness (as root the clients belong to 8 tenants of unequal size, uids
+# 61000.., 1 to 14 clients on every GPU: Jain's index of the tenants'
+# grants >= 0.99 on every GPU, and of the clients' grants inside each
+# tenant; tenants take turns, docs/scheduler.md; not root: one tenant,
+# Jain's index of grants per client >= 0.99), and no leak: the SAN
 # build runs the scheduler with LeakSanitizer on; the plain build runs a
 # shorter round under valgrind --leak-check=full when valgrind is there.
 # Scale: NVS_LOAD_CLIENTS, NVS_LOAD_GPUS, NVS_LOAD_CYCLES. Figures go to
@@ -40,14 +42,25 @@ diag "scheduler CPU: $(( (c1 - c0) * 1000 / $(getconf CLK_TCK) )) ms for $cycles
 check "$cycles cycles by $clients clients on $gpus GPUs without a stall" [ "$rc" = 0 -a "$(fig cycles)" -ge "$cycles" ]
 check "mutual exclusion: no LOCK_OK while another held the GPU" [ "$(fig violations)" = 0 ]
 j=$(fig jain)
-check "fair: Jain's index $j >= 0.99" awk -v j="${j:-0}" 'BEGIN { exit !(j >= 0.99) }'
 if [ "$tenants" -gt 1 ]; then
-  jt=$(fig jain_tenants)
-  check "fair between $tenants tenants: Jain's index $jt >= 0.99" awk -v j="${jt:-0}" 'BEGIN { exit !(j >= 0.99) }'
+  # Tenants of unequal size (1 to 14 clients a GPU): fair means each
+  # tenant gets an equal share of each GPU, and inside a tenant each
+  # client an equal share of the tenant's.
+  jt=$(fig jain_tenants) ji=$(fig jain_in_tenant)
+  diag "Jain over all clients $j (tenants of unequal size: not expected to be 1)"
+  check "fair between $tenants tenants of unequal size: Jain's index $jt >= 0.99 on every GPU" \
+    awk -v j="${jt:-0}" 'BEGIN { exit !(j >= 0.99) }'
+  check "fair inside each tenant: Jain's index $ji >= 0.99 (lowest tenant and GPU)" \
+    awk -v j="${ji:-0}" 'BEGIN { exit !(j >= 0.99) }'
 else
+  check "fair: Jain's index $j >= 0.99" awk -v j="${j:-0}" 'BEGIN { exit !(j >= 0.99) }'
   ok "fair between tenants # skip not root: one uid, one tenant"
 fi
-check "hand-off p99 $(fig handoff_p99_us) us < 20 ms (shared CI machines)" awk -v v="$(fig handoff_p99_us)" 'BEGIN { exit !(v != "" && v < 20000) }'
+# A regression guard, not the figure (docs/BENCHMARKS.md: ~1.5 ms): 20 ms
+# stretched by the machine's speed factor (tests/lib.sh).
+lim=$(scaled 20000)
+check "hand-off p99 $(fig handoff_p99_us) us < $lim us (20 ms x speed $(speed_factor))" \
+  awk -v v="$(fig handoff_p99_us)" -v m="$lim" 'BEGIN { exit !(v != "" && v < m) }'
 check "all clients gone afterwards" wait_for 5 sh -c "$CTL --json | grep -qF '\"clients\":[]'"
 check "scheduler healthy" sched_alive
 kill -TERM "$SCHED_PID"; wait_exit 10 "$SCHED_PID"

@@ -57,6 +57,11 @@ app C --alloc 16Mi --kernels 50 --kernel-us 2000
 check "C, told serialized and never granted, runs ungated and finishes" app_wait C 10
 check "C's results are correct" app_ok C
 check "C warned once" test "$(grep -c 'no answer to a ping' "$T/C.err")" = 1
+silence=$(grep -oE 'no answer to a ping for [0-9.]+ s' "$T/C.err" | grep -oE '[0-9.]+' | head -1)
+check "C ran ungated after the timeout, within a second more (${silence:-?} s of silence)" \
+  awk -v s="${silence:-99}" 'BEGIN { exit !(s >= 1 && s < 2) }'
+wait "$PID_C"
+check "C exits 0" test $? = 0
 kill -TERM "${_pids[-2]}" 2>/dev/null
 
 # 3. A DROP_LOCK flood: the application's stderr stays short.

@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034,SC2154 # sets RC and PID_<name> for its callers; _pids is tests/lib.sh's
 # Helpers for the scheduler's shell tests; source after tests/lib.sh.
 FC=$B/tests/sched/fake_client
 CTL=$B/nvsharectl
