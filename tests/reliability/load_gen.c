@@ -561,8 +561,7 @@ int main(int argc, char **argv)
 	       nclients, ngpus, (unsigned long long)total, secs, (double)total / secs,
 	       nlat ? lat_ns[nlat / 2] / 1e3 : 0.0, nlat ? lat_ns[nlat * 99 / 100] / 1e3 : 0.0,
 	       nlat ? lat_ns[nlat - 1] / 1e3 : 0.0, jain, (unsigned long long)gmin,
-	       (unsigned long long)gmax, (unsigned long long)violations, ntenants, jain_t,
-	       jain_in);
+	       (unsigned long long)gmax, (unsigned long long)violations, ntenants, jain_t, jain_in);
 	for (int i = 0; i < nclients; i++)
 		close(cl[i].fd);
 	free(cl);
