@@ -183,9 +183,13 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 		 cl->hello_mem_limit == NVS_NO_LIMIT
 		     ? "none"
 		     : nvs_format_size(cl->hello_mem_limit, b, sizeof b));
-	char name[2 * sizeof cl->name + 8];
-	nvs_event("hello", "\"client\":%u,\"pid\":%d,\"uid\":%d,\"name\":%s", cl->id, (int)cl->pid,
-		  (int)cl->uid, nvs_json_str(cl->name, name, sizeof name));
+	char name[2 * sizeof cl->name + 8], tenant[64], tj[2 * sizeof tenant + 8];
+	nvs_event("hello",
+		  "\"client\":%u,\"pid\":%d,\"uid\":%d,\"name\":%s,\"tenant\":%s,"
+		  "\"claimed_pid\":%d",
+		  cl->id, (int)cl->pid, (int)cl->uid, nvs_json_str(cl->name, name, sizeof name),
+		  nvs_json_str(nvs_fair_tenant_label(cl, tenant, sizeof tenant), tj, sizeof tj),
+		  (int)cl->reported_pid);
 }
 
 static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gpu *a)

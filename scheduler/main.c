@@ -485,15 +485,16 @@ int main(int argc, char **argv)
 		atexit(nvs_log_queue_stop); /* every exit path writes what is queued */
 	nvs_plog_start();
 	nvs_config_snapshot();
+	/* The stream opens first: the state file's outcome is an event. */
+	if (events_path && *events_path && nvs_events_open(events_path))
+		return 1;
+	nvs_event("start", "\"pid\":%d", (int)getpid());
 	nvs_state_file_load(); /* run-time settings over the configuration */
 
 	NVS_INFO("nvshare-scheduler %s starting: mode %s, tq %llu ms, reserve %llu, idle release "
 		 "%u ms, drop grace %u ms",
 		 NVS_VERSION, nvs_mode_name(S.cfg.mode), (unsigned long long)S.cfg.tq_ms,
 		 (unsigned long long)S.cfg.reserve, S.cfg.idle_release_ms, S.cfg.drop_grace_ms);
-	if (events_path && *events_path && nvs_events_open(events_path))
-		return 1;
-	nvs_event("start", "\"pid\":%d", (int)getpid());
 	if (nvs_server_open())
 		return 1;
 	if (S.cfg.use_nvml) {

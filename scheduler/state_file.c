@@ -13,6 +13,7 @@
 #include "state_file.h"
 
 #include "clients.h"
+#include "events.h"
 #include "log.h"
 #include "parse.h"
 #include "policy.h"
@@ -152,29 +153,35 @@ static int read_pod(const cJSON *o, struct pentry *p)
 	return 0;
 }
 
+/* Why a file is ignored: the log's words and the event's reason. */
+struct why {
+	const char *text, *code;
+};
+#define WHY(t, c) ((struct why){(t), (c)})
+
 /* Parses the whole file into the tables; on any error leaves them empty
- * and returns a reason. */
-static const char *parse(const char *text)
+ * and returns a reason (text NULL: none). */
+static struct why parse(const char *text)
 {
 	cJSON *j = cJSON_Parse(text);
 	if (!j)
-		return "not valid JSON";
-	const char *why = NULL;
+		return WHY("not valid JSON", "bad-json");
+	struct why why = WHY(NULL, NULL);
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "version");
 	const cJSON *ga = cJSON_GetObjectItemCaseSensitive(j, "gpus");
 	const cJSON *pa = cJSON_GetObjectItemCaseSensitive(j, "pods");
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "all");
 	if (!cJSON_IsObject(j) || !cJSON_IsNumber(v)) {
-		why = "no \"version\"";
+		why = WHY("no \"version\"", "no-version");
 		goto out;
 	}
 	if (v->valuedouble != NVS_STATE_FILE_VERSION) {
-		why = "unknown version (this scheduler reads version 1)";
+		why = WHY("unknown version (this scheduler reads version 1)", "unknown-version");
 		goto out;
 	}
 	if ((a && read_gset(a, &all, 1)) || (ga && !cJSON_IsArray(ga)) ||
 	    (pa && !cJSON_IsArray(pa))) {
-		why = "bad \"all\", \"gpus\" or \"pods\"";
+		why = WHY("bad \"all\", \"gpus\" or \"pods\"", "bad-settings");
 		goto out;
 	}
 	const cJSON *e;
@@ -183,7 +190,7 @@ static const char *parse(const char *text)
 		const cJSON *u = cJSON_GetObjectItemCaseSensitive(e, "uuid");
 		if (ngpus >= NVS_MAX_GPUS || !cJSON_IsString(u) || !*u->valuestring ||
 		    strlen(u->valuestring) >= NVS_UUID_LEN || read_gset(e, &gpus[ngpus].s, 0)) {
-			why = "bad GPU entry";
+			why = WHY("bad GPU entry", "bad-gpu-entry");
 			goto out;
 		}
 		snprintf(gpus[ngpus].uuid, NVS_UUID_LEN, "%s", u->valuestring);
@@ -191,13 +198,13 @@ static const char *parse(const char *text)
 	}
 	int n = pa ? cJSON_GetArraySize(pa) : 0;
 	if (n > NVS_STATE_MAX_PODS) {
-		why = "too many Pod entries";
+		why = WHY("too many Pod entries", "too-many-pods");
 		goto out;
 	}
 	if (n) {
 		pods = calloc((size_t)n, sizeof *pods);
 		if (!pods) {
-			why = "out of memory";
+			why = WHY("out of memory", "out-of-memory");
 			goto out;
 		}
 		pods_cap = (unsigned)n;
@@ -205,7 +212,7 @@ static const char *parse(const char *text)
 	cJSON_ArrayForEach(e, pa)
 	{
 		if (read_pod(e, &pods[npods])) {
-			why = "bad Pod entry";
+			why = WHY("bad Pod entry", "bad-pod-entry");
 			goto out;
 		}
 		pods[npods].seq = ++pod_seq;
@@ -213,7 +220,7 @@ static const char *parse(const char *text)
 	}
 out:
 	cJSON_Delete(j);
-	if (why) {
+	if (why.text) {
 		memset(&all, 0, sizeof all);
 		ngpus = npods = pods_cap = 0;
 		free(pods);
@@ -222,13 +229,29 @@ out:
 	return why;
 }
 
-static void set_aside(const char *why)
+/* state_loaded: what the start made of the file (docs/events.md). */
+static void loaded_event(const char *result, const char *reason, int moved)
+{
+	char p[2 * sizeof path + 8], r[40];
+	if (reason)
+		snprintf(r, sizeof r, "\"%s\"", reason);
+	else
+		snprintf(r, sizeof r, "null");
+	unsigned settings = (unsigned)(all.has_mode + all.has_tq + all.has_cap + all.has_idle);
+	nvs_event("state_loaded",
+		  "\"path\":%s,\"result\":\"%s\",\"reason\":%s,\"moved\":%d,\"settings\":%u,"
+		  "\"gpus\":%u,\"pods\":%u",
+		  nvs_json_str(path, p, sizeof p), result, r, moved, settings, ngpus, npods);
+}
+
+static void set_aside(struct why why)
 {
 	char bad[sizeof path + 8];
 	snprintf(bad, sizeof bad, "%s.bad", path);
 	int moved = rename(path, bad) == 0;
-	NVS_ERROR("state file %s: %s: ignored, starting from the configuration%s%s", path, why,
+	NVS_ERROR("state file %s: %s: ignored, starting from the configuration%s%s", path, why.text,
 		  moved ? "; moved to " : "", moved ? bad : "");
+	loaded_event("ignored", why.code, moved);
 }
 
 void nvs_state_file_load(void)
@@ -236,35 +259,39 @@ void nvs_state_file_load(void)
 	if (!*path) {
 		NVS_INFO(
 		    "state file off (NVSHARE_STATE_FILE=none): run-time settings are not kept");
+		loaded_event("off", NULL, 0);
 		return;
 	}
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
-		if (errno == ENOENT)
+		if (errno == ENOENT) {
 			NVS_INFO(
 			    "state file %s does not exist yet: starting from the configuration",
 			    path);
-		else
+			loaded_event("absent", NULL, 0);
+		} else {
 			NVS_ERROR("state file %s: %s: ignored, starting from the configuration",
 				  path, strerror(errno));
+			loaded_event("ignored", "unreadable", 0);
+		}
 		return;
 	}
 	struct stat st;
 	char *text = NULL;
-	const char *why = NULL;
+	struct why why = WHY(NULL, NULL);
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		why = "not a regular file";
+		why = WHY("not a regular file", "not-a-file");
 	else if (st.st_size > MAX_FILE)
-		why = "larger than 4 MiB";
+		why = WHY("larger than 4 MiB", "too-large");
 	else if (!(text = calloc(1, (size_t)st.st_size + 1)))
-		why = "out of memory";
+		why = WHY("out of memory", "out-of-memory");
 	else if (read(fd, text, (size_t)st.st_size) != st.st_size)
-		why = "short read";
+		why = WHY("short read", "short-read");
 	close(fd);
-	if (!why)
+	if (!why.text)
 		why = parse(text);
 	free(text);
-	if (why) {
+	if (why.text) {
 		set_aside(why);
 		return;
 	}
@@ -283,6 +310,7 @@ void nvs_state_file_load(void)
 		 "entries (delete the file to start from the configuration alone)",
 		 path, nvs_mode_name(S.cfg.mode), S.cfg.tq_ms,
 		 all.has_cap ? "set" : "as configured", S.cfg.idle_release_ms, ngpus, npods);
+	loaded_event("restored", NULL, 0);
 }
 
 void nvs_state_apply_gpu(struct gpu *g)

@@ -1,5 +1,6 @@
 #include "unmanaged.h"
 
+#include "events.h"
 #include "k8s_watch.h"
 #include "log.h"
 #include "peer.h"
@@ -93,6 +94,7 @@ struct um_proc {
 
 static struct um_proc tab[NVS_UNMANAGED_MAX_TRACKED];
 static uint64_t gen, next_check_ns;
+static uint64_t checks; /* detection passes completed (the status's "checks") */
 /* Processes beyond the table, per GPU (counted, not remembered). */
 static unsigned untracked[NVS_MAX_GPUS];
 static int table_full_logged, too_many_logged[NVS_MAX_GPUS];
@@ -229,6 +231,25 @@ static void refresh_pod(struct um_proc *e)
 	}
 }
 
+/* JSON for the events: null when not known. */
+static const char *opt_str(const char *v, char *buf, size_t cap)
+{
+	if (!v[0]) {
+		snprintf(buf, cap, "null");
+		return buf;
+	}
+	return nvs_json_str(v, buf, cap);
+}
+
+static const char *opt_long(long v, char *buf, size_t cap)
+{
+	if (v < 0)
+		snprintf(buf, cap, "null");
+	else
+		snprintf(buf, cap, "%ld", v);
+	return buf;
+}
+
 static void log_new(struct um_proc *e, const struct gpu *g)
 {
 	refresh_pod(e);
@@ -237,7 +258,14 @@ static void log_new(struct um_proc *e, const struct gpu *g)
 		return;
 	}
 	logged_this_check++;
-	char w[400], m[32];
+	char w[400], m[32], pu[sizeof e->pod_uid + 8], pn[2 * sizeof e->pod_name + 8],
+	    ns[2 * sizeof e->pod_ns + 8], uid[24];
+	nvs_event("unmanaged_found",
+		  "\"gpu\":%d,\"pid\":%d,\"uid\":%s,\"pod_uid\":%s,\"namespace\":%s,\"pod\":%s,"
+		  "\"used\":%llu",
+		  g->index, e->pid, opt_long(e->uid, uid, sizeof uid),
+		  opt_str(e->pod_uid, pu, sizeof pu), opt_str(e->pod_ns, ns, sizeof ns),
+		  opt_str(e->pod_name, pn, sizeof pn), (unsigned long long)e->mem);
 	NVS_WARN("unmanaged process on GPU %d: pid %d, %s, using %s: it has a GPU context "
 		 "without an nvshare connection, so it is neither gated nor limited (policy "
 		 "%s; nothing is killed)",
@@ -263,6 +291,10 @@ static void apply(struct gpu *g, unsigned count, uint64_t mem)
 			 "(NVSHARE_UNMANAGED=serialize), %s kept out of its capacity",
 			 g->index, count, nvs_format_size(pinned, b, sizeof b));
 	}
+	if (force != g->unmanaged_force)
+		nvs_event("unmanaged_serialize",
+			  "\"gpu\":%d,\"serialized\":%d,\"count\":%u,\"pinned\":%llu", g->index,
+			  force, count, (unsigned long long)pinned);
 	g->unmanaged_force = force;
 	g->unmanaged_pinned = pinned;
 	nvs_policy_settings_changed(g);
@@ -345,9 +377,11 @@ static uint64_t check(uint64_t now)
 			tracked++;
 			continue;
 		}
-		if (e->confirmed && left_logged++ < NVS_UNMANAGED_LOG_PER_CHECK)
+		if (e->confirmed && left_logged++ < NVS_UNMANAGED_LOG_PER_CHECK) {
 			NVS_INFO("unmanaged process pid %d left GPU %d (exited or connected)",
 				 e->pid, e->gpu);
+			nvs_event("unmanaged_gone", "\"gpu\":%d,\"pid\":%d", e->gpu, e->pid);
+		}
 		e->used_slot = 0;
 	}
 	if (left_logged > NVS_UNMANAGED_LOG_PER_CHECK)
@@ -355,6 +389,7 @@ static uint64_t check(uint64_t now)
 			 left_logged - NVS_UNMANAGED_LOG_PER_CHECK);
 	if (tracked < NVS_UNMANAGED_MAX_TRACKED / 2)
 		table_full_logged = 0;
+	checks++;
 	return confirm_at;
 }
 
@@ -366,11 +401,20 @@ static void run_check(uint64_t now)
 		next_check_ns = confirm_at;
 }
 
+/* unmanaged_detection: on or off at start, and why (docs/events.md). */
+static void detection_event(const char *state, const char *reason)
+{
+	nvs_event("unmanaged_detection",
+		  "\"state\":\"%s\",\"reason\":\"%s\",\"interval_ms\":%u,\"policy\":\"%s\"", state,
+		  reason, nvs_unmanaged_cfg.interval_ms, policy_names[nvs_unmanaged_cfg.policy]);
+}
+
 void nvs_unmanaged_start(void)
 {
 	const struct nvs_unmanaged_config *uc = &nvs_unmanaged_cfg;
 	if (!uc->interval_ms) {
 		NVS_INFO("unmanaged-process detection off (NVSHARE_UNMANAGED_INTERVAL_MS=0)");
+		detection_event("off", "disabled");
 		return;
 	}
 	void *h = S.nvml_ok ? dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL) : NULL;
@@ -388,11 +432,13 @@ void nvs_unmanaged_start(void)
 		NVS_WARN("unmanaged-process detection off: %s (policy %s has no effect)",
 			 S.nvml_ok ? "NVML lacks the process query" : "no NVML",
 			 policy_names[uc->policy]);
+		detection_event("off", S.nvml_ok ? "no-process-query" : "no-nvml");
 		return;
 	}
 	enabled = 1;
 	NVS_INFO("unmanaged-process detection: every %u ms, policy %s", uc->interval_ms,
 		 policy_names[uc->policy]);
+	detection_event("on", "started");
 	run_check(nvs_now_ns());
 }
 
@@ -416,6 +462,7 @@ cJSON *nvs_unmanaged_json(uint64_t now)
 	cJSON_AddStringToObject(o, "policy", policy_names[nvs_unmanaged_cfg.policy]);
 	cJSON_AddBoolToObject(o, "detection", enabled);
 	cJSON_AddNumberToObject(o, "interval_ms", nvs_unmanaged_cfg.interval_ms);
+	cJSON_AddNumberToObject(o, "checks", (double)checks);
 	cJSON *gs = cJSON_AddArrayToObject(o, "gpus");
 	for (unsigned i = 0; i < S.ngpus; i++) {
 		const struct gpu *g = &S.gpus[i];

@@ -30,7 +30,8 @@ lim() { st ".clients[] | select(.pid == $1) | .gpus[0].limits | \"\\(.core_limit
 stop_sched() { kill -TERM "$SCHED_PID" && wait_for 10 sh -c "! kill -0 $SCHED_PID 2>/dev/null"; }
 
 sched || { not_ok "scheduler starts"; show_logs; exit 1; }
-check "first start: no state file yet, said so" wait_log 5 "$T/scheduler.log" "state file .* does not exist yet"
+check "first start: no state file yet, said so (state_loaded absent)" \
+  wait_event 5 state_loaded path="\"$SF\"" result='"absent"'
 capp A "$(cg_systemd_v2 "$POD")" --alloc 32Mi --kernels 1000000 --kernel-us 500
 capp H "$HOSTCG" --alloc 32Mi --kernels 1000000 --kernel-us 500
 check "both clients attach" wait_events 10 2 attach
@@ -52,7 +53,8 @@ check "no temporary file left" [ ! -e "$SF.tmp" ]
 # ---- restart ----
 stop_sched || not_ok "scheduler stops on SIGTERM"
 sched || { not_ok "scheduler restarts"; show_logs; exit 1; }
-check "restart: restored, and said so" wait_log 5 "$T/scheduler.log" "state file .*: restored run-time settings"
+check "restart: restored, and said so (4 settings for all GPUs, 1 Pod)" \
+  wait_event 5 state_loaded path="\"$SF\"" result='"restored"' reason=null settings=4 gpus=0 pods=1
 check "both clients re-register" wait_events 10 4 attach
 check "the host client says it enforces 128 MiB (LIMITS_IN_FORCE)" \
   wait_event 10 limits_claimed pid="$PID_H" mem_limit=$((128 << 20))
@@ -86,11 +88,13 @@ check "the scheduler still runs and answers" sh -c "kill -0 $SCHED_PID && '$CTL'
 stop_sched || not_ok "scheduler stops"
 printf '{"version": 1, "all": {"mode": "sideways"}}' >"$SF"
 sched || { not_ok "scheduler starts with a corrupt state file"; show_logs; exit 1; }
-check "corrupt file reported" wait_log 5 "$T/scheduler.log" "state file .*: bad .*: ignored"
+check "corrupt file reported (state_loaded ignored, bad-settings, moved)" \
+  wait_event 5 state_loaded result='"ignored"' reason='"bad-settings"' moved=1 settings=0
 check "... and moved aside to .bad" [ -f "$SF.bad" ]
 check "configuration in force (mode auto, TQ 30 s)" [ "$(st '.defaults | "\(.mode) \(.tq_ms)"')" = "auto 30000" ]
 printf '{"version": 7}' >"$SF"
 stop_sched
 sched || { not_ok "scheduler starts with an unknown version"; show_logs; exit 1; }
-check "unknown version reported, not fatal" wait_log 5 "$T/scheduler.log" "state file .*: unknown version"
+check "unknown version reported, not fatal" \
+  wait_event 5 state_loaded result='"ignored"' reason='"unknown-version"'
 finish

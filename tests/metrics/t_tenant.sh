@@ -11,8 +11,8 @@
 # Default address: no --metrics-addr.
 start_scheduler --metrics --metrics-port 0 --mode on
 check "exporter binds 127.0.0.1 by default" \
-  wait_log 5 "$T/scheduler.log" 'metrics: serving http://127.0.0.1:[0-9]+/metrics'
-MPORT=$(grep -oE 'metrics: serving http://127.0.0.1:[0-9]+' "$T/scheduler.log" | tail -1 | sed 's/.*://')
+  wait_event 5 metrics_listening addr='"127.0.0.1"' port='[1-9][0-9]*'
+MPORT=$(event_field port metrics_listening | tail -1)
 MURL=http://127.0.0.1:$MPORT
 U=$(test_gpu_uuid)
 TEN="gpu=\"0\",uid=\"$(id -u)\""

@@ -17,7 +17,6 @@
 . "$NVS_ROOT/tests/sched/sched_lib.sh"
 . "$NVS_ROOT/tests/k8s_watch/k8s_lib.sh"
 . "$(dirname "$0")/sec_lib.sh"
-SLOG=$T/scheduler.log
 UP=0a1b2c3d-0000-4000-8000-0000000000a1
 UQ=0a1b2c3d-0000-4000-8000-0000000000b2
 if ! mkcerts; then not_ok "openssl makes a CA and a server certificate"; exit 1; fi
@@ -32,7 +31,7 @@ start_api token-S "$T/pods.json" || { not_ok "fake API server starts"; exit 1; }
 # Unknown tenants: configured limits (defaults 10 % and 1Gi).
 export NVSHARE_UNKNOWN_TENANT_CORE_LIMIT=15 NVSHARE_UNKNOWN_TENANT_MEMORY_LIMIT=300
 start_kube_scheduler || { not_ok "scheduler starts"; exit 1; }
-wait_log 5 "$SLOG" "k8s: LIST: 2 pod" || not_ok "scheduler listed the pods"
+wait_event 5 k8s_list pods=2 || not_ok "scheduler listed the pods"
 MiB=$((1 << 20))
 # client NAME JSON: NAME's client entry in the admin status JSON.
 client_of() { "$PY" -c 'import json,sys; print(json.dumps([c for c in json.loads(sys.argv[1])["clients"] if c["pid"]==int(sys.argv[2])][0]))' "$("$CTL" --json)" "$1"; }
@@ -56,7 +55,8 @@ check "forged name 'victim': the client still gets Pod P's limits" \
 c=$(client_of "$PID_F")
 check "status: claimed_name 'victim' shown as a claim, Pod from the cgroup (team-p/trainer)" \
   jpy "$c" "j['claimed_name']=='victim' and j['pod']['name']=='trainer' and 'name' not in j"
-check "the HELLO log line labels it as claimed" grep -q "pid=$PID_F uid=[0-9]* tenant=pod claimed_name=\"victim\"" "$SLOG"
+check "hello event: 'victim' is the name the client said, its tenant Pod P from the cgroup" \
+  has_event hello pid="$PID_F" name='"victim"' tenant="\"pod:$UP\""
 
 # Connect-then-exit, never seen before: unknown-tenant limits.
 "$PY" "$NVS_ROOT/tests/security/escape.py" "$PROC" "$(cg_systemd_v2 "$UQ")" \

@@ -11,7 +11,6 @@
 . "$NVS_ROOT/tests/sched/sched_lib.sh"
 . "$NVS_ROOT/tests/k8s_watch/k8s_lib.sh"
 . "$(dirname "$0")/sec_lib.sh"
-SLOG=$T/scheduler.log
 ADMIN=$NVSHARE_ADMIN_SOCK_DIR/admin.sock
 UA=0a1b2c3d-0000-4000-8000-00000000000a
 US=0a1b2c3d-0000-4000-8000-00000000005c
@@ -57,8 +56,9 @@ check "the victim's first SET_LIMITS is the admin's 42 % (none from the refused 
 "$CTL" -S off -T 5 --idle-release 7 >/dev/null; rc=$?
 check "the admin socket changes settings" \
   sh -c "test $rc = 0 && '$CTL' --json | grep -q '\"mode\":\"off\",\"tq_ms\":5000'"
-check "refusals on the client socket are logged (rate-limited)" \
-  grep -q "refused CTL_SET from pid [0-9]* uid $(id -u) on the client socket" "$SLOG"
+# ctl_refused: 6 CTL_SET (5 above, 1 through --socket) and 3 CTL_SET_CLIENT.
+check "each refusal on the client socket is reported (ctl_refused: 6 CTL_SET, 3 CTL_SET_CLIENT)" \
+  test "$(count_events ctl_refused uid="$(id -u)" msg='"CTL_SET"' socket='"client"') $(count_events ctl_refused uid="$(id -u)" msg='"CTL_SET_CLIENT"' socket='"client"')" = "6 3"
 
 # Defence in depth: a root peer in a Pod is refused on the admin socket
 # (a hostPath mistake, or a Pod given the directory), except in the
@@ -82,12 +82,12 @@ rm -f "$PROC/$SCHED_PID/cgroup"
 # The admin socket serves no GPU client: a HELLO there is disconnected.
 mkdir -p "$T/via-admin" && ln -s "$ADMIN" "$T/via-admin/scheduler.sock"
 NVSHARE_SOCK_DIR=$T/via-admin "$FC" --gpu-uuid GPU-sec >"$T/A.out" 2>&1; rc=$?
-check "a client on the admin socket is closed, never served" \
-  sh -c "test $rc != 0 && grep -q 'HELLO on the admin socket' '$SLOG'"
+closed_on_admin() { [ "$rc" != 0 ] && wait_event 3 conn_closed reason='"client-msg-on-admin"'; }
+check "a client on the admin socket is closed, never served (conn_closed client-msg-on-admin)" closed_on_admin
 
 # Removed, the admin socket is re-created like the client socket.
 rm -f "$ADMIN"
-check "admin socket re-created after removal" wait_log 3 "$SLOG" "re-created .*admin.sock"
+check "admin socket re-created after removal" wait_event 3 socket_recreated path="\"$ADMIN\""
 check "... with mode 0600, and nvsharectl works again" \
   sh -c "test \"\$(stat -c %a '$ADMIN')\" = 600 && '$CTL' --json >/dev/null"
 

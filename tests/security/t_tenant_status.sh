@@ -19,7 +19,7 @@ cat >"$T/pods.json" <<EOF2
 EOF2
 start_api token-T "$T/pods.json" || { not_ok "fake API server starts"; exit 1; }
 start_kube_scheduler --mode on || { not_ok "scheduler starts"; exit 1; }
-wait_log 5 "$T/scheduler.log" "k8s: LIST: 2 pod" || not_ok "scheduler listed the pods"
+wait_event 5 k8s_list pods=2 || not_ok "scheduler listed the pods"
 
 fcpod A1 "$(cg_systemd_v2 "$UA")" --name a-one --gpu-uuid GPU-t --alloc 1Gi --script 'lock;hold 30s'
 fcpod A2 "$(cg_cgroupfs_v1 "$UA")" --name a-two --gpu-uuid GPU-t --alloc 1Gi --script 'hold 30s'

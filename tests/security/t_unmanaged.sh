@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Unmanaged GPU processes (issue 16 part 4, docs/security.md): a simulated
 # GPU process that does not load libnvshare.so is reported within 5 s - in
-# the log, in nvshare_unmanaged_processes{gpu} and in the status JSON - and
-# a managed one (LD_PRELOAD) is not; it disappears from both when it exits.
+# the event stream, in nvshare_unmanaged_processes{gpu} and in the status
+# JSON - and a managed one (LD_PRELOAD) is not; it disappears from both when
+# it exits.
 # With NVSHARE_UNMANAGED=serialize the GPU serializes (status and GPU_MODE
 # to clients) and the process's memory is kept out of the capacity. Bad
 # policy values are refused at start. Nothing is killed.
@@ -24,6 +25,14 @@ s = json.load(sys.stdin)
 print(eval(sys.argv[1]))' "$1"
 }
 st_is() { [ "$(st "$1")" = "$2" ]; }
+# lacks_event EVENT [FIELD=VALUE]...: no such event (only after a marker).
+lacks_event() { ! has_event "$@"; }
+# serialized_for_v: GPU 0 serialized for one unmanaged process, at least
+# its 2 GiB kept out of the capacity.
+serialized_for_v() {
+  has_event unmanaged_serialize gpu=0 serialized=1 count=1 &&
+    [ "$(event_field pinned unmanaged_serialize serialized=1 | tail -1)" -ge $((2 << 30)) ]
+}
 
 # A process on the GPU: sim_app runs one kernel, then stays (context open)
 # until killed. Managed: under LD_PRELOAD; unmanaged: without it. Returns
@@ -43,8 +52,8 @@ stop_proc() { kill -TERM "$1" 2>/dev/null; wait "$1" 2>/dev/null; }
 
 # ---- report (the default; every 2 s, confirmed 1.5 s after first seen) ----
 start_metrics_scheduler
-check "detection on at start (policy report)" \
-  grep -q 'unmanaged-process detection: every 2000 ms, policy report' "$T/scheduler.log"
+check "detection on at start (every 2000 ms, policy report)" \
+  wait_event 5 unmanaged_detection state='"on"' interval_ms=2000 policy='"report"'
 check "status: policy report, detection on" st_is '(s["unmanaged"]["policy"], s["unmanaged"]["detection"])' "('report', True)"
 
 gpu_proc M "$PRELOAD"
@@ -63,10 +72,8 @@ check "its memory (1 GiB device memory)" \
 check "GPU count 1" st_is "s['unmanaged']['gpus'][0]['count']" 1
 check "metric nvshare_unmanaged_processes{gpu=\"0\"} 1" \
   wait_for 5 sh -c "curl -sf --max-time 2 '$MURL/metrics' | grep -qE '^nvshare_unmanaged_processes\{gpu=\"0\",[^}]*\} 1$'"
-check "logged once, with pid and uid" \
-  test "$(grep -c "unmanaged process on GPU 0: pid $PID_U, uid $(id -u), no Pod" "$T/scheduler.log")" = 1
-check "the managed process is not reported" \
-  sh -c "! grep -q 'unmanaged process on GPU 0: pid $PID_M,' '$T/scheduler.log'"
+check "reported once (unmanaged_found), with pid and uid, no Pod" \
+  test "$(count_events unmanaged_found gpu=0 pid="$PID_U" uid="$(id -u)" pod_uid=null)" = 1
 check "report: GPU not serialized for it" st_is "(s['gpus'][0]['serialized'], s['unmanaged']['gpus'][0]['pinned_memory'])" "(False, 0)"
 scrape >"$T/m1.txt"
 if command -v promtool >/dev/null; then
@@ -74,22 +81,24 @@ if command -v promtool >/dev/null; then
 else
   ok "# SKIP promtool not installed"
 fi
-# Another check goes by (the status's seen_ns grows by more than the 2 s
-# interval): still logged once.
-s1=$(st "s['unmanaged']['processes'][0]['seen_ns']")
-wait_for 10 st_is "s['unmanaged']['processes'][0]['seen_ns'] > $s1 + 2100000000" True
-check "still logged once after more checks" \
-  test "$(grep -c "unmanaged process on GPU 0: pid $PID_U," "$T/scheduler.log")" = 1
+# A later detection pass has run (the status's pass counter, read after the
+# report was on the stream, goes up): the moment for a second report, or
+# for one of M (on the GPU before U, so due no later), has passed.
+c1=$(st "s['unmanaged']['checks']")
+check "another detection pass ran" wait_for 10 st_is "s['unmanaged']['checks'] > $c1" True
+check "still reported once after more passes" \
+  test "$(count_events unmanaged_found pid="$PID_U")" = 1
+check "the managed process is not reported" lacks_event unmanaged_found pid="$PID_M"
 check "nothing was killed" kill -0 "$PID_U"
 
 stop_proc "$PID_U"
 check "gone from the status after it exits" wait_for 5 st_is "len(s['unmanaged']['processes'])" 0
 check "metric back to 0" \
   wait_for 5 sh -c "curl -sf --max-time 2 '$MURL/metrics' | grep -qE '^nvshare_unmanaged_processes\{gpu=\"0\",[^}]*\} 0$'"
-check "its departure logged" grep -q "unmanaged process pid $PID_U left GPU 0" "$T/scheduler.log"
+check "its departure reported (unmanaged_gone)" wait_event 5 unmanaged_gone gpu=0 pid="$PID_U"
 stop_proc "$PID_M"
 kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
-mv "$T/scheduler.log" "$T/scheduler-report.log"
+mv "$T/scheduler.log" "$T/scheduler-report.log"; mv "$NVSHARE_EVENTS" "$T/events-report.jsonl"
 
 # ---- serialize ----
 export NVSHARE_UNMANAGED=serialize
@@ -108,11 +117,12 @@ check "serialize: GPU serialized in the status within 5 s" \
 check "serialize: client got GPU_MODE 1" wait_for 2 grep -q 'MARK SERIALIZED' "$T/fc.out"
 check "serialize: the unmanaged memory is kept out of the capacity" \
   st_is "$cap0 - s['gpus'][0]['capacity'] == s['unmanaged']['gpus'][0]['pinned_memory'] >= 2 << 30" True
-check "serialize: logged" grep -q 'GPU 0: 1 unmanaged process(es): serializing it' "$T/scheduler.log"
+check "serialize: reported (unmanaged_serialize, 1 process, its 2 GiB pinned)" serialized_for_v
 stop_proc "$PID_V"
 check "serialize: concurrent again after it exits (status)" \
   wait_for 5 st_is "(s['gpus'][0]['serialized'], s['gpus'][0]['capacity'])" "(False, $cap0)"
 check "serialize: client got GPU_MODE 0" wait_for 2 grep -q 'MARK CONCURRENT' "$T/fc.out"
+check "serialize: its end reported" wait_event 5 unmanaged_serialize gpu=0 serialized=0 count=0
 kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
 
 # ---- bad values are refused at start ----

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # An unmanaged GPU process in a Pod is reported with that Pod: its cgroup
 # (a fake proc root) gives the Pod UID, the Pod watch (the fake API server)
-# its namespace and name - in the status JSON and in the one log line.
+# its namespace and name - in the status JSON and in its one
+# unmanaged_found event.
 # Nothing the process says is used.
 # shellcheck disable=SC1091,SC2016 # libs by path; inner sh -c script
 . "$(dirname "$0")/../lib.sh"
@@ -22,7 +23,7 @@ start_api token-F "$T/pods.json" || { not_ok "fake API server starts"; exit 1; }
 # NVML on (the simulated GPU), Pods from the fake API server.
 start_scheduler --proc-root "$PROC" --kube-api "$API_URL" --kube-token-file "$T/token" \
   --kube-ca-file "$T/ca.crt" --node-name "$NODE"
-check "the watch listed the Pod" wait_log 5 "$T/scheduler.log" "k8s: LIST: 1 pod"
+check "the watch listed the Pod" wait_event 5 k8s_list pods=1
 
 # The shell writes its own <proc-root>/<pid>/cgroup (a container of the
 # Pod), then execs the application without the library (same pid).
@@ -41,5 +42,10 @@ st_is() { [ "$(st "$1")" = "$2" ]; }
 check "listed in the status with its Pod within 5 s" \
   wait_for 5 st_is "[(p['pid'], p['pod']) for p in s['unmanaged']['processes']]" \
   "[($PID, {'uid': '$UP', 'name': 'notebook', 'namespace': 'team-f'})]"
-check "logged once, naming the Pod" \
-  test "$(grep -c "unmanaged process on GPU 0: pid $PID, pod team-f/notebook (pod uid $UP)" "$T/scheduler.log")" = 1
+found() { count_events unmanaged_found gpu=0 pid="$PID" pod_uid="\"$UP\"" namespace='"team-f"' pod='"notebook"'; }
+check "reported (unmanaged_found), naming the Pod" test "$(found)" = 1
+# A later detection pass (the status's pass counter, read after the report
+# was on the stream, goes up) has not reported it again.
+c1=$(st "s['unmanaged']['checks']")
+check "another detection pass ran" wait_for 10 st_is "s['unmanaged']['checks'] > $c1" True
+check "... and it is still reported once" test "$(count_events unmanaged_found pid="$PID")" = 1
