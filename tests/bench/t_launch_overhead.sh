@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # What libnvshare adds per cuLaunchKernel, CPU only, against the stub
 # driver (bench/micro/run): uncapped, serialized with the lock held, and
-# capped (a compute-limited client). Asserts 10x the targets (10 ns, 10 ns,
-# 100 ns) so that a busy 2-CPU machine passes and a lock or syscall on the
-# fast path fails; the figures are printed (docs/BENCHMARKS.md).
+# capped (a compute-limited client). Asserts issue 15's CI thresholds,
+# uncapped and held <= 10 ns, capped <= 100 ns (about 10x what the CI
+# machine measures: 0.9, 1.0 and 10 ns), stretched by the machine's speed
+# factor (tests/lib.sh); each figure is the best of several rounds, so a
+# busy machine passes and a lock or a syscall on the fast path fails.
 # shellcheck disable=SC1091 # lib by path
 . "$(dirname "$0")/../lib.sh"
 
@@ -18,9 +20,11 @@ check "bench/micro/run ran (rc $rc)" test "$rc" = 0
 while IFS= read -r l; do diag "$l"; done <<<"$out"
 val() { sed -n "s/^$1=//p" <<<"$out"; }
 le() { awk -v v="$1" -v m="$2" 'BEGIN { exit !(v != "" && v <= m) }'; }
-check "uncapped: $(val uncapped_added_ns) ns added per launch (target 10, bound 100)" \
-  le "$(val uncapped_added_ns)" 100
-check "serialized, lock held: $(val held_added_ns) ns added (target 10, bound 100)" \
-  le "$(val held_added_ns)" 100
-check "capped: $(val capped_added_ns) ns added (target 100, bound 1000)" \
-  le "$(val capped_added_ns)" 1000
+b10=$(scaled 10) b100=$(scaled 100)
+diag "speed factor $(speed_factor)"
+check "uncapped: $(val uncapped_added_ns) ns added per launch (<= $b10)" \
+  le "$(val uncapped_added_ns)" "$b10"
+check "serialized, lock held: $(val held_added_ns) ns added (<= $b10)" \
+  le "$(val held_added_ns)" "$b10"
+check "capped: $(val capped_added_ns) ns added (<= $b100)" \
+  le "$(val capped_added_ns)" "$b100"
