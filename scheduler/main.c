@@ -1,19 +1,24 @@
 /*
- * nvshare-scheduler: command line, environment, signals; then the event
- * loop (server.c). Flags override the matching NVSHARE_* variables.
+ * nvshare-scheduler: command line, environment, signals; then the parts
+ * start, each registering its own descriptors and timers with the event
+ * loop (loop.h), and the loop runs. Flags override the matching NVSHARE_*
+ * variables.
  */
 #include "claims.h"
 #include "config_check.h"
+#include "conn.h"
 #include "events.h"
 #include "gpus.h"
 #include "k8s_watch.h"
 #include "limits.h"
 #include "log.h"
+#include "loop.h"
 #include "metrics.h"
 #include "parse.h"
 #include "peer.h"
 #include "pod_identity.h"
 #include "plog.h"
+#include "policy.h"
 #include "server.h"
 #include "settings.h"
 #include "sockpath.h"
@@ -23,6 +28,7 @@
 #include "unmanaged.h"
 #include "coschedule.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <signal.h>
@@ -494,12 +500,25 @@ int main(int argc, char **argv)
 	if (events_path && *events_path && nvs_events_open(events_path))
 		return 1;
 	nvs_event("start", "\"pid\":%d", (int)getpid());
+	/* The loop first: each part below registers its own descriptors and
+	 * timers. When a timer ticks in a turn is its phase's business
+	 * (loop.h), not the order of these calls; within a phase, policy
+	 * before limits, as before (they do not depend on each other). */
+	if (nvs_loop_init() < 0) {
+		NVS_ERROR("event loop setup failed: %s", strerror(errno));
+		return 1;
+	}
+	nvs_health_start();
+	nvs_policy_start();
+	nvs_limits_start();
+	conn_start();
 	if (nvs_server_open())
 		return 1;
 	if (S.cfg.use_nvml) {
 		nvs_gpus_discover();
 		if (nvs_config_check_gpus()) {
 			nvs_server_close();
+			nvs_loop_close();
 			return 2;
 		}
 	} else
@@ -509,11 +528,13 @@ int main(int argc, char **argv)
 	nvs_k8s_on_change(nvs_pod_changed, nvs_pod_removed);
 	if (nvs_k8s_start()) {
 		nvs_server_close();
+		nvs_loop_close();
 		return 1;
 	}
-	int rc = nvs_server_run();
+	int rc = nvs_loop_run(); /* until SIGTERM/SIGINT (server.c) */
 	nvs_k8s_stop();
 	nvs_metrics_stop();
 	nvs_server_close();
+	nvs_loop_close();
 	return rc;
 }

@@ -8,6 +8,7 @@
 #include "events.h"
 #include "fairness.h"
 #include "log.h"
+#include "loop.h"
 #include "parse.h"
 #include "quota.h"
 #include "state.h"
@@ -868,6 +869,11 @@ void nvs_policy_tick(uint64_t now)
 				 CG_ARGS(g->holder), ms(g->drop_deadline_ns - now));
 		}
 	}
+}
+
+void nvs_policy_start(void)
+{
+	nvs_loop_timer(NVS_LOOP_DECIDE, nvs_policy_tick, nvs_policy_next_deadline);
 }
 
 uint64_t nvs_policy_held_ns(const struct client_gpu *cg, uint64_t now)

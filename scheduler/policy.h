@@ -47,6 +47,11 @@ struct nvs_policy_hook {
 	void (*on_tick)(struct gpu *g, uint64_t now);
 };
 
+/* Registers the policy's timer with the event loop (loop.h,
+ * NVS_LOOP_DECIDE): TQ expiry, DROP_LOCK grace and revocation, deferred
+ * mode switches, the hooks' on_tick. */
+void nvs_policy_start(void);
+
 /* A client attached a GPU (cg is linked by this call). */
 void nvs_policy_attach(struct client_gpu *cg);
 /* The client is going away: release or dequeue, unlink, re-evaluate. */

@@ -2,6 +2,7 @@
 
 #include "k8s_watch.h"
 #include "log.h"
+#include "loop.h"
 #include "peer.h"
 #include "nvml_api.h"
 #include "parse.h"
@@ -366,6 +367,18 @@ static void run_check(uint64_t now)
 		next_check_ns = confirm_at;
 }
 
+/* The loop's timer, registered once detection is on. */
+static void unmanaged_tick(uint64_t now)
+{
+	if (now >= next_check_ns)
+		run_check(now);
+}
+
+static uint64_t unmanaged_next_deadline(uint64_t now)
+{
+	return next_check_ns;
+}
+
 void nvs_unmanaged_start(void)
 {
 	const struct nvs_unmanaged_config *uc = &nvs_unmanaged_cfg;
@@ -394,18 +407,7 @@ void nvs_unmanaged_start(void)
 	NVS_INFO("unmanaged-process detection: every %u ms, policy %s", uc->interval_ms,
 		 policy_names[uc->policy]);
 	run_check(nvs_now_ns());
-}
-
-void nvs_unmanaged_tick(uint64_t now)
-{
-	if (!enabled || now < next_check_ns)
-		return;
-	run_check(now);
-}
-
-uint64_t nvs_unmanaged_next_deadline(void)
-{
-	return enabled ? next_check_ns : 0;
+	nvs_loop_timer(NVS_LOOP_OBSERVE, unmanaged_tick, unmanaged_next_deadline);
 }
 
 /* ---- status ---- */
