@@ -19,6 +19,7 @@
 #include "pod_identity.h"
 #include "plog.h"
 #include "policy.h"
+#include "quota.h"
 #include "server.h"
 #include "settings.h"
 #include "sockpath.h"
@@ -490,6 +491,7 @@ int main(int argc, char **argv)
 	else
 		atexit(nvs_log_queue_stop); /* every exit path writes what is queued */
 	nvs_plog_start();
+	nvs_quota_start(); /* compute quotas layered on the lock (policy.h) */
 	nvs_config_snapshot();
 	nvs_state_file_load(); /* run-time settings over the configuration */
 
