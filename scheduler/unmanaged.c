@@ -1,12 +1,12 @@
 #include "unmanaged.h"
 
-#include "k8s_watch.h"
+#include "k8s/k8s_watch.h"
 #include "log.h"
 #include "loop.h"
 #include "peer.h"
 #include "nvml_api.h"
 #include "parse.h"
-#include "pod_identity.h"
+#include "k8s/pod_identity.h"
 #include "policy.h"
 #include "state.h"
 
