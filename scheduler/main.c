@@ -36,7 +36,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "nvs_version.h" /* generated: scripts/gen-version.sh */
@@ -180,7 +179,7 @@ static int socket_paths(void)
 			a, c);
 		return -1;
 	}
-	static const size_t max = sizeof(((struct sockaddr_un *)0)->sun_path);
+	static const size_t max = NVS_SOCK_PATH_LEN;
 	int n = snprintf(S.sock_path, sizeof S.sock_path, "%s/%s", c, NVS_SOCK_NAME);
 	int m =
 	    snprintf(S.admin_sock_path, sizeof S.admin_sock_path, "%s/%s", a, NVS_ADMIN_SOCK_NAME);

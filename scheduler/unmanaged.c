@@ -89,7 +89,7 @@ struct um_proc {
 	/* Identity, read once when first seen: from the process (its cgroup,
 	 * /proc owner), never from anything it says. */
 	long uid; /* -1 unknown */
-	char pod_uid[40], pod_name[254], pod_ns[64];
+	char pod_uid[NVS_POD_UID_LEN], pod_name[NVS_K8S_NAME_LEN], pod_ns[NVS_K8S_NS_LEN];
 };
 
 static struct um_proc tab[NVS_UNMANAGED_MAX_TRACKED];
