@@ -126,7 +126,7 @@ void nvs_sc_recompute_gate(void)
 {
 	int any = 0;
 	for (int i = 0; i < nvs_sc.ndev; i++) {
-		const struct gpu *g = &nvs_sc.gpus[i];
+		const struct sc_gpu *g = &nvs_sc.gpus[i];
 		int closed = g->attached && ((g->serialized && g->lock != L_HELD) ||
 					     g->lock == L_DROPPING || g->lock == L_IDLE_CHECK);
 		/* A throttled GPU (compute quota) is one whose lock the
@@ -265,7 +265,7 @@ void nvs_sched_attach_gpu(int dev)
 		ctx = cur;
 
 	pthread_mutex_lock(&nvs_sc.mu);
-	struct gpu *g = &nvs_sc.gpus[dev];
+	struct sc_gpu *g = &nvs_sc.gpus[dev];
 	if (!g->attached) {
 		g->attached = 1;
 		g->cudev = d;
@@ -312,7 +312,7 @@ static void wait_for_mode(int dev)
 	if (!atomic_load_explicit(&mode_pending[dev], memory_order_acquire))
 		return;
 	pthread_mutex_lock(&nvs_sc.mu);
-	struct gpu *g = &nvs_sc.gpus[dev];
+	struct sc_gpu *g = &nvs_sc.gpus[dev];
 	if (nvs_sc.connected && g->attached && !g->mode_known && !g->mode_wait_over) {
 		struct timespec ts = deadline_after_ms(LIMITED_MODE_WAIT_MS);
 		int r = 0;
@@ -357,7 +357,7 @@ void nvs_gate_slow(void)
 		cur = NULL;
 
 	pthread_mutex_lock(&nvs_sc.mu);
-	struct gpu *g = &nvs_sc.gpus[dev];
+	struct sc_gpu *g = &nvs_sc.gpus[dev];
 	if (cur)
 		g->ctx = cur;
 	while (atomic_load_explicit(&gpu_closed[dev], memory_order_relaxed)) {

@@ -33,8 +33,10 @@ enum lock_state {
 	L_IDLE_CHECK = 4, /* idle release in progress: gate closed, draining */
 };
 
-/* Per-GPU state; guarded by nvs_sc.mu unless noted. Index = CUDA ordinal. */
-struct gpu {
+/* Per-GPU state of the scheduler client (the scheduler's own per-GPU
+ * state is struct gpu, scheduler/state.h); guarded by nvs_sc.mu unless
+ * noted. Index = CUDA ordinal. */
+struct sc_gpu {
 	int attached;	    /* the process uses this GPU */
 	int announced;	    /* ATTACH_GPU queued on the current connection */
 	int mode_known;	    /* GPU_MODE received on the current connection */
@@ -62,7 +64,7 @@ struct gpu {
 struct nvs_sc_state {
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* CLOCK_MONOTONIC; broadcast on every change */
-	struct gpu gpus[NVS_MAX_GPUS];
+	struct sc_gpu gpus[NVS_MAX_GPUS];
 	int ndev;	    /* highest attached ordinal + 1 (under mu) */
 	int connected;	    /* under mu */
 	int first_try_done; /* under mu: the thread tried to connect once */

@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 /* Reconnect period while the scheduler is absent (+-25 % jitter). */
@@ -40,7 +39,7 @@
 /* Configuration read at start (nvs_sc_conn_configure). */
 static unsigned hello_core_limit = 100;
 static uint64_t hello_mem_limit = NVS_NO_LIMIT;
-static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static char sock_path[NVS_SOCK_PATH_LEN];
 static uint64_t sched_timeout_ns = NVS_SCHED_TIMEOUT_DEFAULT_NS; /* 0: never */
 /* NVS_HELLO_DEVICE_MEMORY when NVSHARE_UNIFIED_MEMORY=0 (config.c reports a
  * bad value; here it is only read). */
@@ -176,7 +175,7 @@ void nvs_sc_queue_swap_stats(int dev)
 static void compose_locked(void)
 {
 	for (int i = 0; i < nvs_sc.ndev; i++) {
-		struct gpu *g = &nvs_sc.gpus[i];
+		struct sc_gpu *g = &nvs_sc.gpus[i];
 		if (!g->attached)
 			continue;
 		if (!g->announced) {
@@ -227,7 +226,7 @@ static void disconnect(const char *why)
 	pthread_mutex_lock(&nvs_sc.mu);
 	nvs_sc.connected = 0;
 	for (int i = 0; i < nvs_sc.ndev; i++) {
-		struct gpu *g = &nvs_sc.gpus[i];
+		struct sc_gpu *g = &nvs_sc.gpus[i];
 		g->announced = 0;
 		g->mode_known = 0;
 		g->mode_wait_over = 0;
@@ -323,7 +322,7 @@ static void announce_limits(void)
 {
 	pthread_mutex_lock(&nvs_sc.mu);
 	for (int i = 0; i < nvs_sc.ndev; i++) {
-		const struct gpu *g = &nvs_sc.gpus[i];
+		const struct sc_gpu *g = &nvs_sc.gpus[i];
 		if (!g->attached || !g->announced || !g->limits_set)
 			continue;
 		struct nvs_msg m;

@@ -79,7 +79,7 @@ static int use_ctx(int dev, CUcontext failed)
 	CUcontext ctx = nvs_sc.gpus[dev].ctx;
 	CUdevice cudev = nvs_sc.gpus[dev].cudev;
 	pthread_mutex_unlock(&nvs_sc.mu);
-	struct gpu *g = &nvs_sc.gpus[dev];
+	struct sc_gpu *g = &nvs_sc.gpus[dev];
 	if (ctx && ctx != failed && nvs_real.cuCtxSetCurrent(ctx) == CUDA_SUCCESS)
 		return 1;
 	if (ctx) {
@@ -141,7 +141,7 @@ static uint64_t busy_threshold_ns(void)
  */
 static void release_lock(int dev, uint32_t drop_flags, int idle)
 {
-	struct gpu *g = &nvs_sc.gpus[dev];
+	struct sc_gpu *g = &nvs_sc.gpus[dev];
 	pthread_mutex_lock(&nvs_sc.mu);
 	if (g->lock != L_HELD) {
 		pthread_mutex_unlock(&nvs_sc.mu);
@@ -215,7 +215,7 @@ static void release_lock(int dev, uint32_t drop_flags, int idle)
 /* ---------------------------------------------------------------------- */
 /* Incoming messages                                                       */
 
-static struct gpu *msg_gpu(uint32_t local_gpu, const char *what)
+static struct sc_gpu *msg_gpu(uint32_t local_gpu, const char *what)
 {
 	if (local_gpu >= NVS_MAX_GPUS || !nvs_sc.gpus[local_gpu].attached) {
 		NVS_DEBUG("%s for unknown GPU %u ignored", what, local_gpu);
@@ -226,7 +226,7 @@ static struct gpu *msg_gpu(uint32_t local_gpu, const char *what)
 
 void nvs_sc_handle_msg(const struct nvs_msg *m)
 {
-	struct gpu *g;
+	struct sc_gpu *g;
 	NVS_DEBUG("<- %s", nvs_msg_type_name(m->type));
 	switch (m->type) {
 	case NVS_MSG_WELCOME:
@@ -358,7 +358,7 @@ int nvs_sc_idle_tick(void)
 	int cand[NVS_MAX_GPUS], nc = 0;
 	pthread_mutex_lock(&nvs_sc.mu);
 	for (int i = 0; i < nvs_sc.ndev; i++) {
-		const struct gpu *g = &nvs_sc.gpus[i];
+		const struct sc_gpu *g = &nvs_sc.gpus[i];
 		/* A limited client releases when idle even if nobody waits:
 		 * its quota is billed by hold time. */
 		if (g->attached && g->serialized && g->lock == L_HELD &&

@@ -20,9 +20,7 @@ static int dir_from(const char *var, const char *def, char *buf, size_t cap)
 /* <dir>/<name>, limited to what sun_path holds. */
 static int path_in(const char *dir, const char *name, char *buf, size_t cap)
 {
-	size_t limit = cap < sizeof(((struct sockaddr_un *)0)->sun_path)
-			   ? cap
-			   : sizeof(((struct sockaddr_un *)0)->sun_path);
+	size_t limit = cap < NVS_SOCK_PATH_LEN ? cap : NVS_SOCK_PATH_LEN;
 	int n = snprintf(buf, limit, "%s/%s", dir, name);
 	return (n < 0 || (size_t)n >= limit) ? -1 : 0;
 }
@@ -39,7 +37,7 @@ int nvs_admin_sock_dir(char *buf, size_t cap)
 
 int nvs_sock_path(char *buf, size_t cap)
 {
-	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char dir[NVS_SOCK_PATH_LEN];
 	if (nvs_sock_dir(dir, sizeof dir))
 		return -1;
 	return path_in(dir, NVS_SOCK_NAME, buf, cap);
@@ -47,7 +45,7 @@ int nvs_sock_path(char *buf, size_t cap)
 
 int nvs_admin_sock_path(char *buf, size_t cap)
 {
-	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char dir[NVS_SOCK_PATH_LEN];
 	if (nvs_admin_sock_dir(dir, sizeof dir))
 		return -1;
 	return path_in(dir, NVS_ADMIN_SOCK_NAME, buf, cap);
@@ -74,7 +72,7 @@ int nvs_sock_connect_path(const char *path)
 
 int nvs_sock_connect(void)
 {
-	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char path[NVS_SOCK_PATH_LEN];
 	if (nvs_sock_path(path, sizeof path))
 		return -ENAMETOOLONG;
 	return nvs_sock_connect_path(path);

@@ -14,11 +14,18 @@
 #define NVSHARE_COMMON_SOCKPATH_H
 
 #include <stddef.h>
+#include <sys/un.h>
 
 #define NVS_DEFAULT_SOCK_DIR "/var/run/nvshare"
 #define NVS_SOCK_NAME "scheduler.sock"
 #define NVS_DEFAULT_ADMIN_SOCK_DIR "/var/run/nvshare-admin"
 #define NVS_ADMIN_SOCK_NAME "admin.sock"
+
+/* A UNIX socket path, NUL included: what sun_path holds (108 on Linux). */
+#define NVS_SOCK_PATH_LEN sizeof(((struct sockaddr_un *)0)->sun_path)
+/* Socket directories are shorter than this: "/scheduler.sock" (the longer
+ * name) and the NUL must fit after them in a path (92 on Linux). */
+#define NVS_SOCK_DIR_MAX (NVS_SOCK_PATH_LEN - sizeof("/" NVS_SOCK_NAME))
 
 /* Writes the client socket directory into buf. Returns -1 if it does not
  * fit. */

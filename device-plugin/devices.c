@@ -64,10 +64,10 @@ static int read_devices_dir(const char *dir, char (*uuids)[NVS_DP_ID_MAX], size_
 		NVS_WARN("NVIDIA_VISIBLE_DEVICES=%s but it cannot be read", dir);
 		return 0;
 	}
-	char *names[NVS_DP_MAX_GPUS] = {0};
+	char *names[NVS_MAX_GPUS] = {0};
 	size_t nn = 0;
 	struct dirent *de;
-	while ((de = readdir(dp)) && nn < NVS_DP_MAX_GPUS) {
+	while ((de = readdir(dp)) && nn < NVS_MAX_GPUS) {
 		if (de->d_name[0] == '.')
 			continue;
 		names[nn] = strdup(de->d_name);
@@ -153,7 +153,7 @@ static int nvml_discover(struct nvs_dp_devices *d)
 		NVS_WARN("nvmlDeviceGetCount failed: %s", nvml_err(d, r));
 		goto fail;
 	}
-	for (unsigned i = 0; i < count && d->n < NVS_DP_MAX_GPUS; i++) {
+	for (unsigned i = 0; i < count && d->n < NVS_MAX_GPUS; i++) {
 		struct nvs_dp_gpu *g = &d->gpu[d->n];
 		nvmlDevice_t h;
 		char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
@@ -203,8 +203,8 @@ int nvs_dp_devices_init(struct nvs_dp_devices *d, unsigned replicas)
 	if (nvml_discover(d) > 0)
 		goto done;
 	const char *env = getenv("NVIDIA_VISIBLE_DEVICES");
-	char uuids[NVS_DP_MAX_GPUS][NVS_DP_ID_MAX];
-	int n = nvs_dp_parse_visible_devices(env, uuids, NVS_DP_MAX_GPUS);
+	char uuids[NVS_MAX_GPUS][NVS_DP_ID_MAX];
+	int n = nvs_dp_parse_visible_devices(env, uuids, NVS_MAX_GPUS);
 	if (n < 0)
 		return -1;
 	if (env && (!strcasecmp(env, "all") || !*env))

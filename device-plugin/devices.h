@@ -25,8 +25,8 @@
 
 #include "nvml_api.h"
 #include "policy.h"
+#include "protocol.h" /* NVS_MAX_GPUS */
 
-#define NVS_DP_MAX_GPUS 64
 #define NVS_DP_MAX_REPLICAS 1000
 /* Memory units: the kubelet reads ListAndWatch with a 4 MiB message limit
  * (~60 bytes a device), so units are capped per GPU and per node. */
@@ -49,7 +49,7 @@ struct nvs_dp_gpu {
 
 struct nvs_dp_devices {
 	pthread_mutex_t lock;
-	struct nvs_dp_gpu gpu[NVS_DP_MAX_GPUS];
+	struct nvs_dp_gpu gpu[NVS_MAX_GPUS];
 	unsigned n;
 	unsigned replicas;
 	uint64_t mem_unit;   /* bytes per memory unit (0: no memory resource) */

@@ -17,13 +17,14 @@
  */
 #include "grpc_server.h"
 
+#include "sockpath.h" /* NVS_SOCK_PATH_LEN */
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <grpc/byte_buffer.h>
@@ -80,7 +81,7 @@ struct nvs_rpc_server {
 	int ncalls, nwaiting;
 	struct call *streams;
 	struct tag t_shutdown;
-	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char path[NVS_SOCK_PATH_LEN];
 };
 
 int nvs_rpc_init(void)
@@ -495,7 +496,7 @@ int nvs_rpc_server_streams(struct nvs_rpc_server *s)
 int nvs_rpc_call(const char *socket_path, const char *method, const uint8_t *req, size_t req_len,
 		 struct nvs_rpc_buf *resp, unsigned timeout_ms, char *msg, size_t msgcap)
 {
-	char addr[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
+	char addr[NVS_SOCK_PATH_LEN + 8];
 	snprintf(addr, sizeof addr, "unix:%s", socket_path);
 	msg[0] = '\0';
 	resp->data = NULL;

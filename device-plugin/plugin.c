@@ -199,7 +199,7 @@ struct one_response {
 	V1beta1__Mount mount[2];
 	V1beta1__Mount *mountp[2];
 	char preload[512];
-	char visible[NVS_DP_MAX_GPUS * NVS_DP_ID_MAX];
+	char visible[NVS_MAX_GPUS * NVS_DP_ID_MAX];
 	char mem_request[24], mem_total[24]; /* decimal bytes */
 };
 
@@ -228,8 +228,8 @@ static void add_mount(struct one_response *o, const char *host, const char *ctr)
 static int gpu_slices(const char *const *ids, size_t n_ids, struct one_response *r, char *err,
 		      size_t errcap)
 {
-	char uuids[NVS_DP_MAX_GPUS][NVS_DP_ID_MAX];
-	int n = nvs_dp_check_request(ids, n_ids, uuids, NVS_DP_MAX_GPUS, err, errcap);
+	char uuids[NVS_MAX_GPUS][NVS_DP_ID_MAX];
+	int n = nvs_dp_check_request(ids, n_ids, uuids, NVS_MAX_GPUS, err, errcap);
 	if (n < 0)
 		return -1;
 	size_t off = 0;

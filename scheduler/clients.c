@@ -8,7 +8,7 @@
 #include "gpus.h"
 #include "log.h"
 #include "parse.h"
-#include "pod_identity.h"
+#include "k8s/pod_identity.h"
 #include "policy.h"
 #include "state_file.h"
 #include "state.h"

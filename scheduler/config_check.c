@@ -92,7 +92,7 @@ static int v_unmanaged_iv(const char *v)
 }
 static int v_sockdir(const char *v)
 {
-	return strlen(v) >= 108 - 16 ? -1 : 0;
+	return strlen(v) >= NVS_SOCK_DIR_MAX ? -1 : 0;
 }
 static int v_path(const char *v)
 {

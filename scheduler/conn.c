@@ -7,7 +7,6 @@
 #include "log.h"
 #include "loop.h"
 #include "plog.h"
-#include "server.h"
 #include "state.h"
 
 #include <errno.h>
@@ -494,6 +493,17 @@ void conn_reap(void)
 			log_close(c, kind);
 		conn_free(c);
 	}
+}
+
+static void reap_tick(uint64_t now)
+{
+	conn_reap();
+}
+
+void conn_start(void)
+{
+	nvs_loop_timer(NVS_LOOP_REAP, reap_tick, NULL);
+	nvs_loop_after_events(conn_reap);
 }
 
 void conn_close_all(void)

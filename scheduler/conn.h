@@ -91,6 +91,10 @@ void conn_on_writable(struct conn *c);
 void conn_release_buffers(struct conn *c);
 /* Frees every doomed connection (client state first). */
 void conn_reap(void);
+/* Registers the reaping with the event loop (loop.h): a timer in
+ * NVS_LOOP_REAP frees what the ticks before it doomed, an after-events
+ * hook what the turn's events doomed. */
+void conn_start(void);
 /* Closes every connection (shutdown). */
 void conn_close_all(void);
 unsigned conn_count(void);

@@ -85,7 +85,7 @@ static const char *admin_refusal(const struct conn *c, char *b, size_t cap)
 	}
 	if (c->peer.kind != NVS_TENANT_POD)
 		return NULL;
-	char own[40];
+	char own[NVS_POD_UID_LEN];
 	if (nvs_peer_own_pod(own, sizeof own) == 0 && !strcmp(own, c->peer.pod_uid))
 		return NULL;
 	snprintf(b, cap,

@@ -23,7 +23,6 @@
 #include "log.h"
 #include "parse.h"
 #include "policy.h"
-#include "quota.h"
 #include "state.h"
 
 #include <stdio.h>
@@ -154,10 +153,11 @@ void nvs_cosched_hold_ended(struct client_gpu *cg, int idle, uint64_t now)
 
 /* ---- the running set ---- */
 
+/* Not where a policy hook (a compute quota, policy.h) decides who runs. */
 int nvs_cosched_active(const struct gpu *g)
 {
 	return nvs_cosched_cfg.enabled && g->serialized && g->mode == NVS_MODE_AUTO &&
-	       !g->unmanaged_force && !nvs_quota_on(g);
+	       !g->unmanaged_force && !g->hook;
 }
 
 unsigned nvs_cosched_running(const struct gpu *g)

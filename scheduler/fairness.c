@@ -26,7 +26,7 @@
 struct nvs_tenant {
 	enum nvs_tenant_kind kind;
 	uid_t uid;
-	char pod_uid[40];
+	char pod_uid[NVS_POD_UID_LEN];
 	unsigned refs; /* clients */
 	uint64_t last_grant[NVS_MAX_GPUS];
 	uint64_t revocations;

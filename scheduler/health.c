@@ -4,7 +4,10 @@
  */
 #include "health.h"
 
+#include "loop.h"
 #include "settings.h"
+
+#include <stddef.h>
 
 uint32_t nvs_health_stall_ms = NVS_DEFAULT_HEALTH_STALL_MS;
 static uint64_t last_turn_ns; /* atomic; 0: the loop has not run yet */
@@ -18,9 +21,15 @@ int nvs_health_parse_stall(const char *s, uint32_t *out)
 	return 0;
 }
 
-void nvs_health_stamp(uint64_t now)
+/* Loop thread: one turn began at now (CLOCK_MONOTONIC ns). */
+static void stamp(uint64_t now)
 {
 	__atomic_store_n(&last_turn_ns, now, __ATOMIC_RELEASE);
+}
+
+void nvs_health_start(void)
+{
+	nvs_loop_timer(NVS_LOOP_START, stamp, NULL);
 }
 
 uint64_t nvs_health_age_ms(uint64_t now)

@@ -1,6 +1,6 @@
 /*
- * Liveness of the event loop: the loop stamps a heartbeat at the top of
- * every turn (server.c); /healthz (metrics.c, on the HTTP thread) fails
+ * Liveness of the event loop: a timer stamps a heartbeat at the top of
+ * every turn (the loop's first phase); /healthz (metrics.c, on the HTTP thread) fails
  * when the last stamp is older than NVSHARE_HEALTH_STALL_MS. The loop
  * wakes at least once a second even when idle (the socket check), so an
  * idle scheduler stays healthy. docs/metrics.md, "/healthz".
@@ -18,8 +18,9 @@ extern uint32_t nvs_health_stall_ms;
 
 /* NVSHARE_HEALTH_STALL_MS / --health-stall-ms: 0 or -1 (bad value). */
 int nvs_health_parse_stall(const char *s, uint32_t *out);
-/* Loop thread: one turn began at now (CLOCK_MONOTONIC ns). */
-void nvs_health_stamp(uint64_t now);
+/* Registers the heartbeat with the event loop (loop.h, NVS_LOOP_START):
+ * each turn stamps the time it began. */
+void nvs_health_start(void);
 /* Any thread: ms since the last stamp (UINT64_MAX: never stamped). */
 uint64_t nvs_health_age_ms(uint64_t now);
 

@@ -8,6 +8,7 @@
 #include "conn.h"
 #include "events.h"
 #include "log.h"
+#include "loop.h"
 #include "parse.h"
 #include "peer.h"
 #include "plog.h"
@@ -274,7 +275,7 @@ void nvs_limits_enforce_budget(void)
 static uint64_t next_plog_tick_ns;
 #define HS_BATCH 64u
 
-void nvs_limits_tick(uint64_t now)
+static void limits_tick(uint64_t now)
 {
 	uint64_t dl = (uint64_t)nvs_limits_cfg.handshake_ms * 1000000ull;
 	/* At most HS_BATCH closes per loop turn: a thousand connections that
@@ -302,7 +303,7 @@ void nvs_limits_tick(uint64_t now)
 	}
 }
 
-uint64_t nvs_limits_next_deadline(void)
+static uint64_t limits_next_deadline(uint64_t now)
 {
 	uint64_t d = next_plog_tick_ns;
 	/* A head that already said HELLO is dropped at the next tick: wake
@@ -314,6 +315,11 @@ uint64_t nvs_limits_next_deadline(void)
 			d = h;
 	}
 	return d;
+}
+
+void nvs_limits_start(void)
+{
+	nvs_loop_timer(NVS_LOOP_DECIDE, limits_tick, limits_next_deadline);
 }
 
 /* ---- descriptor reserve ---- */

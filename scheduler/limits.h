@@ -73,10 +73,9 @@ void nvs_limits_charge(struct conn *c, long long delta);
 /* Over the budget: dooms the largest consumers until under it. */
 void nvs_limits_enforce_budget(void);
 
-/* Handshake deadlines and periodic work (log summaries); next deadline in
- * CLOCK_MONOTONIC ns, 0 none. */
-void nvs_limits_tick(uint64_t now);
-uint64_t nvs_limits_next_deadline(void);
+/* Registers the handshake deadlines and the periodic work (log summaries,
+ * plog.h) with the event loop (loop.h, NVS_LOOP_DECIDE). */
+void nvs_limits_start(void);
 
 /* Descriptor reserve (server.c): opened at start. */
 int nvs_fd_reserve_open(void);

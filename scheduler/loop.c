@@ -26,7 +26,9 @@ struct watch {
 static int epfd = -1;
 static struct watch *watches; /* by fd */
 static size_t nwatches;
+/* Kept sorted by phase (stable: registration order within a phase). */
 static struct {
+	enum nvs_loop_phase phase;
 	void (*tick)(uint64_t now);
 	uint64_t (*next)(uint64_t now);
 } timers[MAX_TIMERS];
@@ -97,12 +99,19 @@ void nvs_loop_remove(int fd)
 		watches[fd].fn = NULL;
 }
 
-int nvs_loop_timer(void (*tick)(uint64_t now), uint64_t (*next)(uint64_t now))
+int nvs_loop_timer(enum nvs_loop_phase phase, void (*tick)(uint64_t now),
+		   uint64_t (*next)(uint64_t now))
 {
-	if (ntimers >= MAX_TIMERS)
+	if (ntimers >= MAX_TIMERS) {
+		NVS_ERROR("event loop: more than %d timers", MAX_TIMERS);
 		return -1;
-	timers[ntimers].tick = tick;
-	timers[ntimers].next = next;
+	}
+	unsigned i = ntimers;
+	for (; i > 0 && timers[i - 1].phase > phase; i--)
+		timers[i] = timers[i - 1];
+	timers[i].phase = phase;
+	timers[i].tick = tick;
+	timers[i].next = next;
 	ntimers++;
 	return 0;
 }

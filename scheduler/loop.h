@@ -2,12 +2,14 @@
  * The scheduler's event loop (scheduler/loop.c): one epoll set and a list
  * of timers, knowing nothing of who registers them. A module watches its
  * own descriptors (a handler and a context per fd) and registers its own
- * timer (a tick and its next deadline); nvs_loop_run() turns until
- * nvs_loop_stop(). Loop thread only; nothing here is locked.
+ * timers (a phase, a tick and its next deadline) where it starts;
+ * nvs_loop_run() turns until nvs_loop_stop(). Loop thread only; nothing
+ * here is locked.
  *
- * One turn: every timer's tick(now), in the order registered; sleep until
- * a descriptor is ready or the earliest next(now) (at most 60 s); run the
- * handler of each ready descriptor; then every after-events hook.
+ * One turn: every timer's tick(now), phase by phase (enum nvs_loop_phase);
+ * sleep until a descriptor is ready or the earliest next(now) (at most
+ * 60 s); run the handler of each ready descriptor; then every after-events
+ * hook.
  */
 #ifndef NVSHARE_SCHEDULER_LOOP_H
 #define NVSHARE_SCHEDULER_LOOP_H
@@ -30,10 +32,36 @@ int nvs_loop_events(int fd, uint32_t events);
 /* Stops watching fd; call before closing it. */
 void nvs_loop_remove(int fd);
 
-/* A timer: tick(now) once per turn (NULL: none); the loop wakes no later
- * than next(now) (CLOCK_MONOTONIC ns; 0 or NULL: no deadline). 0, or -1
- * when the table (16) is full. */
-int nvs_loop_timer(void (*tick)(uint64_t now), uint64_t (*next)(uint64_t now));
+/*
+ * Where in a turn a timer ticks: phase by phase, in this order; within a
+ * phase, in the order registered. A module picks its phase by what must
+ * have happened before its tick in the same turn, so the order does not
+ * depend on who starts first (main.c), and the loop names none of them.
+ */
+enum nvs_loop_phase {
+	/* The turn began; nothing else has run (the /healthz heartbeat). */
+	NVS_LOOP_START,
+	/* Deadlines that change scheduling state and may end connections
+	 * (policy: TQ expiry, DROP_LOCK grace; limits: handshake deadlines).
+	 * Timers here must not depend on each other's order. */
+	NVS_LOOP_DECIDE,
+	/* Frees the connections the ticks before it ended (conn.c). */
+	NVS_LOOP_REAP,
+	/* The listening sockets: checked and re-created, accepting resumed
+	 * once the reap has given descriptors back (server.c). */
+	NVS_LOOP_ACCEPT,
+	/* Looks at the world beyond the sockets, with this turn's
+	 * connections settled (unmanaged GPU processes). */
+	NVS_LOOP_OBSERVE,
+	/* Reads the state the turn's ticks left (the metrics snapshot). */
+	NVS_LOOP_PUBLISH,
+};
+
+/* A timer: tick(now) once per turn in its phase (NULL: none); the loop
+ * wakes no later than next(now) (CLOCK_MONOTONIC ns; 0 or NULL: no
+ * deadline). 0, or -1 (logged) when the table (16) is full. */
+int nvs_loop_timer(enum nvs_loop_phase phase, void (*tick)(uint64_t now),
+		   uint64_t (*next)(uint64_t now));
 /* fn() after each turn's events (e.g. freeing what they ended). */
 int nvs_loop_after_events(void (*fn)(void));
 

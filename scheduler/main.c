@@ -1,19 +1,25 @@
 /*
- * nvshare-scheduler: command line, environment, signals; then the event
- * loop (server.c). Flags override the matching NVSHARE_* variables.
+ * nvshare-scheduler: command line, environment, signals; then the parts
+ * start, each registering its own descriptors and timers with the event
+ * loop (loop.h), and the loop runs. Flags override the matching NVSHARE_*
+ * variables.
  */
 #include "claims.h"
 #include "config_check.h"
+#include "conn.h"
 #include "events.h"
 #include "gpus.h"
-#include "k8s_watch.h"
+#include "k8s/k8s_watch.h"
 #include "limits.h"
 #include "log.h"
+#include "loop.h"
 #include "metrics.h"
 #include "parse.h"
 #include "peer.h"
-#include "pod_identity.h"
+#include "k8s/pod_identity.h"
 #include "plog.h"
+#include "policy.h"
+#include "quota.h"
 #include "server.h"
 #include "settings.h"
 #include "sockpath.h"
@@ -23,13 +29,13 @@
 #include "unmanaged.h"
 #include "coschedule.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "nvs_version.h" /* generated: scripts/gen-version.sh */
@@ -173,7 +179,7 @@ static int socket_paths(void)
 			a, c);
 		return -1;
 	}
-	static const size_t max = sizeof(((struct sockaddr_un *)0)->sun_path);
+	static const size_t max = NVS_SOCK_PATH_LEN;
 	int n = snprintf(S.sock_path, sizeof S.sock_path, "%s/%s", c, NVS_SOCK_NAME);
 	int m =
 	    snprintf(S.admin_sock_path, sizeof S.admin_sock_path, "%s/%s", a, NVS_ADMIN_SOCK_NAME);
@@ -484,6 +490,7 @@ int main(int argc, char **argv)
 	else
 		atexit(nvs_log_queue_stop); /* every exit path writes what is queued */
 	nvs_plog_start();
+	nvs_quota_start(); /* compute quotas layered on the lock (policy.h) */
 	nvs_config_snapshot();
 	/* The stream opens first: the state file's outcome is an event. */
 	if (events_path && *events_path && nvs_events_open(events_path))
@@ -493,14 +500,27 @@ int main(int argc, char **argv)
 
 	NVS_INFO("nvshare-scheduler %s starting: mode %s, tq %llu ms, reserve %llu, idle release "
 		 "%u ms, drop grace %u ms",
-		 NVS_VERSION, nvs_mode_name(S.cfg.mode), (unsigned long long)S.cfg.tq_ms,
+		 NVS_VERSION_FULL, nvs_mode_name(S.cfg.mode), (unsigned long long)S.cfg.tq_ms,
 		 (unsigned long long)S.cfg.reserve, S.cfg.idle_release_ms, S.cfg.drop_grace_ms);
+	/* The loop first: each part below registers its own descriptors and
+	 * timers. When a timer ticks in a turn is its phase's business
+	 * (loop.h), not the order of these calls; within a phase, policy
+	 * before limits, as before (they do not depend on each other). */
+	if (nvs_loop_init() < 0) {
+		NVS_ERROR("event loop setup failed: %s", strerror(errno));
+		return 1;
+	}
+	nvs_health_start();
+	nvs_policy_start();
+	nvs_limits_start();
+	conn_start();
 	if (nvs_server_open())
 		return 1;
 	if (S.cfg.use_nvml) {
 		nvs_gpus_discover();
 		if (nvs_config_check_gpus()) {
 			nvs_server_close();
+			nvs_loop_close();
 			return 2;
 		}
 	} else
@@ -510,11 +530,13 @@ int main(int argc, char **argv)
 	nvs_k8s_on_change(nvs_pod_changed, nvs_pod_removed);
 	if (nvs_k8s_start()) {
 		nvs_server_close();
+		nvs_loop_close();
 		return 1;
 	}
-	int rc = nvs_server_run();
+	int rc = nvs_loop_run(); /* until SIGTERM/SIGINT (server.c) */
 	nvs_k8s_stop();
 	nvs_metrics_stop();
 	nvs_server_close();
+	nvs_loop_close();
 	return rc;
 }

@@ -14,6 +14,7 @@
 #include "events.h"
 #include "limits.h"
 #include "log.h"
+#include "loop.h"
 #include "metrics_snap.h"
 #include "nvml_api.h"
 #include "parse.h"
@@ -270,7 +271,8 @@ static void snap_publish(uint64_t now)
 	pending = 0;
 }
 
-void nvs_metrics_loop(uint64_t now)
+/* The loop's timer (NVS_LOOP_PUBLISH: after every other tick of the turn). */
+static void metrics_tick(uint64_t now)
 {
 	if (!daemon_)
 		return;
@@ -280,7 +282,7 @@ void nvs_metrics_loop(uint64_t now)
 		snap_publish(now);
 }
 
-uint64_t nvs_metrics_next_deadline(uint64_t now)
+static uint64_t metrics_next_deadline(uint64_t now)
 {
 	if (!daemon_)
 		return 0;
@@ -553,6 +555,7 @@ int nvs_metrics_start(void)
 	NVS_INFO("metrics: serving http://%s%s%s:%u/metrics", af == AF_INET6 ? "[" : "", mc->addr,
 		 af == AF_INET6 ? "]" : "", port);
 	metrics_event("metrics_listening", NULL, port);
+	nvs_loop_timer(NVS_LOOP_PUBLISH, metrics_tick, metrics_next_deadline);
 	return 0;
 }
 

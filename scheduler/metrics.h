@@ -3,10 +3,11 @@
  * (NVSHARE_METRICS_ENABLE=1 or --metrics): then an HTTP server with its own
  * thread (libmicrohttpd) serves /metrics and /healthz.
  *
- * The event loop never waits for a scrape: once per iteration it calls
- * nvs_metrics_loop(), which at most every NVS_METRICS_PUBLISH_MS copies the
- * numbers it needs from the scheduler state into a fresh snapshot and swaps
- * a pointer under a mutex held only for the swap. The HTTP thread renders
+ * The event loop never waits for a scrape: once per turn, after every other
+ * timer (loop.h, NVS_LOOP_PUBLISH), the exporter's timer copies the numbers
+ * it needs from the scheduler state into a fresh snapshot, at most every
+ * NVS_METRICS_PUBLISH_MS, and swaps a pointer under a mutex held only for
+ * the swap. The HTTP thread renders
  * text from the latest snapshot and queries NVML (utilization, memory) on
  * its own; the loop never calls NVML for metrics.
  *
@@ -52,14 +53,10 @@ int nvs_metrics_set_port(struct nvs_metrics_config *mc, const char *s);
 int nvs_metrics_set_addr(struct nvs_metrics_config *mc, const char *s);
 
 /* Starts the HTTP server when nvs_metrics_cfg.enable (after the GPUs are
- * discovered). A failure (address in use, bad address) is logged and the
- * scheduler goes on without metrics: returns -1; 0 when started or off. */
+ * discovered) and registers the snapshot's timer with the event loop. A
+ * failure (address in use, bad address) is logged and the scheduler goes
+ * on without metrics: returns -1; 0 when started or off. */
 int nvs_metrics_start(void);
-/* Call once per loop iteration, after events and timers are handled. */
-void nvs_metrics_loop(uint64_t now);
-/* Earliest CLOCK_MONOTONIC ns at which nvs_metrics_loop() should run
- * again, 0 none (fold into the epoll timeout). */
-uint64_t nvs_metrics_next_deadline(uint64_t now);
 /* Stops the server and frees the snapshots. */
 void nvs_metrics_stop(void);
 

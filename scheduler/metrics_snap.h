@@ -7,6 +7,7 @@
 #ifndef NVSHARE_SCHEDULER_METRICS_SNAP_H
 #define NVSHARE_SCHEDULER_METRICS_SNAP_H
 
+#include "names.h"
 #include "state.h"
 
 #include <stddef.h>
@@ -45,9 +46,9 @@ struct msnap_client {
 	uint32_t uid;
 	uint32_t pid; /* reported in HELLO (its own pid namespace) */
 	char name[256];
-	char pod[254]; /* "" unknown: label omitted (names: up to 253) */
-	char pod_namespace[64];
-	char pod_uid[40];		/* "" not in a Pod */
+	char pod[NVS_K8S_NAME_LEN]; /* "" unknown: label omitted */
+	char pod_namespace[NVS_K8S_NS_LEN];
+	char pod_uid[NVS_POD_UID_LEN];	/* "" not in a Pod */
 	unsigned first_entry, nentries; /* its msnap_entry range */
 };
 
@@ -80,9 +81,10 @@ struct msnap_entry {
  */
 struct msnap_tenant {
 	int gpu;
-	char pod[254], pod_namespace[64]; /* both "" unless the Pod is known */
-	char pod_uid[40];		  /* set only when the Pod name is unknown */
-	int has_uid;			  /* not in a Pod: by uid */
+	/* both "" unless the Pod is known */
+	char pod[NVS_K8S_NAME_LEN], pod_namespace[NVS_K8S_NS_LEN];
+	char pod_uid[NVS_POD_UID_LEN]; /* set only when the Pod name is unknown */
+	int has_uid;		       /* not in a Pod: by uid */
 	uint32_t uid;
 	uint64_t nclients;
 	uint64_t state[3]; /* clients per enum cg_state */

@@ -81,7 +81,7 @@ static int read_cgroup(pid_t pid, char *out, unsigned cap)
 #define HISTORY 1024
 static struct {
 	pid_t pid;
-	char pod_uid[40];
+	char pod_uid[NVS_POD_UID_LEN];
 } history[HISTORY];
 static unsigned history_next;
 

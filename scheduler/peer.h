@@ -23,6 +23,8 @@
 
 #include <sys/types.h>
 
+#include "names.h"
+
 enum nvs_tenant_kind {
 	NVS_TENANT_UNKNOWN = 0,
 	NVS_TENANT_UID = 1, /* no Pod: the host uid is the tenant */
@@ -41,9 +43,9 @@ struct nvs_peer {
 	gid_t gid;
 	enum nvs_tenant_kind kind;
 	enum nvs_id_source source;
-	char pod_uid[40];	 /* kind POD: 36 chars, dashes */
-	const char *unknown_why; /* kind UNKNOWN: static text for logs/status */
-	int pidfd_checked;	 /* the read was confirmed through a pidfd */
+	char pod_uid[NVS_POD_UID_LEN]; /* kind POD: 36 chars, dashes */
+	const char *unknown_why;       /* kind UNKNOWN: static text for logs/status */
+	int pidfd_checked;	       /* the read was confirmed through a pidfd */
 };
 
 /* /proc, or NVSHARE_PROC_ROOT / --proc-root: set only by whoever starts

@@ -8,8 +8,8 @@
 #include "events.h"
 #include "fairness.h"
 #include "log.h"
+#include "loop.h"
 #include "parse.h"
-#include "quota.h"
 #include "state.h"
 
 #include <stdlib.h>
@@ -423,13 +423,24 @@ void nvs_policy_drop(struct gpu *g, uint64_t now, const char *why)
 
 /* ---- mode ---- */
 
-/* 0 concurrent, 1 serialized, 2 serialized with a compute quota running
- * (every client then caps its in-flight work: docs/quotas.md). */
+/* The policy that installs hooks (quota.c): reached only through this. */
+static const struct nvs_policy_ops *ops;
+
+void nvs_policy_set_ops(const struct nvs_policy_ops *o)
+{
+	ops = o;
+}
+
+/* 0 concurrent, 1 serialized, or what the GPU's hook says: 2 serialized
+ * with a compute quota running (every client then caps its in-flight work:
+ * docs/quotas.md). */
 static int mode_value(const struct gpu *g)
 {
 	if (!g->serialized)
 		return (int)NVS_GPU_MODE_CONCURRENT;
-	return nvs_quota_on(g) ? (int)NVS_GPU_MODE_SERIALIZED_QUOTA : (int)NVS_GPU_MODE_SERIALIZED;
+	if (g->hook && g->hook->gpu_mode)
+		return (int)g->hook->gpu_mode;
+	return (int)NVS_GPU_MODE_SERIALIZED;
 }
 
 /* GPU_MODE is coalesced per client: while a client's output is backed up
@@ -498,7 +509,7 @@ static void reevaluate_as(struct gpu *g, uint64_t now, int force)
 		break;
 	}
 	/* A limited client runs only while it holds the lock (quota.h). */
-	if (nvs_quota_refresh(g, now))
+	if (ops && ops->refresh && ops->refresh(g, now))
 		want = 1;
 	if (want != g->serialized && !force && nvs_claims_switch_at(g) > now) {
 		if (!g->switch_pending) {
@@ -868,6 +879,11 @@ void nvs_policy_tick(uint64_t now)
 				 CG_ARGS(g->holder), ms(g->drop_deadline_ns - now));
 		}
 	}
+}
+
+void nvs_policy_start(void)
+{
+	nvs_loop_timer(NVS_LOOP_DECIDE, nvs_policy_tick, nvs_policy_next_deadline);
 }
 
 uint64_t nvs_policy_held_ns(const struct client_gpu *cg, uint64_t now)

@@ -25,9 +25,13 @@ struct gpu;
 struct client_gpu;
 
 /*
- * Extension point for per-GPU policies layered on the lock (compute quotas
- * come here later). Every callback is optional; with g->hook NULL the GPU is
+ * Extension point for per-GPU policies layered on the lock (compute quotas,
+ * quota.c). Every callback is optional; with g->hook NULL the GPU is
  * plain FCFS + TQ.
+ *  gpu_mode:      the GPU_MODE value clients of a serialized GPU are sent
+ *                 while the hook runs there (0: NVS_GPU_MODE_SERIALIZED;
+ *                 quotas: NVS_GPU_MODE_SERIALIZED_QUOTA, every client then
+ *                 caps its in-flight work)
  *  may_grant:     0 passes cg over (throttled); the first waiter in FCFS
  *                 order that may is granted, none: the lock stays free
  *  on_grant / on_release: bill hold time
@@ -36,6 +40,7 @@ struct client_gpu;
  */
 struct nvs_policy_hook {
 	const char *name;
+	uint32_t gpu_mode;
 	int (*may_grant)(struct gpu *g, struct client_gpu *cg, uint64_t now);
 	void (*on_grant)(struct gpu *g, struct client_gpu *cg, uint64_t now);
 	/* LOCK_RELEASED from the holder, before on_release (g->drop_sent and
@@ -46,6 +51,26 @@ struct nvs_policy_hook {
 	uint64_t (*next_deadline)(struct gpu *g, uint64_t now);
 	void (*on_tick)(struct gpu *g, uint64_t now);
 };
+
+/*
+ * Who installs hooks: a policy layered on the lock decides for itself which
+ * GPUs it runs on (quota.c registers itself at start). Dependencies run one
+ * way: that policy calls policy.c (nvs_policy_grant, nvs_policy_drop, ...);
+ * policy.c reaches it only through these operations and g->hook.
+ *  refresh: g's clients, their limits or its mode changed (policy.c's mode
+ *           evaluation): install or remove the hook on g; returns 1 when g
+ *           must be serialized for it
+ */
+struct nvs_policy_ops {
+	int (*refresh)(struct gpu *g, uint64_t now);
+};
+/* One set at most (NULL: none; every GPU plain FCFS + TQ). */
+void nvs_policy_set_ops(const struct nvs_policy_ops *ops);
+
+/* Registers the policy's timer with the event loop (loop.h,
+ * NVS_LOOP_DECIDE): TQ expiry, DROP_LOCK grace and revocation, deferred
+ * mode switches, the hooks' on_tick. */
+void nvs_policy_start(void);
 
 /* A client attached a GPU (cg is linked by this call). */
 void nvs_policy_attach(struct client_gpu *cg);

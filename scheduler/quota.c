@@ -484,6 +484,7 @@ static void q_on_tick(struct gpu *g, uint64_t now)
 
 static const struct nvs_policy_hook quota_hook = {
     .name = "quota",
+    .gpu_mode = NVS_GPU_MODE_SERIALIZED_QUOTA,
     .may_grant = q_may_grant,
     .on_grant = q_on_grant,
     .on_drained = q_on_drained,
@@ -492,12 +493,9 @@ static const struct nvs_policy_hook quota_hook = {
     .on_tick = q_on_tick,
 };
 
-int nvs_quota_on(const struct gpu *g)
-{
-	return g->hook == &quota_hook;
-}
-
-int nvs_quota_refresh(struct gpu *g, uint64_t now)
+/* Installs or removes the quota hook on g after its clients or their
+ * limits changed. Returns 1 if g must be serialized for quotas. */
+static int q_refresh(struct gpu *g, uint64_t now)
 {
 	nvs_quota_init();
 	int want = 0;
@@ -534,6 +532,12 @@ int nvs_quota_refresh(struct gpu *g, uint64_t now)
 				cg->q.limit = cg->core_limit;
 	}
 	return g->hook == &quota_hook;
+}
+
+void nvs_quota_start(void)
+{
+	static const struct nvs_policy_ops ops = {.refresh = q_refresh};
+	nvs_policy_set_ops(&ops);
 }
 
 /* ---- limits and their sources ---- */

@@ -30,10 +30,11 @@ struct client_gpu;
  * S.cfg once (idempotent). */
 void nvs_quota_init(void);
 
-/* Installs or removes the quota policy on g after its clients or their
- * limits changed. Returns 1 if g must be serialized for quotas. Called by
- * policy.c's mode evaluation. */
-int nvs_quota_refresh(struct gpu *g, uint64_t now);
+/* Registers the quota policy with policy.c (nvs_policy_set_ops): its mode
+ * evaluation then installs or removes the quota hook on a GPU after its
+ * clients or their limits changed, and serializes a GPU with a limited
+ * client. Without it no quota runs anywhere. */
+void nvs_quota_start(void);
 
 /* Where a limit comes from; a higher source wins, per field. */
 enum nvs_limit_src {
@@ -59,9 +60,6 @@ enum nvs_limit_src {
  */
 int nvs_client_set_limits_from(struct client *cl, enum nvs_limit_src src, uint32_t core,
 			       uint64_t mem);
-
-/* A compute quota runs on g (some attached client is limited). */
-int nvs_quota_on(const struct gpu *g);
 
 /* A client's quota as shown by nvsharectl / metrics. */
 struct nvs_quota_view {

@@ -2,14 +2,10 @@
 
 #include "conn.h"
 #include "events.h"
-#include "health.h"
 #include "limits.h"
 #include "log.h"
 #include "loop.h"
-#include "metrics.h"
-#include "policy.h"
 #include "state.h"
-#include "unmanaged.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,12 +27,8 @@ static int sig_fd = -1;
 static void on_listener(void *l, uint32_t events);
 static void on_conn(void *c, uint32_t events);
 static void on_signal(void *ctx, uint32_t events);
-static void health_tick(uint64_t now);
-static void reap_tick(uint64_t now);
 static void server_tick(uint64_t now);
 static uint64_t server_next_deadline(uint64_t now);
-static uint64_t limits_next_deadline(uint64_t now);
-static uint64_t unmanaged_next_deadline(uint64_t now);
 
 /*
  * The two sockets (docs/security.md). Both are set up, checked and
@@ -263,20 +255,13 @@ int nvs_server_open(void)
 	sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (nvs_fd_reserve_open())
 		NVS_WARN("cannot open the descriptor reserve: %s", strerror(errno));
-	if (sig_fd < 0 || nvs_loop_init() < 0 ||
-	    nvs_loop_add(sig_fd, EPOLLIN, on_signal, NULL) < 0) {
+	if (sig_fd < 0 || nvs_loop_add(sig_fd, EPOLLIN, on_signal, NULL) < 0) {
 		NVS_ERROR("event loop setup failed: %s", strerror(errno));
 		return -1;
 	}
-	/* What runs each turn, in this order (loop.h). */
-	nvs_loop_timer(health_tick, NULL);
-	nvs_loop_timer(nvs_policy_tick, nvs_policy_next_deadline);
-	nvs_loop_timer(nvs_limits_tick, limits_next_deadline);
-	nvs_loop_timer(reap_tick, NULL);
-	nvs_loop_timer(server_tick, server_next_deadline);
-	nvs_loop_timer(nvs_unmanaged_tick, unmanaged_next_deadline);
-	nvs_loop_timer(nvs_metrics_loop, nvs_metrics_next_deadline);
-	nvs_loop_after_events(conn_reap);
+	/* The socket check and the end of an accept pause, once the turn's
+	 * reap has given descriptors back (loop.h). */
+	nvs_loop_timer(NVS_LOOP_ACCEPT, server_tick, server_next_deadline);
 	for (unsigned i = 0; i < NLISTENERS; i++)
 		if (open_listener(&listeners[i])) {
 			for (unsigned j = 0; j <= i; j++)
@@ -544,19 +529,9 @@ static void on_signal(void *ctx, uint32_t events)
 	}
 }
 
-/* The heartbeat /healthz reads (health.h): stamped once per turn; the
- * socket check wakes an idle loop at least once a second. */
-static void health_tick(uint64_t now)
-{
-	nvs_health_stamp(now);
-}
-
-static void reap_tick(uint64_t now)
-{
-	conn_reap();
-}
-
-/* The socket check and the end of an accept pause. */
+/* The socket check and the end of an accept pause. The socket check also
+ * wakes an idle loop at least once a second: the heartbeat /healthz reads
+ * (health.h) stays fresh. */
 static void server_tick(uint64_t now)
 {
 	check_socket(now);
@@ -575,21 +550,6 @@ static uint64_t server_next_deadline(uint64_t now)
 	return deadline;
 }
 
-static uint64_t limits_next_deadline(uint64_t now)
-{
-	return nvs_limits_next_deadline();
-}
-
-static uint64_t unmanaged_next_deadline(uint64_t now)
-{
-	return nvs_unmanaged_next_deadline();
-}
-
-int nvs_server_run(void)
-{
-	return nvs_loop_run();
-}
-
 void nvs_server_close(void)
 {
 	conn_close_all();
@@ -602,9 +562,11 @@ void nvs_server_close(void)
 			close(l->lock_fd);
 		l->fd = l->lock_fd = -1;
 	}
-	if (sig_fd >= 0)
+	if (sig_fd >= 0) {
+		nvs_loop_remove(sig_fd);
 		close(sig_fd);
-	nvs_loop_close();
+	}
+	sig_fd = -1;
 	nvs_fd_reserve_close();
 	NVS_INFO("stopped; removed %s and %s", S.sock_path, S.admin_sock_path);
 }

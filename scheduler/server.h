@@ -1,20 +1,18 @@
 /*
  * The server: the two listening sockets (client and admin), a signalfd for
- * SIGTERM/SIGINT, and every accepted connection, watched through the event
- * loop (loop.h). nvs_server_open() also registers the loop's timers, in
- * the order they run each turn: policy (TQ expiry, DROP_LOCK grace), the
- * reaping of ended connections, the socket check, unmanaged processes,
- * metrics.
+ * SIGTERM/SIGINT/SIGHUP, and every accepted connection, watched through the
+ * event loop (loop.h, which main.c creates first). Its one timer
+ * (NVS_LOOP_ACCEPT) checks the sockets once a second (re-creating a lost
+ * one) and ends accept pauses.
  */
 #ifndef NVSHARE_SCHEDULER_SERVER_H
 #define NVSHARE_SCHEDULER_SERVER_H
 
-/* Binds the socket in cfg.sock_dir (taking the directory's lock file),
- * or explains why not and returns -1. */
+/* Binds the sockets in cfg.sock_dir and cfg.admin_sock_dir (taking each
+ * directory's lock file) and watches them and the signals; or explains
+ * why not and returns -1. SIGTERM/SIGINT stop the loop (nvs_loop_stop). */
 int nvs_server_open(void);
-/* Runs until SIGTERM/SIGINT. Returns the exit status. */
-int nvs_server_run(void);
-/* Removes the socket (if still ours) and closes everything. */
+/* Removes the sockets (if still ours) and closes every connection. */
 void nvs_server_close(void);
 
 #endif

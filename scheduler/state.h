@@ -11,8 +11,10 @@
 #ifndef NVSHARE_SCHEDULER_STATE_H
 #define NVSHARE_SCHEDULER_STATE_H
 
+#include "names.h"
 #include "peer.h"
 #include "protocol.h"
+#include "sockpath.h"
 
 #include <stdint.h>
 #include <sys/types.h>
@@ -172,9 +174,9 @@ struct client {
 	/* Kubernetes Pod (pod_identity.c): UID from <proc-root>/<pid>/cgroup
 	 * at connect (tenant unknown: the Pod its pid was last seen in, or
 	 * ""), name and namespace from the API watch cache ("" unknown). */
-	char pod_uid[40];
-	char pod_name[254];
-	char pod_namespace[64];
+	char pod_uid[NVS_POD_UID_LEN];
+	char pod_name[NVS_K8S_NAME_LEN];
+	char pod_namespace[NVS_K8S_NS_LEN];
 	uint64_t connected_ns;
 	struct conn *conn;
 	struct client_gpu *gpus[NVS_MAX_GPUS];
@@ -265,8 +267,8 @@ struct sched_config {
 	uint32_t idle_release_ms;
 	uint32_t drop_grace_ms;
 	int use_nvml;
-	char sock_dir[108];	  /* client socket (mounted into Pods) */
-	char admin_sock_dir[108]; /* admin socket (never mounted into Pods) */
+	char sock_dir[NVS_SOCK_PATH_LEN];	/* client socket (mounted into Pods) */
+	char admin_sock_dir[NVS_SOCK_PATH_LEN]; /* admin socket (never mounted into Pods) */
 	/* Unknown tenants (docs/security.md): a peer whose process was gone
 	 * or whose cgroup could not be read at connect, and which was never
 	 * seen in a Pod, gets these limits (annotation level). */
@@ -296,8 +298,8 @@ struct sched {
 	uint32_t next_client_id;
 	uint64_t start_ns;
 	uid_t euid;
-	char sock_path[108];
-	char admin_sock_path[108];
+	char sock_path[NVS_SOCK_PATH_LEN];
+	char admin_sock_path[NVS_SOCK_PATH_LEN];
 	/* connection counters */
 	uint64_t conns_accepted, conns_closed_bad, conns_closed_slow;
 	/* faults survived (docs/reliability.md) */

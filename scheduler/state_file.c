@@ -46,7 +46,7 @@ struct gentry {
 };
 
 struct pentry {
-	char uid[40];
+	char uid[NVS_POD_UID_LEN];
 	uint32_t core; /* 0: not set */
 	int has_mem;
 	uint64_t mem; /* NVS_NO_LIMIT: none, set explicitly */

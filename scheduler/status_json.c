@@ -4,7 +4,7 @@
 #include "conn.h"
 #include "coschedule.h"
 #include "gpus.h"
-#include "k8s_watch.h"
+#include "k8s/k8s_watch.h"
 #include "limits.h"
 #include "log.h"
 #include "plog.h"

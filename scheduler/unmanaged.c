@@ -1,12 +1,13 @@
 #include "unmanaged.h"
 
 #include "events.h"
-#include "k8s_watch.h"
+#include "k8s/k8s_watch.h"
 #include "log.h"
+#include "loop.h"
 #include "peer.h"
 #include "nvml_api.h"
 #include "parse.h"
-#include "pod_identity.h"
+#include "k8s/pod_identity.h"
 #include "policy.h"
 #include "state.h"
 
@@ -89,7 +90,7 @@ struct um_proc {
 	/* Identity, read once when first seen: from the process (its cgroup,
 	 * /proc owner), never from anything it says. */
 	long uid; /* -1 unknown */
-	char pod_uid[40], pod_name[254], pod_ns[64];
+	char pod_uid[NVS_POD_UID_LEN], pod_name[NVS_K8S_NAME_LEN], pod_ns[NVS_K8S_NS_LEN];
 };
 
 static struct um_proc tab[NVS_UNMANAGED_MAX_TRACKED];
@@ -409,6 +410,18 @@ static void detection_event(const char *state, const char *reason)
 		  reason, nvs_unmanaged_cfg.interval_ms, policy_names[nvs_unmanaged_cfg.policy]);
 }
 
+/* The loop's timer, registered once detection is on. */
+static void unmanaged_tick(uint64_t now)
+{
+	if (now >= next_check_ns)
+		run_check(now);
+}
+
+static uint64_t unmanaged_next_deadline(uint64_t now)
+{
+	return next_check_ns;
+}
+
 void nvs_unmanaged_start(void)
 {
 	const struct nvs_unmanaged_config *uc = &nvs_unmanaged_cfg;
@@ -440,18 +453,7 @@ void nvs_unmanaged_start(void)
 		 policy_names[uc->policy]);
 	detection_event("on", "started");
 	run_check(nvs_now_ns());
-}
-
-void nvs_unmanaged_tick(uint64_t now)
-{
-	if (!enabled || now < next_check_ns)
-		return;
-	run_check(now);
-}
-
-uint64_t nvs_unmanaged_next_deadline(void)
-{
-	return enabled ? next_check_ns : 0;
+	nvs_loop_timer(NVS_LOOP_OBSERVE, unmanaged_tick, unmanaged_next_deadline);
 }
 
 /* ---- status ---- */

@@ -59,13 +59,10 @@ int nvs_unmanaged_parse_interval(const char *s, uint32_t *out);
  * scheduler refuses to start), else 0. */
 int nvs_unmanaged_config_from_env(struct nvs_unmanaged_config *uc);
 
-/* After the GPUs are discovered: finds NVML's process query and runs the
- * first check. Without NVML detection is off (logged). */
+/* After the GPUs are discovered: finds NVML's process query, runs the
+ * first check and registers the next ones with the event loop (loop.h,
+ * NVS_LOOP_OBSERVE). Without NVML detection is off (logged). */
 void nvs_unmanaged_start(void);
-/* Runs a check when one is due. */
-void nvs_unmanaged_tick(uint64_t now);
-/* CLOCK_MONOTONIC ns of the next check, 0 none (fold into the timeout). */
-uint64_t nvs_unmanaged_next_deadline(void);
 
 /* The admin status section: policy, per-GPU counts, the processes. */
 cJSON *nvs_unmanaged_json(uint64_t now);

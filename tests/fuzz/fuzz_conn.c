@@ -21,6 +21,7 @@
 #include "log.h"
 #include "loop.h"
 #include "policy.h"
+#include "quota.h"
 #include "settings.h"
 #include "sockpath.h"
 #include "state.h"
@@ -97,6 +98,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
+	nvs_quota_start(); /* as main.c: quotas run where clients are limited */
 	return nvs_loop_init();
 }
 

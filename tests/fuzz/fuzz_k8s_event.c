@@ -1,4 +1,4 @@
-/* libFuzzer target: the Pod watch's input handling (scheduler/k8s_json.c).
+/* libFuzzer target: the Pod watch's input handling (scheduler/k8s/k8s_json.c).
  * The input is a watch stream fed to the line splitter in chunks whose
  * sizes come from the first bytes; every line goes through the event
  * parser and the annotation merge; the whole input also goes through the

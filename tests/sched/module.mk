@@ -16,6 +16,6 @@ $(B)/tests/sched/t_slow_reader: $(B)/tests/sched/t_slow_reader.o $(SCHED_TEST_CO
 $(B)/tests/sched/t_settings: $(B)/tests/sched/t_settings.o $(B)/scheduler/settings.o $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^
 
-$(B)/tests/sched/t_k8s_request: $(B)/tests/sched/t_k8s_request.o $(B)/scheduler/k8s_json.o \
+$(B)/tests/sched/t_k8s_request: $(B)/tests/sched/t_k8s_request.o $(B)/scheduler/k8s/k8s_json.o \
 		$(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcjson

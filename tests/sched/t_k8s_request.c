@@ -1,8 +1,8 @@
 /* Unit tests for reading a Pod's nvshare.com/gpu-memory request from its
- * spec (scheduler/k8s_json.c): quantities, containers summed, init
+ * spec (scheduler/k8s/k8s_json.c): quantities, containers summed, init
  * containers by their maximum, limits before requests. */
 #include "harness.h"
-#include "scheduler/k8s_json.h"
+#include "scheduler/k8s/k8s_json.h"
 
 #include <cjson/cJSON.h>
 

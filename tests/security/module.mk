@@ -6,4 +6,4 @@ TEST_TARGETS += $(B)/tests/security/no_peerpidfd.so
 # Not instrumented: it sits below the ASan runtime (as tests/reliability's).
 $(B)/tests/security/%.so: tests/security/%.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -g -fPIC -shared -D_GNU_SOURCE -o $@ $< -ldl
+	$(CC) -std=gnu11 $(WARN) -O2 -g -fPIC -shared -D_GNU_SOURCE -o $@ $< -ldl

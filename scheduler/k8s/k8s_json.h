@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "names.h"
+
 #define NVS_K8S_ANN_CORE "nvshare.com/gpu-core-limit"
 #define NVS_K8S_ANN_MEM "nvshare.com/gpu-memory-limit"
 /* The Pod's class for co-scheduling: interactive | batch (coschedule.h). */
@@ -25,11 +27,9 @@
  * device plugin advertises at most 32768 on a node; x 1 TiB stays in 64 bits). */
 #define NVS_K8S_MAX_UNITS (1ull << 20)
 
-#define NVS_K8S_UID_LEN 40   /* 36 + NUL, rounded */
-#define NVS_K8S_NAME_LEN 254 /* DNS subdomain: 253 + NUL */
-#define NVS_K8S_NS_LEN 64    /* DNS label: 63 + NUL */
-#define NVS_K8S_RV_LEN 256   /* opaque; longer ones are refused */
-#define NVS_K8S_RAW_LEN 48   /* annotation excerpt kept for logs */
+/* Names: NVS_POD_UID_LEN, NVS_K8S_NAME_LEN, NVS_K8S_NS_LEN (names.h). */
+#define NVS_K8S_RV_LEN 256 /* opaque; longer ones are refused */
+#define NVS_K8S_RAW_LEN 48 /* annotation excerpt kept for logs */
 
 enum nvs_k8s_ann_state {
 	NVS_ANN_ABSENT = 0,
@@ -45,8 +45,8 @@ struct nvs_k8s_limit {
 };
 
 struct nvs_k8s_pod {
-	char uid[NVS_K8S_UID_LEN];    /* metadata.uid, lower case */
-	char mirror[NVS_K8S_UID_LEN]; /* static pods: config.mirror, "" none */
+	char uid[NVS_POD_UID_LEN];    /* metadata.uid, lower case */
+	char mirror[NVS_POD_UID_LEN]; /* static pods: config.mirror, "" none */
 	char name[NVS_K8S_NAME_LEN];
 	char ns[NVS_K8S_NS_LEN];
 	char rv[NVS_K8S_RV_LEN];

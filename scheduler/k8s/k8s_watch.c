@@ -6,11 +6,13 @@
  */
 #include "k8s_watch.h"
 
-#include "events.h"
 #include "k8s_json.h"
+
+#include "../events.h"
+#include "../loop.h"
+
 #include "log.h"
 #include "parse.h"
-#include "loop.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>

@@ -8,7 +8,8 @@
  */
 #include "k8s_watch.h"
 
-#include "events.h"
+#include "../events.h"
+
 #include "log.h"
 #include "parse.h"
 

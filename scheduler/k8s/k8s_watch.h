@@ -11,14 +11,16 @@
 
 #include <stdint.h>
 
+#include "names.h"
+
 #define NVS_K8S_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 
 struct nvs_k8s_config {
-	int disabled;	      /* --no-kube / NVSHARE_KUBE=0 */
-	char api[512];	      /* https://host:port, "" = in-cluster */
-	char token_file[512]; /* "" = in-cluster path */
-	char ca_file[512];    /* "" = in-cluster path */
-	char node_name[254];  /* --node-name / NODE_NAME */
+	int disabled;			  /* --no-kube / NVSHARE_KUBE=0 */
+	char api[512];			  /* https://host:port, "" = in-cluster */
+	char token_file[512];		  /* "" = in-cluster path */
+	char ca_file[512];		  /* "" = in-cluster path */
+	char node_name[NVS_K8S_NAME_LEN]; /* --node-name / NODE_NAME */
 	/* Bytes per unit of nvshare.com/gpu-memory: NVSHARE_GPU_MEMORY_UNIT,
 	 * default 1Gi; must match the device plugin's --memory-unit. */
 	uint64_t mem_unit;
@@ -45,8 +47,8 @@ void nvs_k8s_on_event(void);
 /* Pod cache lookup by the UID found in a client's cgroup (metadata.uid or
  * a static pod's config.mirror). Loop thread. NULL when not cached. */
 struct nvs_k8s_cached_pod {
-	char uid[40], mirror[40];
-	char name[254], ns[64];
+	char uid[NVS_POD_UID_LEN], mirror[NVS_POD_UID_LEN];
+	char name[NVS_K8S_NAME_LEN], ns[NVS_K8S_NS_LEN];
 	int has_core, has_mem; /* annotation limits in force for the Pod */
 	uint64_t core, mem;
 	uint64_t mem_request;		/* bytes: spec's nvshare.com/gpu-memory x unit, 0 none */

@@ -1,14 +1,17 @@
 #include "pod_identity.h"
 
-#include "clients.h"
-#include "devmem.h"
-#include "events.h"
 #include "k8s_json.h"
 #include "k8s_watch.h"
+
+/* The scheduler's side: the one file of this folder that knows clients. */
+#include "../clients.h"
+#include "../devmem.h"
+#include "../events.h"
+#include "../quota.h"
+#include "../state.h"
+
 #include "log.h"
 #include "parse.h"
-#include "quota.h"
-#include "state.h"
 
 #include <stdio.h>
 #include <stdlib.h>
