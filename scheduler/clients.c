@@ -189,7 +189,7 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 		  "\"claimed_pid\":%d",
 		  cl->id, (int)cl->pid, (int)cl->uid, nvs_json_str(cl->name, name, sizeof name),
 		  nvs_json_str(nvs_fair_tenant_label(cl, tenant, sizeof tenant), tj, sizeof tj),
-		  (int)cl->reported_pid);
+		  (int)cl->reported_pid); /* display only: the claim */
 }
 
 static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gpu *a)

@@ -20,6 +20,27 @@ app_ok() { grep -qE "^DONE name=$1 .*result=ok" "$T/$1.out"; }
 
 # first_t NAME KIND: t= of NAME's first line of KIND (PROGRESS, DONE...).
 first_t() { awk -v k="$2" '$1 == k { for (i = 2; i <= NF; i++) if ($i ~ /^t=/) { print substr($i, 3); exit } }' "$T/$1.out"; }
+# idle_handoff A B CLIENT_A KERNEL_MS: the idle release from A to B, judged
+# around the scheduler's own event: "REL A_LAST B_FIRST LAT" (ms, CLOCK_
+# MONOTONIC like the apps' t=): REL = A's first lock_released with reason
+# idle (event mono_ns), A_LAST = A's last PROGRESS before it, B_FIRST = B's
+# first PROGRESS, LAT = B_FIRST - A_LAST - KERNEL_MS (B's first kernel).
+# A's last kernel is read off its output rather than its planned idle phase:
+# a CPU-starved A that idles early hands over early, rightly.
+idle_handoff() {
+  local rel
+  rel=$(grep -E '"event":"lock_released"' "$NVSHARE_EVENTS" | grep -E "\"client\":$3," |
+    grep -E '"reason":"idle"' | head -1 | sed -E 's/.*"mono_ns":([0-9]+).*/\1/')
+  [ -n "$rel" ] || return 1
+  awk -v rel="$rel" -v k="$4" -v fa="$T/$1.out" -v fb="$T/$2.out" 'BEGIN {
+    r = rel / 1e6; al = ""; bf = ""
+    while ((getline l < fa) > 0) { split(l, f, " ")
+      if (f[1] == "PROGRESS") for (i = 2; i in f; i++) if (f[i] ~ /^t=/) { t = substr(f[i], 3) + 0; if (t <= r) al = t } }
+    while ((getline l < fb) > 0) { split(l, f, " ")
+      if (f[1] == "PROGRESS" && bf == "") for (i = 2; i in f; i++) if (f[i] ~ /^t=/) bf = substr(f[i], 3) + 0 }
+    if (al == "" || bf == "") exit 1
+    printf "%.3f %.3f %.3f %.2f\n", r, al, bf, bf - al - k }'
+}
 # field FILE KEY: value of KEY=... on the first line of FILE that has it.
 field() { grep -oE "(^| )$2=[^ ]*" "$1" | head -1 | sed "s/^ *$2=//"; }
 
