@@ -375,6 +375,12 @@ static void process_input(struct conn *c)
 		nvs_plog_set_peer(&c->peer); /* lines it causes: its tenant's */
 		dispatch(c, &m);
 		nvs_plog_set_peer(NULL);
+		/* A registered client or a control peer: served before the
+		 * turn's new connections from now on (loop.h). */
+		if (!c->doomed && !c->urgent && c->kind != CONN_NEW) {
+			nvs_loop_urgent(c->fd);
+			c->urgent = 1;
+		}
 	}
 	if (off) {
 		memmove(c->in, c->in + off, c->in_len - off);

@@ -46,6 +46,7 @@ struct conn {
 	uint8_t *out;
 	size_t out_off, out_len, out_cap; /* pending bytes: out[out_off..out_len) */
 	int want_out;			  /* EPOLLOUT registered */
+	int urgent;			  /* served first in a turn (loop.h) */
 	int in_paused;			  /* EPOLLIN dropped: back-pressure (conn.c) */
 	struct client *client;
 	/* A status streamed in several CTL_REPLY frames (conn_send_stream):

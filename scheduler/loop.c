@@ -21,6 +21,7 @@
 struct watch {
 	nvs_loop_fn fn;
 	void *ctx;
+	int urgent; /* served first in a turn (nvs_loop_urgent) */
 };
 
 static int epfd = -1;
@@ -82,7 +83,14 @@ int nvs_loop_add(int fd, uint32_t events, nvs_loop_fn fn, void *ctx)
 		return -1;
 	watches[fd].fn = fn;
 	watches[fd].ctx = ctx;
+	watches[fd].urgent = 0;
 	return 0;
+}
+
+void nvs_loop_urgent(int fd)
+{
+	if (fd >= 0 && (size_t)fd < nwatches && watches[fd].fn)
+		watches[fd].urgent = 1;
 }
 
 int nvs_loop_events(int fd, uint32_t events)
@@ -95,8 +103,10 @@ void nvs_loop_remove(int fd)
 	if (fd < 0 || epfd < 0)
 		return;
 	epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
-	if ((size_t)fd < nwatches)
+	if ((size_t)fd < nwatches) {
 		watches[fd].fn = NULL;
+		watches[fd].urgent = 0;
+	}
 }
 
 int nvs_loop_timer(enum nvs_loop_phase phase, void (*tick)(uint64_t now),
@@ -161,12 +171,22 @@ int nvs_loop_run(void)
 			NVS_ERROR("epoll_wait: %s", strerror(errno));
 			return 1;
 		}
-		for (int i = 0; i < n && stop_rc < 0; i++) {
-			int fd = evs[i].data.fd;
-			/* A handler earlier in this batch may have removed it. */
-			if (fd >= 0 && (size_t)fd < nwatches && watches[fd].fn)
+		/* Two passes: the urgent descriptors' handlers, then the
+		 * rest's (a listener with a backlog of churn, new peers
+		 * mid-handshake). A handler earlier in this batch may have
+		 * removed a descriptor (fn NULL) and, in the second pass, an
+		 * accept may have reused its number: a reused descriptor is
+		 * not urgent, so each entry runs in one pass at most. */
+		for (int pass = 0; pass < 2; pass++)
+			for (int i = 0; i < n && stop_rc < 0; i++) {
+				int fd = evs[i].data.fd;
+				if (fd < 0 || (size_t)fd >= nwatches || !watches[fd].fn)
+					continue;
+				if (watches[fd].urgent != (pass == 0))
+					continue;
 				watches[fd].fn(watches[fd].ctx, evs[i].events);
-		}
+				evs[i].data.fd = -1;
+			}
 		for (unsigned i = 0; i < nafter; i++)
 			after[i]();
 	}

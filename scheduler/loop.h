@@ -8,8 +8,8 @@
  *
  * One turn: every timer's tick(now), phase by phase (enum nvs_loop_phase);
  * sleep until a descriptor is ready or the earliest next(now) (at most
- * 60 s); run the handler of each ready descriptor; then every after-events
- * hook.
+ * 60 s); run the handlers of the ready descriptors, the urgent ones
+ * first; then every after-events hook.
  */
 #ifndef NVSHARE_SCHEDULER_LOOP_H
 #define NVSHARE_SCHEDULER_LOOP_H
@@ -31,6 +31,10 @@ int nvs_loop_add(int fd, uint32_t events, nvs_loop_fn fn, void *ctx);
 int nvs_loop_events(int fd, uint32_t events);
 /* Stops watching fd; call before closing it. */
 void nvs_loop_remove(int fd);
+/* Serves fd's events before the others' in every turn from now on (until
+ * it is removed): for peers that have proven who they are, so that work
+ * from many new, unproven connections cannot delay them. */
+void nvs_loop_urgent(int fd);
 
 /*
  * Where in a turn a timer ticks: phase by phase, in this order; within a

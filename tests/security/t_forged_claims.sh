@@ -11,8 +11,9 @@
 # shellcheck disable=SC1091,SC2154 # libs by path; lib variables
 . "$(dirname "$0")/../lib.sh"
 . "$NVS_ROOT/tests/sched/sched_lib.sh"
+. "$(dirname "$0")/hostile_lib.sh"
 if ! setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null; then
-  for _ in $(seq 14); do ok "forged claims # skip setpriv cannot drop privileges here"; done
+  for _ in $(seq 17); do ok "forged claims # skip setpriv cannot drop privileges here"; done
   exit 0
 fi
 chmod 755 "$T" # uid 65534 reaches the socket
@@ -42,6 +43,15 @@ check "X's 64Gi claim is clamped to its 4Gi memory limit (event)" \
 check "status: X claimed 64Gi, counted 4Gi" \
   test "$(gpu_of "$PID_X" claimed) $(gpu_of "$PID_X" allocated)" = "$((64 << 30)) $((4 << 30))"
 check "6Gi counted of 16Gi: the GPU stays concurrent" test "$(g0 serialized)" = False
+# An honest client taking and giving back the lock beside the forged claim
+# never waits at all: the GPU stays concurrent, so no grant is needed
+# (issue 17's lock-wait bound holds trivially; fake_client's "lock" goes on
+# at once on a concurrent GPU, as the library's gate does).
+fc HC --name honest3 --gpu-uuid GPU-claim --total 16Gi --alloc 1Gi --script "$(honest_script 200)"
+wait_exit 30 "$PID_HC"
+check "honest client's 200 lock cycles beside the clamped 64Gi claim (rc $RC)" [ "$RC" = 0 ]
+never_waited() { ! has_event gpu_mode gpu=0 serialized=1 && [ "$(grep -c ' LOCK_OK ' "$T/HC.out")" = 0 ]; }
+check "... without ever waiting: the GPU never serialized, no LOCK_OK was needed" never_waited
 # Without a limit the claim counts up to capacity x 4 = 64Gi: that does not
 # fit, so the GPU serializes (a real 64Gi job needs it).
 "$CTL" --set-client "$PID_X" --memory-limit none >/dev/null
