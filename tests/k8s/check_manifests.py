@@ -98,6 +98,10 @@ def main():
               if "nvshare-admin" in json.dumps(o)
               and not (o["kind"] == "DaemonSet" and o["metadata"]["name"] == "nvshare-scheduler")]
     check("no object but the scheduler DaemonSet names the admin directory", not others, others)
+    # The test hook that points identity at fake cgroup files is never shipped.
+    hook = ["%s/%s" % (o["kind"], o["metadata"]["name"]) for o in deploy + examples
+            if "NVSHARE_PROC_ROOT" in json.dumps(o) or "proc-root" in json.dumps(o)]
+    check("no object sets NVSHARE_PROC_ROOT or --proc-root (docs/security.md)", not hook, hook)
 
     # Priority classes outside kube-system need a covering quota.
     classes = set()

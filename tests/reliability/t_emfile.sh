@@ -5,7 +5,8 @@
 # backlog, not refused) instead of spinning on a listening socket that
 # stays readable: its CPU time stays near zero while the connections are
 # held, it never crashes, the clients it had keep their lock, the admin
-# socket is served from the descriptor reserve meanwhile, and once
+# socket is served from the descriptor reserve meanwhile, the peers taken
+# at the limit are still identified (not unknown tenants), and once
 # descriptors are free again everything works.
 . "$(dirname "$0")/../lib.sh"
 . "$NVS_ROOT/tests/sched/sched_lib.sh"
@@ -36,6 +37,13 @@ diag "$(cat "$T/hold.out")"
 read -r w c < <(sed -nE 's/.*welcomed=([0-9]+) closed=([0-9]+).*/\1 \2/p' "$T/hold.out")
 check "some connections served (${w:-?}), none refused (${c:-?} closed)" \
   [ "${w:-0}" -gt 0 -a "${c:-1}" = 0 ]
+# The peer accepted with the last descriptor is identified like any other
+# (its pidfd and cgroup file come from the reserve): every client served
+# while load_gen lived, and H, registered as this uid. (Those still in the
+# backlog when load_gen exited are unknown tenants: their process is gone.)
+nh=$(count_events hello tenant="\"uid:$(id -u)\"")
+check "every client served at the limit was identified: $nh hellos of uid $(id -u) for ${w:-?} served + H" \
+  [ "${nh:-0}" -ge $((${w:-999} + 1)) ]
 check "the holder kept its lock and finished" wait_exit 10 "$PID_H"
 check "... exit 0" [ "$RC" = 0 ]
 check "after the flood: status works" sched_alive

@@ -6,7 +6,8 @@
 # under 1 MB per minute; an honest client keeps taking the lock with a
 # lock wait p99 <= 10 ms (times the speed factor: check_p99); and with
 # stderr a pipe that nobody reads, the loop never blocks: the honest
-# client is served and the dropped lines are counted.
+# client is served and the dropped lines are counted. The default bounds
+# are in force; refused control messages are logged at most once a second.
 # shellcheck disable=SC1091 # libraries by path
 . "$(dirname "$0")/../lib.sh"
 . "$NVS_ROOT/tests/sched/sched_lib.sh"
@@ -14,6 +15,12 @@
 SECS=4
 
 start_scheduler --no-nvml --mode on || { not_ok "scheduler starts"; exit 1; }
+# bounds: the limits the status reports, as one tuple.
+bounds() {
+  "$CTL" --json | "$HPY" -c 'import json,sys; l=json.load(sys.stdin)["limits"]; print((l["max_conns_per_tenant"], l["handshake_timeout_ms"], l["conn_buffer_budget"], l["log_rate"]))'
+}
+check "the default bounds: 64 connections a tenant, 2 s handshake, 16 MiB budget, 10 lines a second" \
+  test "$(bounds)" = "(64, 2000, $((16 << 20)), 10)"
 rtt_start H
 fc H --gpu-uuid GPU-h --script "$(honest_script 500)"
 wait_ev 5 H LOCK_OK
@@ -27,6 +34,8 @@ check "the honest client finished its 500 lock cycles" wait_exit 60 "$PID_H"
 check "... exit 0" [ "$RC" = 0 ]
 # Summaries of what was held back are written within ~2 s of the last one.
 check "suppression summaries in the log" wait_log 5 "$T/scheduler.log" 'similar lines? suppressed'
+sup=$("$CTL" --json | "$HPY" -c 'import json,sys; print(json.load(sys.stdin)["limits"]["log_lines_suppressed"])')
+check "... and the suppressed lines are counted ($sup)" [ "${sup:-0}" -gt 0 ]
 # The attacker's lines: those naming its uid or its tenant.
 bytes=$(tail -c +$((l0 + 1)) "$T/scheduler.log" | grep -E 'uid 65534|uid:65534|uid=65534' | wc -c)
 lines=$(tail -c +$((l0 + 1)) "$T/scheduler.log" | grep -cE 'uid 65534|uid:65534|uid=65534')
@@ -34,6 +43,22 @@ per_min=$((bytes * 60 / SECS))
 diag "log lines the churn provoked: $lines lines, $bytes bytes in ${SECS} s (${per_min} bytes/min)"
 check "log volume of the churn <= 1 MB/min ($per_min)" [ "$per_min" -le 1000000 ]
 check_p99 H "under churn"
+
+# Refused control messages (a tenant on the client socket): each gets its
+# reply and its event, their log line comes at most once a second (the
+# rest counted in the next one). A SIGHUP's line, queued after them, marks
+# the moment they are all written.
+l1=$(wc -c <"$T/scheduler.log")
+t0=$(date +%s%N)
+for _ in $(seq 1 40); do "$CTL" --tenant -S off >/dev/null 2>&1; done
+t1=$(date +%s%N)
+check "40 refused control messages: 40 events" \
+  test "$(count_events ctl_refused socket='"client"')" = 40
+kill -HUP "$SCHED_PID"
+wait_log 5 "$T/scheduler.log" 'SIGHUP: ignored' || not_ok "the SIGHUP line is written"
+secs=$(( (t1 - t0 + 999999999) / 1000000000 ))
+nref=$(tail -c +$((l1 + 1)) "$T/scheduler.log" | grep -c 'refused CTL_SET')
+check "... their log lines at most one a second: $nref lines in ${secs} s" [ "$nref" -ge 1 -a "$nref" -le $((secs + 1)) ]
 kill -TERM "$SCHED_PID"; wait_exit 10 "$SCHED_PID"
 
 # stderr a pipe nobody reads: once it is full the writer thread blocks, the

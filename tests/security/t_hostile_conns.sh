@@ -4,11 +4,16 @@
 # event, a rate-limited log line) while another tenant still registers. A
 # client-socket peer that sends no HELLO within the handshake deadline is
 # closed; an nvsharectl on the admin socket that takes longer is still
-# answered. The settings are validated strictly.
+# answered. The settings are validated strictly. The refusal events are
+# rate-limited like their log lines. The tenant is the Pod, the uid outside
+# Kubernetes, or one bucket for every unknown peer, and the admin socket is
+# not counted (identities from a fake proc root).
 # shellcheck disable=SC1091 # libraries by path
 . "$(dirname "$0")/../lib.sh"
 . "$NVS_ROOT/tests/sched/sched_lib.sh"
 . "$(dirname "$0")/hostile_lib.sh"
+. "$NVS_ROOT/tests/k8s_watch/k8s_lib.sh"
+UP=0a1b2c3d-0000-4000-8000-0000000000c1
 
 # Strict settings: a bad value names the setting and the range, exit 2.
 "$B/nvshare-scheduler" --max-conns-per-tenant lots >"$T/bad1" 2>&1
@@ -37,11 +42,17 @@ check "status shows the bounds" sh -c "'$CTL' --json | grep -qF '\"max_conns_per
 if [ ${#NOBODY[@]} = 0 ]; then
   ok "tenant cap # skip cannot run the attacker as another uid (not root or no setpriv)"
 else
-  hostile R register 20 --hold 30
-  check "20 connections of one tenant: the surplus refused (event)" \
+  hostile R register 60 --hold 30
+  check "60 connections of one tenant: the surplus refused (event)" \
     wait_event 10 conn_refused reason='"tenant-limit"' uid=65534
   check "... with the tenant and the limit in the event" \
     has_event conn_refused reason='"tenant-limit"' tenant='"uid:65534"' limit=8
+  # All 52 refusals come within a second or two: at 10 events a second
+  # per tenant, fewer events than refusals.
+  refused=$("$CTL" --json | "$HPY" -c 'import json,sys; print(json.load(sys.stdin)["connections"]["refused_tenant_limit"])')
+  nev=$(count_events conn_refused reason='"tenant-limit"' uid=65534)
+  check "the refusal events are rate-limited: $nev events for $refused refusals" \
+    [ "${refused:-0}" -ge 52 -a "$nev" -lt "${refused:-0}" ]
   fc H --gpu-uuid GPU-c --script 'lock;hold 10ms;release'
   check "another tenant still registers and locks" wait_exit 10 "$PID_H"
   check "... exit 0" [ "$RC" = 0 ]
@@ -64,4 +75,29 @@ check "... exit 0" [ "$RC" = 0 ]
 "$HPY" "$HOSTILE" "$NVSHARE_ADMIN_SOCK_DIR/admin.sock" ctl-late 2 >"$T/late.out" 2>&1
 diag "$(cat "$T/late.out")"
 check "the admin socket answers a request sent after 2 s" grep -qE 'REPLY status=0 bytes=[1-9]' "$T/late.out"
+check "scheduler alive" sched_alive
+
+# Who the tenant is, with a cap of 2: a Pod (its cgroup), the uid outside
+# Kubernetes, one bucket for every unknown peer (no cgroup file: the
+# scheduler cannot tell who it is); nvsharectl on the admin socket is not
+# counted in its uid's bucket.
+kill -TERM "$SCHED_PID"; wait_exit 10 "$SCHED_PID"
+start_scheduler --no-nvml --no-kube --proc-root "$PROC" --max-conns-per-tenant 2 ||
+  { not_ok "scheduler with a fake proc root starts"; exit 1; }
+for n in P1 P2 P3; do fcpod "$n" "$(cg_systemd_v2 "$UP")" --gpu-uuid GPU-c --script 'hold 30s'; done
+check "a Pod's third connection is refused: its tenant is the Pod" \
+  wait_event 5 conn_refused reason='"tenant-limit"' pid="$PID_P3" tenant="\"pod:$UP\"" limit=2
+for n in N1 N2 N3; do fc "$n" --gpu-uuid GPU-c --script 'hold 30s'; done
+check "the third unknown peer is refused: every unknown peer is one tenant" \
+  wait_event 5 conn_refused reason='"tenant-limit"' pid="$PID_N3" tenant='"unknown"' limit=2
+HOST_CG=0::/user.slice/user-0.slice/session-1.scope
+for n in H1 H2; do fcpod "$n" "$HOST_CG" --gpu-uuid GPU-c --script 'hold 30s'; done
+both_hosts() {
+  has_event hello pid="$PID_H1" tenant="\"uid:$(id -u)\"" && has_event hello pid="$PID_H2" tenant="\"uid:$(id -u)\""
+}
+check "uid $(id -u) holds two connections (hello events)" both_hosts
+check "the admin socket is not counted: nvsharectl of uid $(id -u) is answered" sh -c "'$CTL' --json >/dev/null"
+fcpod H3 "$HOST_CG" --gpu-uuid GPU-c --script 'hold 30s'
+check "... while a third client-socket connection of uid $(id -u) is refused" \
+  wait_event 5 conn_refused reason='"tenant-limit"' pid="$PID_H3" tenant="\"uid:$(id -u)\"" limit=2
 check "scheduler alive" sched_alive

@@ -34,12 +34,14 @@ check "... labelled as a tenant view of Pod A" \
   jpy "$ja" "j['view']=='tenant' and j['tenant']=={'kind':'pod','pod_uid':'$UA'}"
 check "... with its own limits and Pod name" \
   jpy "$ja" "all(c['pod']['name']=='trainer' and c['gpus'][0]['limits']['core_limit']==40 for c in j['clients'])"
+check "... and its own GPU use and lock state" \
+  jpy "$ja" "all({'allocated','state'} <= set(c['gpus'][0]) for c in j['clients'])"
 check "... and nothing of Pod B or the host client anywhere (uid, names, pids)" \
   sh -c '! echo "$0" | grep -qE "$1|secret-infer|team-b|b-one|host-job|\"pid\":($2|$3)[,}]"' "$ja" "$UB" "$PID_B1" "$PID_H"
 check "GPU facts name no one: no holder, queue, allocation, client count" \
   jpy "$ja" "j['gpus'] and all(set(g) == {'index','uuid','name','mode','serialized','tq_ms','total_memory'} for g in j['gpus'])"
-check "no scheduler-wide counters (connections, pid, defaults, kube)" \
-  jpy "$ja" "not ({'connections','pid','defaults','kube','admin_socket'} & set(j))"
+check "no scheduler-wide counters (connections, pid, defaults, kube, unmanaged processes)" \
+  jpy "$ja" "not ({'connections','pid','defaults','kube','admin_socket','unmanaged'} & set(j))"
 
 jb=$(pod_ctl "$UB" --tenant --json)
 check "Pod B sees only its client" test "$(pids_of "$jb")" = "$PID_B1"

@@ -4,6 +4,8 @@
 # the event stream, in nvshare_unmanaged_processes{gpu} and in the status
 # JSON - and a managed one (LD_PRELOAD) is not; it disappears from both when
 # it exits.
+# At most 16 new unmanaged processes are reported one by one per check (the
+# status lists them all). Without NVML detection is off, and says so.
 # With NVSHARE_UNMANAGED=serialize the GPU serializes (status and GPU_MODE
 # to clients) and the process's memory is kept out of the capacity. Bad
 # policy values are refused at start. Nothing is killed.
@@ -123,6 +125,29 @@ check "serialize: concurrent again after it exits (status)" \
   wait_for 5 st_is "(s['gpus'][0]['serialized'], s['gpus'][0]['capacity'])" "(False, $cap0)"
 check "serialize: client got GPU_MODE 0" wait_for 2 grep -q 'MARK CONCURRENT' "$T/fc.out"
 check "serialize: its end reported" wait_event 5 unmanaged_serialize gpu=0 serialized=0 count=0
+kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
+mv "$T/scheduler.log" "$T/scheduler-serialize.log"; mv "$NVSHARE_EVENTS" "$T/events-serialize.jsonl"
+unset NVSHARE_UNMANAGED
+
+# ---- bounded reporting: 20 new unmanaged processes in one check ----
+# They start before the scheduler, so that its first check sees all 20 at
+# once and the check 1.5 s later confirms them together: 16 are reported
+# one by one (unmanaged_found), the status lists all 20.
+for i in $(seq 1 20); do gpu_proc "W$i" none; done
+start_scheduler
+check "20 unmanaged processes listed in the status within 5 s" \
+  wait_for 5 st_is "(len(s['unmanaged']['processes']), s['unmanaged']['gpus'][0]['count'])" "(20, 20)"
+c1=$(st "s['unmanaged']['checks']")
+check "another detection pass ran" wait_for 10 st_is "s['unmanaged']['checks'] > $c1" True
+check "16 of them reported one by one (unmanaged_found), the other 4 only in the status" \
+  test "$(count_events unmanaged_found gpu=0)" = 16
+kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
+
+# ---- without NVML there is no detection, and the scheduler says so ----
+start_scheduler --no-nvml
+check "--no-nvml: detection off (unmanaged_detection off, no-nvml)" \
+  wait_event 5 unmanaged_detection state='"off"' reason='"no-nvml"'
+check "... and the status says so" st_is "s['unmanaged']['detection']" False
 kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
 
 # ---- bad values are refused at start ----
