@@ -193,6 +193,12 @@ static int v_handshake(const char *v)
 		   ? -1
 		   : 0;
 }
+static int v_accept_rate(const char *v)
+{
+	uint64_t n;
+	return nvs_parse_u64(v, 0, NVS_MAX_ACCEPT_RATE, &n) || (n && n < NVS_MIN_ACCEPT_RATE) ? -1
+											      : 0;
+}
 static int v_budget(const char *v)
 {
 	uint64_t b;
@@ -275,6 +281,8 @@ static const struct nvs_var {
     {"NVSHARE_HANDSHAKE_TIMEOUT_MS", "--handshake-timeout-ms", v_handshake,
      "0 (never) or 100 ms .. 10 min", 0},
     {"NVSHARE_CONN_BUFFER_BUDGET", "--conn-buffer-budget", v_budget, "1Mi .. 4Gi (16Mi)", 0},
+    {"NVSHARE_ACCEPT_RATE", "--accept-rate", v_accept_rate,
+     "0 (no cap) or 10..1000000 connections a second", 0},
     {"NVSHARE_LOG_RATE", "--log-rate", v_log_rate, "lines per second, 0 (no limit) .. max", 0},
     {"NVSHARE_COSCHEDULE", "--coschedule", v_coschedule, "on or off", 0},
     {"NVSHARE_PREEMPT_MS", "--preempt-ms", v_preempt, "milliseconds 0..60000 (or 50ms, 1s)", 0},

@@ -30,6 +30,8 @@ static void process_input(struct conn *c);
 
 #define IN_INITIAL 4096u
 #define IN_MAX (NVS_HEADER_SIZE + NVS_MAX_PAYLOAD)
+/* Requests handled per connection and turn; the rest wait for the next. */
+#define MSGS_PER_TURN 16u
 
 struct conn *conn_new(int fd, enum conn_role role)
 {
@@ -355,9 +357,19 @@ void conn_on_readable(struct conn *c)
  * output asks for back-pressure (the rest waits in the buffer). */
 static void process_input(struct conn *c)
 {
-
 	size_t off = 0;
+	unsigned handled = 0;
 	while (!c->doomed && !input_paused(c)) {
+		/* A fair share of the turn: the rest of a long queue of
+		 * requests waits for the next (loop.h nvs_loop_again), so
+		 * one peer's thousand status requests cannot delay the
+		 * others' lock requests. */
+		if (handled == MSGS_PER_TURN) {
+			if (c->in_len - off >= NVS_HEADER_SIZE)
+				nvs_loop_again(c->fd);
+			break;
+		}
+		handled++;
 		struct nvs_msg m;
 		size_t used = 0;
 		enum nvs_decode_result r = nvs_msg_decode(c->in + off, c->in_len - off, &m, &used);
@@ -375,9 +387,11 @@ static void process_input(struct conn *c)
 		nvs_plog_set_peer(&c->peer); /* lines it causes: its tenant's */
 		dispatch(c, &m);
 		nvs_plog_set_peer(NULL);
-		/* A registered client or a control peer: served before the
-		 * turn's new connections from now on (loop.h). */
-		if (!c->doomed && !c->urgent && c->kind != CONN_NEW) {
+		/* A registered client or the admin: served before the
+		 * other connections from now on (loop.h). A tenant's status
+		 * requests on the client socket are not urgent. */
+		if (!c->doomed && !c->urgent &&
+		    (c->kind == CONN_CLIENT || c->role == CONN_ROLE_ADMIN)) {
 			nvs_loop_urgent(c->fd);
 			c->urgent = 1;
 		}
@@ -431,7 +445,11 @@ static void conn_read(struct conn *c)
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 			conn_reason(c, "read-error");
 			conn_doom(c, "read failed: %s", strerror(errno));
+			return;
 		}
+		/* Nothing new: run again for what is buffered (MSGS_PER_TURN). */
+		if (c->in_len)
+			process_input(c);
 		return;
 	}
 	c->in_len += (size_t)n;

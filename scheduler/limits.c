@@ -26,6 +26,7 @@ struct nvs_limits_config nvs_limits_cfg = {
     NVS_DEFAULT_MAX_CONNS_PER_TENANT,
     NVS_DEFAULT_HANDSHAKE_MS,
     NVS_DEFAULT_CONN_BUFFER_BUDGET,
+    NVS_DEFAULT_ACCEPT_RATE,
 };
 struct nvs_limits_stats nvs_limits_stats;
 
@@ -75,6 +76,20 @@ int nvs_limits_set_budget(const char *what, const char *v)
 	return 0;
 }
 
+int nvs_limits_set_accept_rate(const char *what, const char *v)
+{
+	uint64_t n;
+	if (nvs_parse_u64(v, 0, NVS_MAX_ACCEPT_RATE, &n) || (n && n < NVS_MIN_ACCEPT_RATE)) {
+		fprintf(stderr,
+			"nvshare-scheduler: bad value for %s: \"%s\" (expected connections a "
+			"second, 0 (no cap) or %u..%u)\n",
+			what, v, NVS_MIN_ACCEPT_RATE, NVS_MAX_ACCEPT_RATE);
+		return -1;
+	}
+	nvs_limits_cfg.accept_rate = (unsigned)n;
+	return 0;
+}
+
 int nvs_limits_config_from_env(void)
 {
 	int bad = 0;
@@ -85,6 +100,8 @@ int nvs_limits_config_from_env(void)
 		bad += !!nvs_limits_set_handshake("NVSHARE_HANDSHAKE_TIMEOUT_MS", v);
 	if ((v = getenv("NVSHARE_CONN_BUFFER_BUDGET")) && *v)
 		bad += !!nvs_limits_set_budget("NVSHARE_CONN_BUFFER_BUDGET", v);
+	if ((v = getenv("NVSHARE_ACCEPT_RATE")) && *v)
+		bad += !!nvs_limits_set_accept_rate("NVSHARE_ACCEPT_RATE", v);
 	if ((v = getenv("NVSHARE_LOG_RATE")) && *v)
 		bad += !!nvs_plog_set_rate("NVSHARE_LOG_RATE", v);
 	return bad;

@@ -11,7 +11,10 @@
  *    connections: over it, the largest consumers are cut first;
  *  - a descriptor reserve: when descriptors run out the client socket
  *    stops being accepted (peers wait in the kernel's backlog) while the
- *    admin socket is still served from the reserve.
+ *    admin socket is still served from the reserve;
+ *  - an accept rate: the client socket takes at most so many connections a
+ *    second (server.c); beyond it new peers wait in the backlog, so that
+ *    connect/close churn cannot take the loop from registered clients.
  *
  * Everything runs on the loop thread.
  */
@@ -31,11 +34,15 @@ struct conn;
 #define NVS_MAX_HANDSHAKE_MS 600000u
 #define NVS_MIN_HANDSHAKE_MS 100u
 #define NVS_MAX_CONNS_PER_TENANT_MAX 1000000u
+#define NVS_DEFAULT_ACCEPT_RATE 1000u
+#define NVS_MIN_ACCEPT_RATE 10u
+#define NVS_MAX_ACCEPT_RATE 1000000u
 
 struct nvs_limits_config {
 	unsigned max_conns_per_tenant; /* NVSHARE_MAX_CONNS_PER_TENANT; 0: no cap */
 	uint32_t handshake_ms;	       /* NVSHARE_HANDSHAKE_TIMEOUT_MS; 0: none */
 	uint64_t buffer_budget;	       /* NVSHARE_CONN_BUFFER_BUDGET, bytes */
+	unsigned accept_rate;	       /* NVSHARE_ACCEPT_RATE: a second; 0: no cap */
 };
 extern struct nvs_limits_config nvs_limits_cfg;
 
@@ -45,6 +52,7 @@ struct nvs_limits_stats {
 	uint64_t handshake_timeouts; /* no HELLO in time */
 	uint64_t budget_cuts;	     /* closed to keep the buffer budget */
 	uint64_t accept_paused;	     /* client socket paused: out of descriptors */
+	uint64_t rate_paused;	     /* client socket paused: accept rate reached */
 	uint64_t reserve_accepts;    /* admin connections taken with the reserve */
 	uint64_t buffered;	     /* bytes buffered now (client socket) */
 	uint64_t buffered_max;	     /* high-water mark */
@@ -57,8 +65,10 @@ extern struct nvs_limits_stats nvs_limits_stats;
 int nvs_limits_set_max_conns(const char *what, const char *v);
 int nvs_limits_set_handshake(const char *what, const char *v);
 int nvs_limits_set_budget(const char *what, const char *v);
-/* Applies NVSHARE_MAX_CONNS_PER_TENANT, NVSHARE_HANDSHAKE_TIMEOUT_MS and
- * NVSHARE_CONN_BUFFER_BUDGET. Returns the number of bad values. */
+int nvs_limits_set_accept_rate(const char *what, const char *v);
+/* Applies NVSHARE_MAX_CONNS_PER_TENANT, NVSHARE_HANDSHAKE_TIMEOUT_MS,
+ * NVSHARE_CONN_BUFFER_BUDGET and NVSHARE_ACCEPT_RATE. Returns the number
+ * of bad values. */
 int nvs_limits_config_from_env(void);
 
 /* A new connection whose peer is resolved: counts it against its tenant

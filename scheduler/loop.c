@@ -21,7 +21,10 @@
 struct watch {
 	nvs_loop_fn fn;
 	void *ctx;
-	int urgent; /* served first in a turn (nvs_loop_urgent) */
+	int urgent;	/* served first in a turn (nvs_loop_urgent) */
+	int again;	/* asked to run again (nvs_loop_again) */
+	int queued;	/* in the again list; kept across remove and add */
+	int again_next; /* the list's next fd, -1: last */
 };
 
 static int epfd = -1;
@@ -34,6 +37,10 @@ static struct {
 	uint64_t (*next)(uint64_t now);
 } timers[MAX_TIMERS];
 static unsigned ntimers;
+/* Descriptors to run again (nvs_loop_again): a FIFO chained through the
+ * watch table, so asking costs no allocation (and cannot fail). */
+static int again_head = -1, again_tail = -1;
+#define AGAIN_PER_TURN 64
 static void (*after[MAX_AFTER])(void);
 static unsigned nafter;
 static int stop_rc = -1;
@@ -52,6 +59,7 @@ void nvs_loop_close(void)
 	free(watches);
 	watches = NULL;
 	nwatches = 0;
+	again_head = again_tail = -1;
 	ntimers = nafter = 0;
 	stop_rc = -1;
 }
@@ -84,7 +92,43 @@ int nvs_loop_add(int fd, uint32_t events, nvs_loop_fn fn, void *ctx)
 	watches[fd].fn = fn;
 	watches[fd].ctx = ctx;
 	watches[fd].urgent = 0;
+	watches[fd].again = 0;
 	return 0;
+}
+
+void nvs_loop_again(int fd)
+{
+	if (fd < 0 || (size_t)fd >= nwatches || !watches[fd].fn)
+		return;
+	watches[fd].again = 1;
+	if (watches[fd].queued) /* still in the list (an earlier request) */
+		return;
+	watches[fd].queued = 1;
+	watches[fd].again_next = -1;
+	if (again_tail >= 0)
+		watches[again_tail].again_next = fd;
+	else
+		again_head = fd;
+	again_tail = fd;
+}
+
+/* The first fd of the again list that still wants to run, taken off it;
+ * -1 when none. An entry whose descriptor was removed, or ran because
+ * epoll reported it, has again cleared and is dropped. */
+static int again_pop(void)
+{
+	while (again_head >= 0) {
+		int fd = again_head;
+		again_head = watches[fd].again_next;
+		if (again_head < 0)
+			again_tail = -1;
+		watches[fd].queued = 0;
+		if (watches[fd].again) {
+			watches[fd].again = 0;
+			return fd;
+		}
+	}
+	return -1;
 }
 
 void nvs_loop_urgent(int fd)
@@ -106,6 +150,9 @@ void nvs_loop_remove(int fd)
 	if ((size_t)fd < nwatches) {
 		watches[fd].fn = NULL;
 		watches[fd].urgent = 0;
+		/* An again entry is skipped once fn is NULL; a descriptor
+		 * added later under the same number starts without one. */
+		watches[fd].again = 0;
 	}
 }
 
@@ -156,37 +203,81 @@ static int timeout_ms(uint64_t now)
 	return t > MAX_WAIT_MS ? MAX_WAIT_MS : (int)t;
 }
 
+/* One ready descriptor of this turn. */
+struct ready {
+	int fd;
+	uint32_t events;
+};
+
+/* Runs the handlers of r[0..n), urgent ones first, the others until the
+ * turn's bulk budget is spent (at least one); the skipped ones that had
+ * asked to run again go back on the list (epoll reports the others
+ * again). A
+ * handler may remove a descriptor (fn NULL) and, in the second pass, an
+ * accept may reuse its number: a reused descriptor is not urgent, so each
+ * entry runs in one pass at most. */
+static void dispatch(struct ready *r, int n, const uint8_t *from_again)
+{
+	uint64_t bulk_start = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < n && stop_rc < 0; i++) {
+			int fd = r[i].fd;
+			if (fd < 0 || (size_t)fd >= nwatches || !watches[fd].fn)
+				continue;
+			if (watches[fd].urgent != (pass == 0))
+				continue;
+			if (pass == 1) {
+				uint64_t now = nvs_now_ns();
+				if (!bulk_start) {
+					bulk_start = now;
+				} else if (now - bulk_start >= NVS_LOOP_BULK_NS) {
+					if (from_again[i])
+						nvs_loop_again(fd);
+					continue;
+				}
+			}
+			watches[fd].fn(watches[fd].ctx, r[i].events);
+			r[i].fd = -1;
+		}
+}
+
 int nvs_loop_run(void)
 {
 	struct epoll_event evs[64];
+	/* This turn's work: what epoll reported, then up to AGAIN_PER_TURN
+	 * of the again list (the rest waits for a later turn). */
+	struct ready r[64 + AGAIN_PER_TURN];
+	uint8_t from_again[64 + AGAIN_PER_TURN];
 	while (stop_rc < 0) {
 		uint64_t now = nvs_now_ns();
 		for (unsigned i = 0; i < ntimers; i++)
 			if (timers[i].tick)
 				timers[i].tick(now);
-		int n = epoll_wait(epfd, evs, 64, timeout_ms(now));
+		int n = epoll_wait(epfd, evs, 64, again_head >= 0 ? 0 : timeout_ms(now));
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			NVS_ERROR("epoll_wait: %s", strerror(errno));
 			return 1;
 		}
-		/* Two passes: the urgent descriptors' handlers, then the
-		 * rest's (a listener with a backlog of churn, new peers
-		 * mid-handshake). A handler earlier in this batch may have
-		 * removed a descriptor (fn NULL) and, in the second pass, an
-		 * accept may have reused its number: a reused descriptor is
-		 * not urgent, so each entry runs in one pass at most. */
-		for (int pass = 0; pass < 2; pass++)
-			for (int i = 0; i < n && stop_rc < 0; i++) {
-				int fd = evs[i].data.fd;
-				if (fd < 0 || (size_t)fd >= nwatches || !watches[fd].fn)
-					continue;
-				if (watches[fd].urgent != (pass == 0))
-					continue;
-				watches[fd].fn(watches[fd].ctx, evs[i].events);
-				evs[i].data.fd = -1;
+		int m = 0;
+		for (int i = 0; i < n; i++) {
+			int fd = evs[i].data.fd;
+			uint8_t again = fd >= 0 && (size_t)fd < nwatches && watches[fd].again;
+			if (again) { /* reported and asked for: runs once */
+				watches[fd].again = 0;
+				evs[i].events |= EPOLLIN;
 			}
+			r[m].fd = fd;
+			r[m].events = evs[i].events;
+			from_again[m++] = again;
+		}
+		for (int k = 0, fd; k < AGAIN_PER_TURN && (fd = again_pop()) >= 0; k++) {
+			r[m].fd = fd;
+			r[m].events = EPOLLIN;
+			from_again[m++] = 1;
+		}
+		dispatch(r, m, from_again);
 		for (unsigned i = 0; i < nafter; i++)
 			after[i]();
 	}

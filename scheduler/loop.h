@@ -8,8 +8,9 @@
  *
  * One turn: every timer's tick(now), phase by phase (enum nvs_loop_phase);
  * sleep until a descriptor is ready or the earliest next(now) (at most
- * 60 s); run the handlers of the ready descriptors, the urgent ones
- * first; then every after-events hook.
+ * 60 s); run the handlers of the ready descriptors (and of those asked to
+ * run again), the urgent ones first, the others within a time budget;
+ * then every after-events hook.
  */
 #ifndef NVSHARE_SCHEDULER_LOOP_H
 #define NVSHARE_SCHEDULER_LOOP_H
@@ -32,9 +33,17 @@ int nvs_loop_events(int fd, uint32_t events);
 /* Stops watching fd; call before closing it. */
 void nvs_loop_remove(int fd);
 /* Serves fd's events before the others' in every turn from now on (until
- * it is removed): for peers that have proven who they are, so that work
- * from many new, unproven connections cannot delay them. */
+ * it is removed): for the peers the scheduler is for (registered clients,
+ * the admin socket), so that work from many other connections cannot
+ * delay them. The others' handlers share NVS_LOOP_BULK_NS of each turn
+ * (at least one runs); those left over run in a later turn (epoll reports
+ * them again). */
 void nvs_loop_urgent(int fd);
+#define NVS_LOOP_BULK_NS (2ull * 1000000ull)
+/* Runs fd's handler again next turn (EPOLLIN) although the descriptor may
+ * not be ready: for a handler that stopped with work left in its own
+ * buffers, to let the other descriptors have their turn. */
+void nvs_loop_again(int fd);
 
 /*
  * Where in a turn a timer ticks: phase by phase, in this order; within a

@@ -259,6 +259,7 @@ int nvs_server_open(void)
 		NVS_ERROR("event loop setup failed: %s", strerror(errno));
 		return -1;
 	}
+	nvs_loop_urgent(sig_fd); /* SIGTERM is heard whatever the load */
 	/* The socket check and the end of an accept pause, once the turn's
 	 * reap has given descriptors back (loop.h). */
 	nvs_loop_timer(NVS_LOOP_ACCEPT, server_tick, server_next_deadline);
@@ -365,11 +366,13 @@ static void watch_listener_in(struct listener *l, int on)
 }
 
 static uint64_t client_paused_until;
+static uint64_t rate_paused_until; /* the accept rate, below */
 
 static void pause_accept(int on)
 {
 	for (unsigned i = 0; i < NLISTENERS; i++)
-		if (on || listeners[i].role != CONN_ROLE_CLIENT || !client_paused_until)
+		if (on || listeners[i].role != CONN_ROLE_CLIENT ||
+		    (!client_paused_until && !rate_paused_until))
 			watch_listener_in(&listeners[i], !on);
 	accept_paused_until = on ? nvs_now_ns() + ACCEPT_PAUSE_NS : 0;
 }
@@ -415,8 +418,79 @@ static void client_accept_pause(void)
 	quiet = 0;
 }
 
+/*
+ * The accept rate (NVSHARE_ACCEPT_RATE, limits.h): a token bucket of one
+ * connection per 1/rate s, as deep as a tenth of a second's worth (at
+ * least ACCEPT_BATCH). Empty, the client socket is not watched until
+ * ACCEPT_BATCH tokens are back: peers wait in the kernel's backlog, and
+ * the loop's time goes to the clients it already has. Each accept costs
+ * the loop ~100 us (peer resolution, cgroup read, descriptors): at 20,000
+ * connections a second of churn the loop had no time left, and honest
+ * lock waits reached 10-20 ms at p99; at the default 1,000 a second they
+ * stay ~1-3 ms (docs/reliability.md). Legitimate clients connect once per
+ * process (and again after a scheduler restart).
+ */
+static double rate_tokens = -1;
+static uint64_t rate_refilled_ns;
+
+#define ACCEPT_BATCH 16
+
+static double rate_depth(void)
+{
+	double d = nvs_limits_cfg.accept_rate / 10.0;
+	return d < ACCEPT_BATCH ? ACCEPT_BATCH : d;
+}
+
+/* 1: a client-socket connection may be accepted now (a token taken). */
+static int rate_take(uint64_t now)
+{
+	unsigned rate = nvs_limits_cfg.accept_rate;
+	if (!rate)
+		return 1;
+	if (rate_tokens < 0) {
+		rate_tokens = rate_depth();
+		rate_refilled_ns = now;
+	}
+	rate_tokens += (double)(now - rate_refilled_ns) * rate / 1e9;
+	rate_refilled_ns = now;
+	if (rate_tokens > rate_depth())
+		rate_tokens = rate_depth();
+	if (rate_tokens >= 1) {
+		rate_tokens -= 1;
+		return 1;
+	}
+	return 0;
+}
+
+static void rate_pause(uint64_t now)
+{
+	watch_listener_in(client_listener(), 0);
+	rate_paused_until =
+	    now + (uint64_t)((ACCEPT_BATCH - rate_tokens) * 1e9 / nvs_limits_cfg.accept_rate);
+	nvs_limits_stats.rate_paused++;
+	/* One line and one event per second at most. */
+	static uint64_t last_ns;
+	static unsigned quiet;
+	if (last_ns && now - last_ns < 1000000000ull) {
+		quiet++;
+		return;
+	}
+	nvs_event("accept_paused", "\"reason\":\"rate-limit\",\"open\":%u,\"quiet\":%u",
+		  conn_count(), quiet);
+	NVS_WARN("client socket: %u connections a second reached (NVSHARE_ACCEPT_RATE): new peers "
+		 "wait in the backlog (%u more pauses since the last line)",
+		 nvs_limits_cfg.accept_rate, quiet);
+	last_ns = now;
+	quiet = 0;
+}
+
 static void client_accept_retry(uint64_t now)
 {
+	if (rate_paused_until && now >= rate_paused_until) {
+		rate_paused_until = 0;
+		if (!client_paused_until && !accept_paused_until)
+			watch_listener_in(client_listener(), 1);
+	}
 	if (!client_paused_until || now < client_paused_until)
 		return;
 	if (!nvs_fd_reserve_refill()) {
@@ -424,19 +498,23 @@ static void client_accept_retry(uint64_t now)
 		return;
 	}
 	client_paused_until = 0;
-	if (!accept_paused_until)
+	if (!accept_paused_until && !rate_paused_until)
 		watch_listener_in(client_listener(), 1);
 }
 
-/* Connections taken per wake-up: a peer connecting in a loop must not keep
- * the loop in accept() while clients wait for their lock (the listener
- * stays readable; the rest are taken after the other events). */
-#define ACCEPT_BATCH 16
+/* Connections taken per wake-up (ACCEPT_BATCH, above): a peer connecting
+ * in a loop must not keep the loop in accept() while clients wait for their
+ * lock (the listener stays readable; the rest are taken after the other
+ * events). */
 
 static void accept_all(struct listener *l)
 {
 	int listen_fd = l->fd;
 	for (int taken = 0; taken < ACCEPT_BATCH; taken++) {
+		if (l->role == CONN_ROLE_CLIENT && !rate_take(nvs_now_ns())) {
+			rate_pause(nvs_now_ns());
+			return;
+		}
 		int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0 && (errno == EMFILE || errno == ENFILE) && l->role == CONN_ROLE_ADMIN) {
 			/* The admin socket is served from the reserve: the
@@ -547,6 +625,8 @@ static uint64_t server_next_deadline(uint64_t now)
 		deadline = accept_paused_until;
 	if (client_paused_until && client_paused_until < deadline)
 		deadline = client_paused_until;
+	if (rate_paused_until && rate_paused_until < deadline)
+		deadline = rate_paused_until;
 	return deadline;
 }
 

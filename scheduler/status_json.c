@@ -287,12 +287,14 @@ cJSON *nvs_status_json(uint64_t now)
 	num(c, "refused_tenant_limit", nvs_limits_stats.refused_tenant);
 	num(c, "handshake_timeouts", nvs_limits_stats.handshake_timeouts);
 	num(c, "buffer_budget_cuts", nvs_limits_stats.budget_cuts);
+	num(c, "accept_rate_pauses", nvs_limits_stats.rate_paused);
 	num(c, "admin_from_reserve", nvs_limits_stats.reserve_accepts);
 	num(c, "buffered_bytes", nvs_limits_stats.buffered);
 	num(c, "buffered_max_bytes", nvs_limits_stats.buffered_max);
 	cJSON *lim = cJSON_AddObjectToObject(root, "limits");
 	num(lim, "max_conns_per_tenant", nvs_limits_cfg.max_conns_per_tenant);
 	num(lim, "handshake_timeout_ms", nvs_limits_cfg.handshake_ms);
+	num(lim, "accept_rate", nvs_limits_cfg.accept_rate);
 	num(lim, "conn_buffer_budget", nvs_limits_cfg.buffer_budget);
 	num(lim, "log_rate", nvs_plog_rate);
 	num(lim, "log_lines_suppressed", nvs_plog_suppressed_total);

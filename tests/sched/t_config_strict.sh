@@ -46,6 +46,7 @@ NVSHARE_SWAP_TQ_MAX_FACTOR|--swap-tq-max-factor|101
 NVSHARE_MAX_CONNS_PER_TENANT|--max-conns-per-tenant|lots
 NVSHARE_HANDSHAKE_TIMEOUT_MS|--handshake-timeout-ms|50
 NVSHARE_CONN_BUFFER_BUDGET|--conn-buffer-budget|1Ki
+NVSHARE_ACCEPT_RATE|--accept-rate|5
 NVSHARE_LOG_RATE|--log-rate|-1
 NVSHARE_COSCHEDULE|--coschedule|sometimes
 NVSHARE_PREEMPT_MS|--preempt-ms|2h

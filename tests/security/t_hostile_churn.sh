@@ -17,19 +17,31 @@ SECS=4
 start_scheduler --no-nvml --mode on || { not_ok "scheduler starts"; exit 1; }
 # bounds: the limits the status reports, as one tuple.
 bounds() {
-  "$CTL" --json | "$HPY" -c 'import json,sys; l=json.load(sys.stdin)["limits"]; print((l["max_conns_per_tenant"], l["handshake_timeout_ms"], l["conn_buffer_budget"], l["log_rate"]))'
+  "$CTL" --json | "$HPY" -c 'import json,sys; l=json.load(sys.stdin)["limits"]; print((l["max_conns_per_tenant"], l["handshake_timeout_ms"], l["conn_buffer_budget"], l["log_rate"], l["accept_rate"]))'
 }
-check "the default bounds: 64 connections a tenant, 2 s handshake, 16 MiB budget, 10 lines a second" \
-  test "$(bounds)" = "(64, 2000, $((16 << 20)), 10)"
+check "the default bounds: 64 connections a tenant, 2 s handshake, 16 MiB budget, 10 lines a second, 1000 accepts a second" \
+  test "$(bounds)" = "(64, 2000, $((16 << 20)), 10, 1000)"
+# conn_stat KEY: a counter of the status's "connections".
+conn_stat() { "$CTL" --json | "$HPY" -c 'import json,sys; print(json.load(sys.stdin)["connections"][sys.argv[1]])' "$1"; }
+a0=$(conn_stat accepted)
 rtt_start H
 fc H --gpu-uuid GPU-h --script "$(honest_script 500)"
 wait_ev 5 H LOCK_OK
 l0=$(wc -c <"$T/scheduler.log")
+t0=$(date +%s%N)
 hostile C churn 8 --hold "$SECS"
 hostile CH churn-hello 4 --hold "$SECS"
 check "the churn ran $SECS s" wait_for $((SECS + 20)) grep -q '^DONE' "$T/C.out"
 check "the HELLO churn ran $SECS s" wait_for 20 grep -q '^DONE' "$T/CH.out"
 diag "garbage: $(grep DONE "$T/C.out"); HELLO: $(grep DONE "$T/CH.out")"
+# The accept rate (NVSHARE_ACCEPT_RATE, 1000 a second, a bucket 100 deep):
+# however fast the churn connects, the scheduler took at most that many
+# (an upper bound, whatever the machine's speed: the time only grows).
+accepted=$(( $(conn_stat accepted) - a0 )) el_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+check "the accept rate held: $accepted connections accepted in $el_ms ms (<= 1000/s + 100)" \
+  [ "$accepted" -le $((el_ms + 100 + 16)) ]
+rate_paused() { has_event accept_paused reason='"rate-limit"' && [ "$(conn_stat accept_rate_pauses)" -gt 0 ]; }
+check "... pausing the client socket (accept_paused rate-limit events, counted)" rate_paused
 check "the honest client finished its 500 lock cycles" wait_exit 60 "$PID_H"
 check "... exit 0" [ "$RC" = 0 ]
 # Summaries of what was held back are written within ~2 s of the last one.
@@ -67,7 +79,8 @@ mkfifo "$T/err.fifo"
 # (the redirection inside: bash gives a background job of a script
 # /dev/null as its stdin)
 bg sh -c 'exec sleep 600 <>"$0"' "$T/err.fifo" # holds the pipe open, reads nothing
-bg "$B/nvshare-scheduler" --no-nvml --mode on --log-rate 0 2>"$T/err.fifo"
+# (--accept-rate 0: what fills stderr here is the churn's lines, unlimited)
+bg "$B/nvshare-scheduler" --no-nvml --mode on --log-rate 0 --accept-rate 0 2>"$T/err.fifo"
 SCHED_PID=${_pids[-1]}
 wait_for 5 test -S "$NVSHARE_ADMIN_SOCK_DIR/admin.sock" || not_ok "scheduler starts (stderr unread)"
 hostile C2 churn 8 --hold 3
