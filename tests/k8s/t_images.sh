@@ -98,6 +98,18 @@ for img in scheduler device-plugin library; do
     not_ok "nvshare/$img: ENTRYPOINT ($ep) --help"; echo "$out" | tail -n 10 | sed 's/^/# /'
   fi
   case $img in
+    scheduler)
+      # As an operator does with kubectl exec in the scheduler Pod: the
+      # image's nvsharectl talks to the image's scheduler over the admin
+      # socket (its default directory, /var/run/nvshare-admin).
+      if out=$(bh run "$ctr" -- /bin/sh -c "$ep --no-nvml --no-kube --state-file none >/tmp/s.log 2>&1 &
+            i=0; while [ ! -S /var/run/nvshare-admin/admin.sock ] && [ \$i -lt 500000 ]; do i=\$((i + 1)); done
+            nvsharectl --json; rc=\$?; kill \$! 2>/dev/null; exit \$rc" 2>&1) &&
+         echo "$out" | grep -q '"gpus"'; then
+        ok "nvshare/scheduler: nvsharectl in the image answers from the admin socket (kubectl exec)"
+      else
+        not_ok "nvshare/scheduler: nvsharectl in the image"; echo "$out" | tail -n 10 | sed 's/^/# /'
+      fi ;;
     library)
       if out=$(bh run "$ctr" -- /bin/sh -c 'mkdir -p /tmp/dest &&
             /usr/local/bin/nvshare-install-library /tmp/dest &&
