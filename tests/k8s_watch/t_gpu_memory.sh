@@ -110,6 +110,13 @@ check "annotation removed: back to the request (2Gi)" \
   wait_for 3 sh -c '[ "$(grep "GPU 0: memory limit" "$1" | tail -1 | grep -c "limit 2Gi")" = 1 ]' sh "$T/M.err"
 r=$(cmd 7 M info)
 check "cuMemGetInfo total = 2 GiB again ($r)" has "$r" "total=$((2 * GI))"
+# nvsharectl overrides both, in the existing precedence (ctl > annotation >
+# request): the administrator's 3 GiB for this process.
+"$CTL" --set-client "$PID_M" --memory-limit 3Gi >/dev/null
+check "nvsharectl --set-client 3Gi overrides the request" \
+  wait_for 3 sh -c '[ "$(grep "GPU 0: memory limit" "$1" | tail -1 | grep -c "limit 3Gi")" = 1 ]' sh "$T/M.err"
+r=$(cmd 7 M info)
+check "nvsharectl: cuMemGetInfo total = 3 GiB ($r)" has "$r" "total=$((3 * GI))"
 echo quit >&7
 
 # 4. Fit: a 10 GiB GPU; Pods of 6 and 4+2 units (the init container's 1
