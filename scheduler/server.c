@@ -394,6 +394,26 @@ static struct listener *client_listener(void)
  * admin socket stays watched and is served from the reserve.
  */
 
+/* An accept pause's line and event: one a second per reason at most.
+ * pause_noted() says whether to write them now, with *quiet the pauses
+ * held back since the last ones. */
+struct pause_note {
+	uint64_t last_ns;
+	unsigned quiet;
+};
+
+static int pause_noted(struct pause_note *n, uint64_t now, unsigned *quiet)
+{
+	if (n->last_ns && now - n->last_ns < 1000000000ull) {
+		n->quiet++;
+		return 0;
+	}
+	*quiet = n->quiet;
+	n->last_ns = now;
+	n->quiet = 0;
+	return 1;
+}
+
 static void client_accept_pause(void)
 {
 	watch_listener_in(client_listener(), 0);
@@ -401,21 +421,16 @@ static void client_accept_pause(void)
 	client_paused_until = now + ACCEPT_PAUSE_NS;
 	nvs_limits_stats.accept_paused++;
 	S.accept_pauses++;
-	/* One line and one event per second at most. */
-	static uint64_t last_ns;
-	static unsigned quiet;
-	if (last_ns && now - last_ns < 1000000000ull) {
-		quiet++;
+	static struct pause_note note;
+	unsigned quiet;
+	if (!pause_noted(&note, now, &quiet))
 		return;
-	}
 	nvs_event("accept_paused", "\"reason\":\"out-of-fds\",\"open\":%u,\"quiet\":%u",
 		  conn_count(), quiet);
 	NVS_WARN("out of file descriptors (%u connections open): not accepting on the client "
 		 "socket until some close (new peers wait in the backlog); the admin socket is "
 		 "still served (%u more pauses since the last line)",
 		 conn_count(), quiet);
-	last_ns = now;
-	quiet = 0;
 }
 
 /*
@@ -468,20 +483,15 @@ static void rate_pause(uint64_t now)
 	rate_paused_until =
 	    now + (uint64_t)((ACCEPT_BATCH - rate_tokens) * 1e9 / nvs_limits_cfg.accept_rate);
 	nvs_limits_stats.rate_paused++;
-	/* One line and one event per second at most. */
-	static uint64_t last_ns;
-	static unsigned quiet;
-	if (last_ns && now - last_ns < 1000000000ull) {
-		quiet++;
+	static struct pause_note note;
+	unsigned quiet;
+	if (!pause_noted(&note, now, &quiet))
 		return;
-	}
 	nvs_event("accept_paused", "\"reason\":\"rate-limit\",\"open\":%u,\"quiet\":%u",
 		  conn_count(), quiet);
 	NVS_WARN("client socket: %u connections a second reached (NVSHARE_ACCEPT_RATE): new peers "
 		 "wait in the backlog (%u more pauses since the last line)",
 		 nvs_limits_cfg.accept_rate, quiet);
-	last_ns = now;
-	quiet = 0;
 }
 
 static void client_accept_retry(uint64_t now)
