@@ -48,16 +48,21 @@ kill "$SCHED_PID" 2>/dev/null; wait "$SCHED_PID" 2>/dev/null
 # ---- 1. A set that fits: batch 2Gi + notebooks 1.5Gi at capacity 6Gi ----
 start_scheduler --no-nvml --capacity 6Gi --tq 30s
 u=(--gpu-uuid GPU-set --total 16Gi)
-fc B "${u[@]}" --alloc 2Gi --priority batch --script "until $T/go;lock;mark B-holds;hold 2500ms;release;hold 200ms"
-nb='until GO;lock;mark burst1;hold 1200ms;idle_release;hold 300ms;lock;mark burst2;hold 150ms;idle_release;hold 300ms'
+# The batch holder and the first bursts hold until the status has been
+# read (SEEN): the running set is still there however slowly this script
+# gets to look.
+fc B "${u[@]}" --alloc 2Gi --priority batch --script "until $T/go;lock;mark B-holds;until $T/seen;hold 1000ms;release;hold 200ms"
+nb='until GO;lock;mark burst1;until SEEN;hold 200ms;idle_release;hold 300ms;lock;mark burst2;hold 150ms;idle_release;hold 300ms'
+nb=${nb//GO/$T/go}
 for n in N1 N2 N3; do
-  fc $n "${u[@]}" --alloc 1536Mi --priority interactive --script "${nb//GO/$T/go}"
+  fc $n "${u[@]}" --alloc 1536Mi --priority interactive --script "${nb//SEEN/$T/seen}"
 done
 check "6.5Gi of 6Gi: serialized" wait_event 3 gpu_mode gpu=0 serialized=1
 touch "$T/go"
 check "nvsharectl shows the running set and why" \
-  wait_for 5 sh -c "'$CTL' | grep -qE 'GPU 0 running set: .*guest interactive \\(fits\\)'"
+  wait_for 10 sh -c "'$CTL' | grep -qE 'GPU 0 running set: .*guest interactive \\(fits\\)'"
 check "status JSON: a guest's class is declared" json_has '"class":"interactive","class_source":"declared","role":"guest"'
+touch "$T/seen"
 for p in "$PID_B" "$PID_N1" "$PID_N2" "$PID_N3"; do wait_exit 20 "$p"; done
 sizes="$(client_id B):2048 $(client_id N1):1536 $(client_id N2):1536 $(client_id N3):1536"
 mx=$(max_running "$sizes")
@@ -77,7 +82,8 @@ mv "$NVSHARE_EVENTS" "$T/events-1.jsonl"
 # capacity 4Gi: batch 3Gi + notebook 2Gi do not fit together.
 start_scheduler --no-nvml --capacity 4Gi --tq 30s --preempt-ms 50 --min-slice-ms 300
 u=(--gpu-uuid GPU-pre --total 16Gi)
-fc BP "${u[@]}" --alloc 3Gi --priority batch --script 'wait mode1;work 3s'
+# B's 6 s of work outlast both bursts, however late this script sends them.
+fc BP "${u[@]}" --alloc 3Gi --priority batch --script 'wait mode1;work 6s'
 fc NP "${u[@]}" --alloc 2Gi --priority interactive \
   --script "until $T/go1;lock;mark burst1;hold 100ms;idle_release;until $T/go2;lock;mark burst2;hold 100ms;idle_release;hold 500ms"
 # The first burst asks just after B's grant: it must wait for B's slice.
@@ -88,7 +94,7 @@ wait_for 10 lines_at_least "$T/BP.out" 'LOCK_OK' 2
 sleep 0.5 # B holds past its slice: the second burst meets the 50 ms bound alone
 touch "$T/go2"
 wait_ev 10 NP 'MARK burst2'
-wait_exit 10 "$PID_NP"; wait_exit 15 "$PID_BP"
+wait_exit 20 "$PID_NP"; wait_exit 30 "$PID_BP"
 bid=$(client_id BP); nid=$(client_id NP)
 # preemptions: for each DROP_LOCK(interactive) to B, the burst's request and
 # B's grant before it; the scheduler must drop at max(request + 50 ms,
