@@ -75,11 +75,16 @@ static int oversubscribed(const struct gpu *g)
 /* ---- swap (docs/swap.md) ---- */
 
 /* Effective TQ = max(TQ, factor x recent swap time) while memory does not
- * fit; NVSHARE_SWAP_TQ_FACTOR (default 10, 0 = off). The swap time is the
+ * fit; NVSHARE_SWAP_TQ_FACTOR (default 20, 0 = off). A hand-off costs about
+ * one swap each way, so with factor k jobs taking turns lose about 1/k of
+ * their GPU time to swapping: 20 keeps two batch jobs that do not fit within
+ * 5 % of running them one after the other (issue 21's target; 10 let a job
+ * that ends just past one quantum pay a swap each way, 1.12-1.14x on an
+ * H100/H200, docs/BENCHMARKS.md). The swap time is the
  * median of the last swaps in each direction (claims.c), so one client's
  * forged SWAP_STATS do not set it; the result is bounded by
  * NVSHARE_SWAP_TQ_MAX_FACTOR x TQ (default 4) and 60 s. */
-#define SWAP_TQ_FACTOR_DEFAULT 10u
+#define SWAP_TQ_FACTOR_DEFAULT 20u
 #define SWAP_TQ_MAX_NS (60ull * 1000000000ull)
 
 static unsigned swap_tq_factor(void)
