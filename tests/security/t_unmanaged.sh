@@ -27,6 +27,14 @@ s = json.load(sys.stdin)
 print(eval(sys.argv[1]))' "$1"
 }
 st_is() { [ "$(st "$1")" = "$2" ]; }
+# read_checks: c1 = the status's detection-pass counter. Read until a status
+# answers: an empty c1 (one nvsharectl call lost on a loaded machine) made
+# the comparison below a syntax error, a failure whatever the scheduler did.
+read_checks() {
+  c1=
+  _c1() { c1=$(st "s['unmanaged']['checks']") && [ -n "$c1" ]; }
+  wait_for "$(scaled 10)" _c1 || not_ok "the status's detection-pass counter read"
+}
 # lacks_event EVENT [FIELD=VALUE]...: no such event (only after a marker).
 lacks_event() { ! has_event "$@"; }
 # serialized_for_v: GPU 0 serialized for one unmanaged process, at least
@@ -86,8 +94,8 @@ fi
 # A later detection pass has run (the status's pass counter, read after the
 # report was on the stream, goes up): the moment for a second report, or
 # for one of M (on the GPU before U, so due no later), has passed.
-c1=$(st "s['unmanaged']['checks']")
-check "another detection pass ran" wait_for 10 st_is "s['unmanaged']['checks'] > $c1" True
+read_checks
+check "another detection pass ran" wait_for "$(scaled 10)" st_is "s['unmanaged']['checks'] > $c1" True
 check "still reported once after more passes" \
   test "$(count_events unmanaged_found pid="$PID_U")" = 1
 check "the managed process is not reported" lacks_event unmanaged_found pid="$PID_M"
@@ -137,8 +145,8 @@ for i in $(seq 1 20); do gpu_proc "W$i" none; done
 start_scheduler
 check "20 unmanaged processes listed in the status within 5 s" \
   wait_for 5 st_is "(len(s['unmanaged']['processes']), s['unmanaged']['gpus'][0]['count'])" "(20, 20)"
-c1=$(st "s['unmanaged']['checks']")
-check "another detection pass ran" wait_for 10 st_is "s['unmanaged']['checks'] > $c1" True
+read_checks
+check "another detection pass ran" wait_for "$(scaled 10)" st_is "s['unmanaged']['checks'] > $c1" True
 check "16 of them reported one by one (unmanaged_found), the other 4 only in the status" \
   test "$(count_events unmanaged_found gpu=0)" = 16
 kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
