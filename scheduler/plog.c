@@ -1,5 +1,6 @@
 /*
- * Per-tenant, per-kind log rate limiting (plog.h). A fixed table, direct
+ * Per-tenant, per-kind log rate limiting (plog.h; an unknown tenant's lines
+ * are keyed by its uid). A fixed table, direct
  * mapped by a hash of the key: its size does not grow with the number of
  * peers; a key pushed out by another first reports what it suppressed.
  */
@@ -85,7 +86,16 @@ int nvs_plog_allow(const void *site, const char *kind, const struct nvs_peer *p,
 	if (!nvs_plog_rate)
 		return 1;
 	char t[48];
-	nvs_tenant_key(p, t, sizeof t);
+	/* Lines from an unknown tenant count against its uid's budget: one
+	 * uid whose peers exit before they are accepted (common for a churn
+	 * on a slow machine) would otherwise write under two keys, its uid's
+	 * and "unknown", doubling its worst case (a soak round: 1.06 MB of
+	 * log a minute from one churning uid). SO_PEERCRED's uid is known
+	 * even then. The tenant itself stays unknown (limits, fairness). */
+	if (p->kind == NVS_TENANT_UNKNOWN)
+		snprintf(t, sizeof t, "uid:%u", (unsigned)p->uid);
+	else
+		nvs_tenant_key(p, t, sizeof t);
 	uint64_t h = fnv(14695981039346656037ull, &site, sizeof site);
 	h = fnv(h, kind, strlen(kind));
 	h = fnv(h, t, strlen(t));
