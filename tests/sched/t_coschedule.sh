@@ -99,13 +99,18 @@ bid=$(client_id BP); nid=$(client_id NP)
 # preemptions: for each DROP_LOCK(interactive) to B, the burst's request and
 # B's grant before it; the scheduler must drop at max(request + 50 ms,
 # grant + 300 ms), never earlier, and (busy machine) within 250 ms of it.
+# The slice is the drop event's held_ms: the scheduler's own grant-to-
+# decision time. The events' mono_ns are stamped as each is written, a
+# little after the decision (lock_ok later than the grant by more than
+# drop_lock after its decision read 299 ms for a 300 ms slice in CI).
 awk -v b="$bid" -v n="$nid" '
   { match($0, /"mono_ns":[0-9]+/); t = substr($0, RSTART + 10, RLENGTH - 10) + 0 }
   /"event":"lock_ok"/ && $0 ~ "\"client\":" b "," { gb = t }
   /"event":"req_lock"/ && $0 ~ "\"client\":" n "," { rq = t }
   /"event":"drop_lock"/ && $0 ~ "\"client\":" b "," && /"reason":"interactive"/ {
     due = rq + 50e6; if (gb + 300e6 > due) due = gb + 300e6
-    printf "%d %d %d\n", (t - due) / 1e6, (t - rq) / 1e6, (t - gb) / 1e6 }
+    match($0, /"held_ms":[0-9.]+/); held = substr($0, RSTART + 10, RLENGTH - 10) + 0
+    printf "%d %d %d\n", (t - due) / 1e6, (t - rq) / 1e6, held }
   /"event":"lock_released"/ && $0 ~ "\"client\":" n "," && /"reason":"idle"/ { rel = t }
   /"event":"lock_ok"/ && $0 ~ "\"client\":" b "," && rel { printf "back %d\n", (t - rel) / 1e6; rel = 0 }
 ' "$NVSHARE_EVENTS" >"$T/pre.txt"
