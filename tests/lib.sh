@@ -133,17 +133,20 @@ wait_for() {
 # that must judge wall-clock time (docs/testing.md) stretch their bounds by
 # it with `scaled`, and print it.
 SPEED_REF_US=9600
+# speed_now: the factor measured afresh (not kept).
+speed_now() {
+  local us
+  us=$("$B/tests/common/speed_probe" 2>/dev/null) || us=$SPEED_REF_US
+  awk -v u="$us" -v r="$SPEED_REF_US" \
+    'BEGIN { f = u / r; if (f < 1) f = 1; if (f > 20) f = 20; printf "%.2f\n", f }'
+}
 speed_factor() {
-  if [ ! -s "$T/.speed" ]; then
-    local us
-    us=$("$B/tests/common/speed_probe" 2>/dev/null) || us=$SPEED_REF_US
-    awk -v u="$us" -v r="$SPEED_REF_US" \
-      'BEGIN { f = u / r; if (f < 1) f = 1; if (f > 20) f = 20; printf "%.2f\n", f }' >"$T/.speed"
-  fi
+  [ -s "$T/.speed" ] || speed_now >"$T/.speed"
   cat "$T/.speed"
 }
-# scaled N: N (a bound: ms, us, a count) times the speed factor, rounded.
-scaled() { awk -v n="$1" -v f="$(speed_factor)" 'BEGIN { printf "%d", n * f + 0.5 }'; }
+# scaled N [FACTOR]: N (a bound: ms, us, a count) times the speed factor (or
+# FACTOR), rounded.
+scaled() { awk -v n="$1" -v f="${2:-$(speed_factor)}" 'BEGIN { printf "%d", n * f + 0.5 }'; }
 
 # lines_at_least FILE ERE N: FILE has at least N lines matching ERE (a
 # condition for wait_for: evaluated anew on every poll).

@@ -58,18 +58,14 @@ rtt_start() {
   eval "RTT_$1=${_pids[-1]}"
 }
 
-# end_speed: the speed factor as the honest client ends (speed_probe once
-# more, as speed_factor does), or the one taken at the test's start if that
-# is larger. A build or another test that started after this test began
+# end_speed: the speed factor as the honest client ends (speed_now), or
+# the one taken at the test's start if that is larger. A build or another test that started after this test began
 # slows a busy scheduler (preempted for whole time slices) far more than the
 # sleeping round-trip probe, and the factor from the start does not know it;
 # by now the attacks have sent what they meant to, so their own load is
 # mostly gone from the figure.
 end_speed() {
-  local us
-  us=$("$B/tests/common/speed_probe" 2>/dev/null) || us=0
-  awk -v u="$us" -v r="$SPEED_REF_US" -v f0="$(speed_factor)" \
-    'BEGIN { f = u / r; if (f < f0) f = f0; if (f > 20) f = 20; printf "%.2f\n", f }'
+  awk -v a="$(speed_factor)" -v b="$(speed_now)" 'BEGIN { printf "%.2f\n", (b > a ? b : a) }'
 }
 
 # check_p99 NAME WHAT: asserts issue 17's bound on fake_client NAME's lock
@@ -88,7 +84,7 @@ check_p99() {
   read -r rn r50 r99 rmax <"$T/$1.rtt" 2>/dev/null || rn=0
   [ "${rn:-0}" -gt 0 ] 2>/dev/null || { rn=0 r50=0 r99=0 rmax=0; }
   f=$(end_speed)
-  lim=$(awk -v f="$f" 'BEGIN { printf "%d", 10000 * f + 0.5 }')
+  lim=$(scaled 10000 "$f")
   san && lim=$((lim * 2))
   lim=$((lim + r99))
   diag "honest lock wait $2: n=$n p50=${p50}us p99=${p99}us max=${max}us; two-process round trip meanwhile: n=$rn p50=${r50}us p99=${r99}us max=${rmax}us; speed $(speed_factor) at the start, $f used"
