@@ -44,7 +44,9 @@ r = d["data"]["result"]
 if d["data"]["resultType"] == "scalar":
     print(r[1])
 elif r:
-    v = float(r[0]["value"][1]); print(int(v) if v == int(v) else v)
+    v = float(r[0]["value"][1])
+    # NaN and infinities print as such (int() raises on them)
+    print(int(v) if v == v and abs(v) != float("inf") and v == int(v) else v)
 else:
     print("none")'
 }
@@ -53,7 +55,12 @@ else:
 # (tests/lib.sh), since Prometheus scrapes once a second with a 1 s
 # timeout and an ASan scheduler beside burners misses some scrapes.
 pq_is() { [ "$(pq "$1")" = "$2" ]; }
-pq_wait() { wait_for "$(scaled "$1")" pq_is "$2" "$3"; }
+# On a timeout it says what the query gave last.
+pq_wait() {
+  wait_for "$(scaled "$1")" pq_is "$2" "$3" && return 0
+  diag "pq_wait: '$2' is '$(pq "$2")', not '$3' after $(scaled "$1") s"
+  return 1
+}
 
 check "target up" pq_wait 30 'up{job="nvshare"}' 1
 
