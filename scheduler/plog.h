@@ -33,6 +33,9 @@ const char *nvs_tenant_key(const struct nvs_peer *p, char *buf, size_t cap);
  * kind: a string literal (a reason code). */
 int nvs_plog_allow(const void *site, const char *kind, const struct nvs_peer *p,
 		   unsigned *suppressed);
+/* The same at a given time (CLOCK_MONOTONIC ns; tests). */
+int nvs_plog_allow_at(const void *site, const char *kind, const struct nvs_peer *p, uint64_t now,
+		      unsigned *suppressed);
 
 /*
  * Every INFO or WARN line logged while a peer's message is being handled

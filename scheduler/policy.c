@@ -834,13 +834,20 @@ static void revoke(struct gpu *g, uint64_t now)
 	NVS_WARN("REVOKE " CG_FMT " held_ms=%.3f: no LOCK_RELEASED within %u ms of DROP_LOCK; "
 		 "lock goes to the next waiter",
 		 CG_ARGS(h), ms(now - h->held_since_ns), S.cfg.drop_grace_ms);
-	nvs_event("revoke", CG_EV ",\"held_ms\":%.3f,\"grace_ms\":%u", CG_ARGS(h),
-		  ms(now - h->held_since_ns), S.cfg.drop_grace_ms);
+	/* The penalty runs from this decision's time, which the event's own
+	 * stamp (taken when it is written) trails: the event says when it
+	 * ends, on the same clock as mono_ns. */
+	uint64_t penalty = nvs_policy_tq_ns(g);
+	nvs_event("revoke",
+		  CG_EV ",\"held_ms\":%.3f,\"grace_ms\":%u,\"penalty_ms\":%.3f,"
+			"\"penalty_until_ns\":%llu",
+		  CG_ARGS(h), ms(now - h->held_since_ns), S.cfg.drop_grace_ms, ms(penalty),
+		  (unsigned long long)(now + penalty));
 	/* DROP_LOCK with grace 0 tells the client it no longer holds the
 	 * lock; its late LOCK_RELEASED is ignored and it may REQ_LOCK again. */
 	send_drop(g, 0);
 	/* It goes to the back and waits one quantum (fairness.c). */
-	nvs_fair_revoked(h, now, nvs_policy_tq_ns(g));
+	nvs_fair_revoked(h, now, penalty);
 	end_hold(g, now);
 	NVS_INFO("LOCK_RELEASED " CG_FMT " reason=revoked", CG_ARGS(h));
 	nvs_event("lock_released", CG_EV ",\"reason\":\"revoked\"", CG_ARGS(h));

@@ -2,7 +2,8 @@
 # used by the t_*.sh scripts; t_* programs print TAP.
 SCHED_TEST_COMMON := $(B)/ctl/sched_conn.o $(COMMON_OBJS)
 TEST_TARGETS += $(B)/tests/sched/fake_client $(B)/tests/sched/t_kill_handoff \
-	$(B)/tests/sched/t_slow_reader $(B)/tests/sched/t_settings $(B)/tests/sched/t_k8s_request
+	$(B)/tests/sched/t_slow_reader $(B)/tests/sched/t_settings $(B)/tests/sched/t_k8s_request \
+	$(B)/tests/sched/t_plog
 
 $(B)/tests/sched/fake_client: $(B)/tests/sched/fake_client.o $(SCHED_TEST_COMMON)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^
@@ -14,6 +15,9 @@ $(B)/tests/sched/t_slow_reader: $(B)/tests/sched/t_slow_reader.o $(SCHED_TEST_CO
 	$(CC) $(LDFLAGS_ALL) -o $@ $^
 
 $(B)/tests/sched/t_settings: $(B)/tests/sched/t_settings.o $(B)/scheduler/settings.o $(COMMON_OBJS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^
+
+$(B)/tests/sched/t_plog: $(B)/tests/sched/t_plog.o $(B)/scheduler/plog.o $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^
 
 $(B)/tests/sched/t_k8s_request: $(B)/tests/sched/t_k8s_request.o $(B)/scheduler/k8s/k8s_json.o \
