@@ -44,14 +44,29 @@ idle_handoff() {
 # field FILE KEY: value of KEY=... on the first line of FILE that has it.
 field() { grep -oE "(^| )$2=[^ ]*" "$1" | head -1 | sed "s/^ *$2=//"; }
 
-# switches A B: how often the merged PROGRESS stream (by time) changes from
-# one app to the other: ~ the number of hand-offs when serialized, ~ the
-# number of kernels when running together.
+# The simulated GPU's log: one line per kernel with its place on the
+# device's timeline (tests/sim/README.md).
+export NVSHARE_SIM_LOG=$T/sim.log
+# kernel_switches: how often the device's kernel timeline (by start time)
+# changes from one process to another: the hand-offs when serialized, ~ the
+# number of kernels when running together. The device's own times, so a
+# process that was descheduled before it printed its progress does not
+# count as running in the other's turn.
+kernel_switches() {
+  awk '$2 == "kernel" { sub("start_ns=", "", $4); print $4, $1 }' "$NVSHARE_SIM_LOG" 2>/dev/null |
+    sort -n | awk '{ if (NR > 1 && $2 != last) s++; last = $2 } END { print s + 0 }'
+}
+# switches A B: the same from A's and B's PROGRESS lines (by their t=),
+# for programs without the simulated GPU (client_probe): a process
+# descheduled between its call and taking the time can land a line in the
+# other's turn, so bounds on it must allow for that.
 switches() {
   cat "$T/$1.out" "$T/$2.out" | awk '$1 == "PROGRESS" { n = ""; t = ""
       for (i = 2; i <= NF; i++) { if ($i ~ /^name=/) n = substr($i, 6); if ($i ~ /^t=/) t = substr($i, 3) }
       print t, n }' | sort -n | awk '{ if (NR > 1 && $2 != last) s++; last = $2 } END { print s + 0 }'
 }
+# kernels_of NAME: how many kernels NAME's process ran on the device.
+kernels_of() { awk -v p="$(eval echo "\$PID_$1")" '$1 == p && $2 == "kernel"' "$NVSHARE_SIM_LOG" 2>/dev/null | wc -l; }
 
 # lock_owners: the client ids of the lock_ok events, in order.
 lock_owners() { event_field client lock_ok | tr '\n' ' '; }

@@ -390,6 +390,10 @@ static CUresult run_kernel(struct sim_stream *s, const struct sim_kernel_desc *k
 	me->c[dev].kernel_busy_ns += end - start;
 	sim_util_add_locked(dev, start, end);
 	sim_unlock();
+	/* The GPU's own timeline (NVSHARE_SIM_LOG): when each kernel runs on
+	 * the simulated device, whatever the process's CPU time does later. */
+	sim_log("kernel dev=%d start_ns=%llu end_ns=%llu", dev, (unsigned long long)start,
+		(unsigned long long)end);
 	sim_stream_enqueue(s, end, launch);
 	return CUDA_SUCCESS;
 }
