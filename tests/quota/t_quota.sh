@@ -87,9 +87,15 @@ is() { if awk "BEGIN { exit !($2) }"; then res PASS "$1"; else res FAIL "$1"; fi
 
 qstat() { python3 "$QSTAT" "$@"; }
 now_ms() { "$QAPP" --now; }
-# snap NAME: saves nvsharectl --json to $C/NAME.json.
-snap_once() { "$CTL" --json >"$C/$1.json" 2>/dev/null && [ -s "$C/$1.json" ]; }
-snap() { wait_for 10 snap_once "$1" || res FAIL "status snapshot $1"; }
+# snap NAME: saves nvsharectl --json to $C/NAME.json. A hang guard,
+# stretched by the speed factor: in an ASan soak round, with every case
+# of this test running at once beside burners, no status came within a
+# plain 10 s. A failure says what nvsharectl said last.
+snap_once() { "$CTL" --json >"$C/$1.json" 2>"$C/$1.err" && [ -s "$C/$1.json" ]; }
+snap() {
+  wait_for "$(scaled 10)" snap_once "$1" ||
+    res FAIL "status snapshot $1 (none within $(scaled 10) s; nvsharectl said: $(head -c 200 "$C/$1.err" | tr '\n' ' '))"
+}
 snap_t() { qstat now "$C/$1.json"; }
 # snap_at NAME MS: a snapshot at MS (ms) or, on a loaded machine, a little
 # later: the snapshot carries its own time, so an interval between two
