@@ -9,7 +9,10 @@
 . "$NVS_ROOT/tests/e2e/e2e_lib.sh"
 . "$NVS_ROOT/tests/sched/sched_lib.sh"
 
-export NVSHARE_SCHED_MODE=on
+# No idle release: A must hold the lock until it is stopped, and a
+# CPU-starved A that launched nothing for a while went idle and handed B
+# the lock before the stop (an ASan soak round), so it was never revoked.
+export NVSHARE_SCHED_MODE=on NVSHARE_IDLE_RELEASE_MS=0
 start_scheduler --no-nvml --tq 200ms --drop-grace-ms 500 || { not_ok "scheduler starts"; show_logs; exit 1; }
 app A --alloc 16Mi --kernels 1500 --kernel-us 2000
 check "A holds the lock" wait_event 10 lock_ok client=1
