@@ -54,8 +54,11 @@ export NVSHARE_SIM_LOG=$T/sim.log
 # count as running in the other's turn.
 kernel_switches() {
   awk '$2 == "kernel" { sub("start_ns=", "", $4); print $4, $1 }' "$NVSHARE_SIM_LOG" 2>/dev/null |
-    sort -n | awk '{ if (NR > 1 && $2 != last) s++; last = $2 } END { print s + 0 }'
+    owner_changes
 }
+# owner_changes: reads "TIME OWNER" lines; prints how often the owner
+# changes in time order.
+owner_changes() { sort -n | awk '{ if (NR > 1 && $2 != last) s++; last = $2 } END { print s + 0 }'; }
 # switches A B: the same from A's and B's PROGRESS lines (by their t=),
 # for programs without the simulated GPU (client_probe): a process
 # descheduled between its call and taking the time can land a line in the
@@ -63,7 +66,7 @@ kernel_switches() {
 switches() {
   cat "$T/$1.out" "$T/$2.out" | awk '$1 == "PROGRESS" { n = ""; t = ""
       for (i = 2; i <= NF; i++) { if ($i ~ /^name=/) n = substr($i, 6); if ($i ~ /^t=/) t = substr($i, 3) }
-      print t, n }' | sort -n | awk '{ if (NR > 1 && $2 != last) s++; last = $2 } END { print s + 0 }'
+      print t, n }' | owner_changes
 }
 # kernels_of NAME: how many kernels NAME's process ran on the device.
 kernels_of() { awk -v p="$(eval echo "\$PID_$1")" '$1 == p && $2 == "kernel"' "$NVSHARE_SIM_LOG" 2>/dev/null | wc -l; }

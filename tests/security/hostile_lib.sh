@@ -59,11 +59,11 @@ rtt_start() {
 }
 
 # end_speed: the speed factor as the honest client ends (speed_now), or
-# the one taken at the test's start if that is larger. A build or another test that started after this test began
-# slows a busy scheduler (preempted for whole time slices) far more than the
-# sleeping round-trip probe, and the factor from the start does not know it;
-# by now the attacks have sent what they meant to, so their own load is
-# mostly gone from the figure.
+# the one taken at the test's start if that is larger. A build or another
+# test that started after this test began slows a busy scheduler (preempted
+# for whole time slices) far more than the sleeping round-trip probe, and
+# the factor from the start does not know it; by now the attacks have sent
+# what they meant to, so their own load is mostly gone from the figure.
 end_speed() {
   awk -v a="$(speed_factor)" -v b="$(speed_now)" 'BEGIN { printf "%.2f\n", (b > a ? b : a) }'
 }
