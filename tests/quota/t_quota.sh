@@ -287,11 +287,11 @@ case_modewait() {
   # only the 200 ms attach wait. The scheduler is stopped (SIGSTOP) while
   # both connect: the kernel accepts the connections, nobody answers.
   case_env modewait
-  # Stopped during its start-up (NVML init, after the socket exists) the
-  # scheduler could hold the simulated GPU's state lock and stop A and B
-  # as well (seen once under ASan): stop it only once it answers status.
+  # Stopped inside the simulated GPU's state lock (its NVML calls take
+  # it) the scheduler would stop A and B as well (seen once under ASan):
+  # it is stopped once it answers status, and by sim_stop, outside the lock.
   wait_for 30 snap_once ready || res FAIL "scheduler answers status"
-  kill -STOP "${CPIDS[0]}"
+  "$B/tests/sim/sim_stop" "${CPIDS[0]}" >/dev/null || res FAIL "scheduler stops outside the simulator's lock"
   qapp A 50 --seconds 4
   qapp B - --seconds 4 --sync-every 10
   # Not a fixed sleep: on a loaded machine the processes may take seconds

@@ -18,7 +18,10 @@ app A --alloc 16Mi --kernels 1500 --kernel-us 2000
 check "A holds the lock" wait_event 10 lock_ok client=1
 app B --alloc 16Mi --kernels 100 --kernel-us 2000
 check "B waits behind A" wait_event 10 req_lock client=2 holder=1
-kill -STOP "$PID_A"
+# Stopped outside the simulated GPU's cross-process state lock: a plain
+# SIGSTOP inside it stopped B as well (an ASan soak round: B got the lock
+# and ran nothing for 20 s), which no real GPU does (tests/sim/README.md).
+"$B/tests/sim/sim_stop" "$PID_A" >/dev/null || not_ok "A stops outside the simulator's lock"
 t_stop=$(date +%s%N)
 check "A (stopped) is asked to drop after the quantum" wait_event 5 drop_lock client=1 reason='"tq-expired"'
 check "A is revoked after the grace" wait_event 5 revoke client=1 pid="$PID_A" gpu=0

@@ -38,6 +38,13 @@ $(SIM_TESTS): $(B)/tests/sim/t_%: $(B)/tests/sim/t_%.o $(SIM_LIBS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< -L$(B)/tests/sim -l:libcuda.so.1 -l:libnvidia-ml.so.1 \
 	  -ldl -lpthread -Wl,-rpath,'$$ORIGIN'
 
+# sim_stop: SIGSTOPs a process outside the simulator's state lock (for the
+# tests that stop a lock holder or the scheduler).
+$(B)/tests/sim/sim_stop: $(B)/tests/sim/sim_stop.o $(SIM_LIBS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< -L$(B)/tests/sim -l:libcuda.so.1 -Wl,-rpath,'$$ORIGIN'
+
+TEST_TARGETS += $(B)/tests/sim/sim_stop
+
 # The real CUDA runtime on the fake driver (run by t_cudart.sh).
 CUDART_SO := $(CUDA_HOME)/lib64/libcudart.so.13
 $(B)/tests/sim/cudart_boot: $(B)/tests/sim/cudart_boot.o $(SIM_LIBS)

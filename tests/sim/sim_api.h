@@ -93,4 +93,11 @@ int nvshareSimPageLocation(uint64_t ptr);
 /* CLOCK_MONOTONIC now in ns (the clock the simulation uses). */
 uint64_t nvshareSimNowNs(void);
 
+/* Whether the simulated GPU's cross-process state lock can be taken within
+ * timeout_ms: 1 (it was taken and released at once), 0 (it stayed held).
+ * The lock is the simulator's own (a real GPU has none): a process stopped
+ * while holding it stops every process on the same state. sim_stop uses
+ * this to stop a process only outside it. */
+int nvshareSimLockFree(int timeout_ms);
+
 #endif

@@ -89,6 +89,7 @@ struct sim_config {
 	uint64_t kernel_ns;
 	uint64_t max_pending;		    /* launches a stream holds before a launch blocks */
 	double h2d_bps, d2h_bps, fault_bps; /* bytes per second */
+	uint64_t lock_hold_us;		    /* NVSHARE_SIM_LOCK_HOLD_US (tests) */
 };
 extern struct sim_config sim_cfg;
 extern struct sim_shared *sim_sh;

@@ -35,7 +35,7 @@ struct sim_config sim_cfg;
 struct sim_shared *sim_sh;
 pthread_mutex_t sim_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static pthread_once_t state_once = PTHREAD_ONCE_INIT;
+static pthread_once_t state_once = PTHREAD_ONCE_INIT, map_once = PTHREAD_ONCE_INIT;
 static int log_fd = -1;
 
 uint64_t sim_now(void)
@@ -254,7 +254,8 @@ static struct sim_shared *attach_file(const char *dir, uint32_t ngpus, uint64_t 
 	return sh;
 }
 
-static void state_init_once(void)
+/* Reads the configuration and maps the state; takes no lock. */
+static void map_state(void)
 {
 	const char *lp = getenv("NVSHARE_SIM_LOG");
 	if (lp && *lp)
@@ -272,6 +273,9 @@ static void state_init_once(void)
 	sim_cfg.h2d_bps = env_gbps("NVSHARE_SIM_H2D_GBPS", 50);
 	sim_cfg.d2h_bps = env_gbps("NVSHARE_SIM_D2H_GBPS", 4.5);
 	sim_cfg.fault_bps = env_gbps("NVSHARE_SIM_FAULT_GBPS", 10);
+	/* Test knob (t_sim_stop.sh): hold the state lock this long on every
+	 * take, so a stop lands inside it often. */
+	nvs_env_u64("NVSHARE_SIM_LOCK_HOLD_US", 0, 999999, &sim_cfg.lock_hold_us);
 
 	const char *dir = getenv("NVSHARE_SIM_STATE_DIR");
 	if (dir && *dir)
@@ -287,6 +291,11 @@ static void state_init_once(void)
 		state_format(p, (uint32_t)ngpus, mem, size);
 		sim_sh = p;
 	}
+}
+
+static void state_init_once(void)
+{
+	pthread_once(&map_once, map_state);
 	sim_lock();
 	sim_reap_dead_locked();
 	sim_unlock();
@@ -302,11 +311,37 @@ void sim_lock(void)
 	int r = pthread_mutex_lock(&sim_sh->lock);
 	if (r == EOWNERDEAD)
 		pthread_mutex_consistent(&sim_sh->lock);
+	if (sim_cfg.lock_hold_us) {
+		struct timespec ts = {0, (long)(sim_cfg.lock_hold_us % 1000000) * 1000};
+		while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+			;
+	}
 }
 
 void sim_unlock(void)
 {
 	pthread_mutex_unlock(&sim_sh->lock);
+}
+
+int nvshareSimLockFree(int timeout_ms)
+{
+	/* Only the mapping: sim_state_init's reaping takes the lock untimed,
+	 * which would hang here behind a stopped holder, and (waiting for
+	 * the holder to let go) would time sim_stop's SIGSTOP to the moment
+	 * just after a release. */
+	pthread_once(&map_once, map_state);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts); /* timedlock's clock */
+	uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
+	ts.tv_sec += (time_t)(ns / 1000000000);
+	ts.tv_nsec = (long)(ns % 1000000000);
+	int r = pthread_mutex_timedlock(&sim_sh->lock, &ts);
+	if (r == EOWNERDEAD)
+		pthread_mutex_consistent(&sim_sh->lock);
+	else if (r)
+		return 0;
+	pthread_mutex_unlock(&sim_sh->lock);
+	return 1;
 }
 
 struct sim_slot *sim_slots(int dev)
