@@ -38,7 +38,10 @@ case_env() {
   wait_for 10 test -S "$NVSHARE_SOCK_DIR/scheduler.sock"
 }
 # qapp NAME LIMIT [quota_app args]: LIMIT "-" = none. Compute clients run
-# until the case creates $C/stop (after its last snapshot), 60 s at most.
+# until the case creates $C/stop (after its last snapshot); their own end
+# (start_apps: 300 s) is only a hang guard. It was 60 s, and in an ASan soak
+# round (every case at once beside burners, speed factor ~5) the cases took
+# their snapshots after the clients had ended: nothing left to measure.
 qapp() {
   local n=$1 lim=$2; shift 2
   if [ "$lim" = - ]; then
@@ -139,6 +142,11 @@ measure_from() {
   snap_after w2 w1 10000
   FROM=$(snap_t w1) TO=$(snap_t w2)
   echo "measured: from $from: boundary $b, snapshots $FROM .. $TO"
+  # The snapshots measured running clients: one that has ended (its hang
+  # guard) is named, not just a missing figure.
+  for s in "$@"; do
+    if grep -q '^DONE' "$C/$s.out"; then res FAIL "$s still ran at the second snapshot (it had ended)"; fi
+  done
   stop_apps "$@"
 }
 stop_apps() {
@@ -186,7 +194,7 @@ start_apps() {
   for s in "$@"; do
     IFS=: read -r n l x <<<"$s"
     # shellcheck disable=SC2086
-    qapp "$n" "$l" --seconds 60 --stop-file "$C/stop" $x
+    qapp "$n" "$l" --seconds 300 --stop-file "$C/stop" $x
   done
 }
 
