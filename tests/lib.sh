@@ -107,11 +107,15 @@ event_field() {
 # start_scheduler [args...]: starts nvshare-scheduler on $NVSHARE_SOCK_DIR
 # and $NVSHARE_ADMIN_SOCK_DIR, logging to $T/scheduler.log, and waits for
 # both sockets.
+# The socket waits are hang guards (they end as soon as the sockets exist),
+# stretched by the speed factor: a plain 5 s ran out in a slow ASan soak
+# round.
 start_scheduler() {
   bg "$B/nvshare-scheduler" "$@" >>"$T/scheduler.log" 2>&1
   SCHED_PID=${_pids[-1]}
-  wait_for 5 test -S "$NVSHARE_SOCK_DIR/scheduler.sock" &&
-    wait_for 5 test -S "$NVSHARE_ADMIN_SOCK_DIR/admin.sock"
+  local hg; hg=$(scaled 10)
+  wait_for "$hg" test -S "$NVSHARE_SOCK_DIR/scheduler.sock" &&
+    wait_for "$hg" test -S "$NVSHARE_ADMIN_SOCK_DIR/admin.sock"
 }
 
 # wait_for SECONDS cmd... : polls cmd every 20 ms until it succeeds.

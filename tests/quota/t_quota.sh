@@ -282,7 +282,7 @@ case_idleout() {
   # as active forever).
   case_env idleout
   start_apps "A:75" "B:-:--seconds 4 --idle-after 60 --sync-every 10"
-  wait_for 40 grep -q '^IDLE' "$C/B.out" || res FAIL "B went idle"
+  wait_for "$(scaled 40)" grep -q '^IDLE' "$C/B.out" || res FAIL "B went idle (none within $(scaled 40) s)"
   local be; be=$(awk '$1 == "IDLE" { sub("t=", "", $3); print $3 }' "$C/B.out")
   measure_from "$(awk -v e="$be" 'BEGIN { printf "%.3f", e + 2500 }')" A
   local e; e=$(qstat get "$C/w1.json" "$PID_A" effective_pct)

@@ -40,13 +40,15 @@ help=$("$B/nvshare-scheduler" --help)
 for v in NVSHARE_COSCHEDULE NVSHARE_PREEMPT_MS NVSHARE_MIN_SLICE_MS NVSHARE_BATCH_FLOOR_PERCENT; do
   check "--help documents $v" sh -c 'echo "$0" | grep -q "$1"' "$help" "$v"
 done
-NVSHARE_PREEMPT_MS=75ms start_scheduler --no-nvml --min-slice-ms 500ms --batch-floor 40
+NVSHARE_PREEMPT_MS=75ms start_scheduler --no-nvml --min-slice-ms 500ms --batch-floor 40 ||
+  not_ok "scheduler 1 of the test starts"
 check "settings from env and flags in the status defaults" \
   json_has '"coschedule":true,"preempt_ms":75,"min_slice_ms":500,"batch_floor_percent":40'
 kill "$SCHED_PID" 2>/dev/null; wait "$SCHED_PID" 2>/dev/null
 
 # ---- 1. A set that fits: batch 2Gi + notebooks 1.5Gi at capacity 6Gi ----
-start_scheduler --no-nvml --capacity 6Gi --tq 30s
+start_scheduler --no-nvml --capacity 6Gi --tq 30s ||
+  not_ok "scheduler 2 of the test starts"
 u=(--gpu-uuid GPU-set --total 16Gi)
 # The batch holder and the first bursts hold until the status has been
 # read (SEEN): the running set is still there however slowly this script
@@ -80,7 +82,8 @@ mv "$NVSHARE_EVENTS" "$T/events-1.jsonl"
 
 # ---- 2. A burst preempts batch within the bound, after the min slice ----
 # capacity 4Gi: batch 3Gi + notebook 2Gi do not fit together.
-start_scheduler --no-nvml --capacity 4Gi --tq 30s --preempt-ms 50 --min-slice-ms 300
+start_scheduler --no-nvml --capacity 4Gi --tq 30s --preempt-ms 50 --min-slice-ms 300 ||
+  not_ok "scheduler 3 of the test starts"
 u=(--gpu-uuid GPU-pre --total 16Gi)
 # B's 6 s of work outlast both bursts, however late this script sends them.
 fc BP "${u[@]}" --alloc 3Gi --priority batch --script 'wait mode1;work 6s'
@@ -131,7 +134,8 @@ mv "$NVSHARE_EVENTS" "$T/events-2.jsonl"
 
 # ---- 3. A storm of bursts: batch keeps its floor ----
 start_scheduler --no-nvml --capacity 4Gi --tq 30s --preempt-ms 0 --min-slice-ms 50 --batch-floor 50 \
-  --metrics --metrics-addr 127.0.0.1 --metrics-port 0
+  --metrics --metrics-addr 127.0.0.1 --metrics-port 0 ||
+  not_ok "scheduler 4 of the test starts"
 wait_event 5 metrics_listening || not_ok "exporter listens"
 mport=$(event_field port metrics_listening | tail -1)
 u=(--gpu-uuid GPU-storm --total 16Gi)
@@ -168,7 +172,8 @@ stop_scheduler
 mv "$NVSHARE_EVENTS" "$T/events-3.jsonl"
 
 # ---- 4. Nobody starves: a large waiter is overtaken for at most a quantum ----
-start_scheduler --no-nvml --capacity 4Gi --tq 300ms
+start_scheduler --no-nvml --capacity 4Gi --tq 300ms ||
+  not_ok "scheduler 5 of the test starts"
 u=(--gpu-uuid GPU-starve --total 16Gi)
 fc P "${u[@]}" --alloc 2Gi --priority batch --script 'wait mode1;work 4s'
 fc R1 "${u[@]}" --alloc 1Gi --priority batch --script 'wait mode1;work 4s'
@@ -185,7 +190,8 @@ check "no revocation" test "$(count_events revoke)" = 0
 kill "$SCHED_PID" 2>/dev/null; wait "$SCHED_PID" 2>/dev/null
 
 # ---- 5. Observed class: short holds ended by idle releases = interactive ----
-start_scheduler --no-nvml --capacity 4Gi --tq 30s
+start_scheduler --no-nvml --capacity 4Gi --tq 30s ||
+  not_ok "scheduler 6 of the test starts"
 u=(--gpu-uuid GPU-obs --total 16Gi)
 fc OB "${u[@]}" --alloc 3Gi --script "until $T/obs-done"
 fc OO "${u[@]}" --alloc 2Gi --script "lock;hold 50ms;idle_release;lock;hold 50ms;idle_release;mark two;until $T/obs-done"
