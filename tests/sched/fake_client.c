@@ -22,6 +22,8 @@
  *   mem SIZE [g]       send MEM_UPDATE
  *   memflap N SIZE [g] send N MEM_UPDATEs alternating SIZE and 0, as fast
  *                      as the socket takes them (reading what comes back)
+ *   memflap_until FILE SIZE [g]  the same until FILE exists (a flood that
+ *                      outlasts whatever the test measures beside it)
  *   swap IN OUT [g]    send SWAP_STATS adding IN and OUT (durations) of
  *                      swap time and 1 MiB each way to its running totals
  *   pingflood N        send up to N PINGs without reading the PONGs (fills
@@ -437,11 +439,14 @@ static void run_cmd(char *cmd)
 		send_msg(&m);
 		EV("SENT MEM_UPDATE gpu=%u allocated=%llu", m.u.mem.local_gpu,
 		   (unsigned long long)v);
-	} else if (!strcmp(c, "memflap")) {
-		uint64_t n, v;
-		if (!argv[1] || !argv[2] || nvs_parse_u64(argv[1], 1, 100000000, &n) ||
+	} else if (!strcmp(c, "memflap") || !strcmp(c, "memflap_until")) {
+		uint64_t n = UINT64_MAX, v;
+		const char *stop = NULL;
+		if (!strcmp(c, "memflap_until"))
+			stop = argv[1];
+		if (!argv[1] || !argv[2] || (!stop && nvs_parse_u64(argv[1], 1, 100000000, &n)) ||
 		    nvs_parse_size(argv[2], 1, &v))
-			die(2, "memflap N SIZE [g]");
+			die(2, "memflap N SIZE [g] | memflap_until FILE SIZE [g]");
 		struct nvs_msg m;
 		memset(&m, 0, sizeof m);
 		m.type = NVS_MSG_MEM_UPDATE;
@@ -450,13 +455,16 @@ static void run_cmd(char *cmd)
 			m.u.mem.allocated = i & 1 ? 0 : v;
 			send_msg(&m);
 			/* Drain replies now and then: the flood is not a slow reader. */
-			if (!(i & 63))
+			if (!(i & 63)) {
 				pump(now_us() + 1, NULL, 0);
+				if (stop && access(stop, F_OK) == 0)
+					n = i + 1;
+			}
 		}
 		m.u.mem.allocated = 0;
 		send_msg(&m);
-		EV("SENT MEMFLAP gpu=%u n=%llu size=%llu", m.u.mem.local_gpu, (unsigned long long)n,
-		   (unsigned long long)v);
+		EV("SENT MEMFLAP gpu=%u n=%llu size=%llu", m.u.mem.local_gpu,
+		   (unsigned long long)(n == UINT64_MAX ? 0 : n), (unsigned long long)v);
 	} else if (!strcmp(c, "swap")) {
 		if (!argv[1] || !argv[2])
 			die(2, "swap IN OUT [g]");
