@@ -451,7 +451,8 @@ static void run_cmd(char *cmd)
 		memset(&m, 0, sizeof m);
 		m.type = NVS_MSG_MEM_UPDATE;
 		m.u.mem.local_gpu = (uint32_t)gpu_arg(argv[3]);
-		for (uint64_t i = 0; i < n && !closed; i++) {
+		uint64_t i;
+		for (i = 0; i < n && !closed; i++) {
 			m.u.mem.allocated = i & 1 ? 0 : v;
 			send_msg(&m);
 			/* Drain replies now and then: the flood is not a slow reader. */
@@ -463,8 +464,8 @@ static void run_cmd(char *cmd)
 		}
 		m.u.mem.allocated = 0;
 		send_msg(&m);
-		EV("SENT MEMFLAP gpu=%u n=%llu size=%llu", m.u.mem.local_gpu,
-		   (unsigned long long)(n == UINT64_MAX ? 0 : n), (unsigned long long)v);
+		EV("SENT MEMFLAP gpu=%u n=%llu size=%llu", m.u.mem.local_gpu, (unsigned long long)i,
+		   (unsigned long long)v);
 	} else if (!strcmp(c, "swap")) {
 		if (!argv[1] || !argv[2])
 			die(2, "swap IN OUT [g]");

@@ -84,6 +84,6 @@ check "the honest client's 300 lock cycles beside the second flapper" wait_exit 
 check "... exit 0" [ "$RC" = 0 ]
 check "the second flapper was still flapping meanwhile" sh -c "! grep -q 'MARK flapped' '$T/X2.out'"
 touch "$T/stop3"
-check "... and stops when told" wait_for "$(scaled 10)" grep -q 'MARK flapped' "$T/X2.out" 
+check "... and stops when told" wait_for "$(scaled 10)" grep -q 'MARK flapped' "$T/X2.out"
 check_p99 H "beside a memflap"
 

@@ -311,11 +311,8 @@ void sim_lock(void)
 	int r = pthread_mutex_lock(&sim_sh->lock);
 	if (r == EOWNERDEAD)
 		pthread_mutex_consistent(&sim_sh->lock);
-	if (sim_cfg.lock_hold_us) {
-		struct timespec ts = {0, (long)(sim_cfg.lock_hold_us % 1000000) * 1000};
-		while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-			;
-	}
+	if (sim_cfg.lock_hold_us)
+		sim_sleep_until(sim_now() + sim_cfg.lock_hold_us * 1000);
 }
 
 void sim_unlock(void)
