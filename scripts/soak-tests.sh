@@ -8,7 +8,9 @@
 # --san runs the ASan+UBSan build (build-san/, made here if missing).
 # Words select tests as in tests/run. Prints one line per round and a
 # summary; exit 0 iff every round passed. Logs of a failing round stay in
-# $NVS_BUILD/soak/round-K.log.
+# $NVS_BUILD/soak/round-K.log, and a failing test's temporary directory
+# (its clients' outputs, event stream, scheduler log) stays where its log
+# says "# kept".
 set -u
 cd "$(dirname "$0")/.." || exit 1
 rounds=20 san=0 burners=2 jobs=() words=()
@@ -18,7 +20,7 @@ while [ $# -gt 0 ]; do
 	--san) san=1; shift ;;
 	--burners) burners=$2; shift 2 ;;
 	-j) jobs=(-j "$2"); shift 2 ;;
-	-h | --help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) words+=("$1"); shift ;;
 	esac
 done
@@ -34,6 +36,7 @@ else
 	export NVS_BUILD=${NVS_BUILD:-build}
 	make -s -j"$(nproc)" >/dev/null || exit 1
 fi
+export NVS_KEEP_FAILED=1
 out=$NVS_BUILD/soak
 mkdir -p "$out"
 

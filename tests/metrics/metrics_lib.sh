@@ -25,11 +25,15 @@ scrape() { curl -sf --max-time 5 "$MURL/metrics"; }
 # metric_value 'NAME{labels}' FILE: the value of a series (exact label text).
 metric_value() { awk -v k="$1" '$1 == k { print $2; exit }' "$2"; }
 
-# fc NAME [fake_client args...]: background fake client, events in $T/NAME.out.
+# fc NAME [fake_client args...]: background fake client, events in
+# $T/NAME.out, its pid in PID_NAME; waits (a hang guard of 10 s x speed)
+# until it has registered or exited.
 fc() {
   local name=$1; shift
   bg "$FC" "$@" >"$T/$name.out" 2>&1
-  wait_for 5 grep -qE ' (READY|EXIT)' "$T/$name.out"
+  # shellcheck disable=SC2154 # _pids: tests/lib.sh
+  eval "PID_$name=${_pids[-1]}"
+  wait_for "$(scaled 10)" grep -qE ' (READY|EXIT)' "$T/$name.out"
 }
 
 # test_gpu_uuid: the UUID of GPU 0 when the scheduler found GPUs through

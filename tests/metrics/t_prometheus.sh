@@ -67,9 +67,15 @@ check "target up" pq_wait 30 'up{job="nvshare"}' 1
 U=$(test_gpu_uuid)
 # A holds until the test has seen it holding with B waiting; both then stay
 # (killed at the end): no fixed hold can outlast a slow machine's checks.
+# The Prometheus checks below start once the scheduler's own events show
+# A holding and B queued behind it: their waits then cover only scrapes
+# and queries (an ASan soak round beside burners took over 30 s to get
+# both clients registered, and the clients' count was read in the meantime).
 fc A --gpu-uuid "$U" --alloc 3Gi --name prom-holder --script "lock;mark HELD;until $T/a-go;release;hold 600s"
-wait_for 5 grep -q 'MARK HELD' "$T/A.out"
+check "A holds the GPU" wait_for "$(scaled 10)" grep -q 'MARK HELD' "$T/A.out"
 fc B --gpu-uuid "$U" --alloc 1Gi --name prom-waiter --script 'lock;mark HELD;hold 600s'
+# shellcheck disable=SC2154 # PID_B is set by fc
+check "B is queued behind A (event stream)" wait_event "$(scaled 10)" req_lock pid="$PID_B"
 TEN="gpu=\"0\",uid=\"$(id -u)\""
 diag "GPU $U, tenant {$TEN}"
 
@@ -88,7 +94,7 @@ check "tenant's held-seconds rate > 0" \
   pq_wait 5 "rate(nvshare_client_lock_held_seconds_total{$TEN}[5s]) > bool 0" 1
 
 touch "$T/a-go"
-wait_for 10 grep -q 'MARK HELD' "$T/B.out"
+check "B holds the GPU after A's release" wait_for "$(scaled 10)" grep -q 'MARK HELD' "$T/B.out"
 check "hand-offs counter > 0" pq_wait 6 'nvshare_gpu_handoffs_total{gpu="0"} > bool 0' 1
 check "queue empty after the hand-off" pq_wait 5 'nvshare_gpu_queue_length{gpu="0"}' 0
 check "tenant: 1 holding, 0 waiting, 2 grants" \
