@@ -38,18 +38,19 @@ check "content type is the 0.0.4 text format ($ctype)" \
 
 U=$(test_gpu_uuid)
 diag "GPU uuid $U"
-# A holds for a while; B waits behind it; C waits behind B.
+# A holds until the test lets it go; B waits behind it; C waits behind B.
+# (A fixed hold can run out before a slow machine's checks.)
 fc A --gpu-uuid "$U" --alloc 1Gi --name 'holder "A"' --core-limit 50 --mem-limit 4Gi \
-  --script 'lock;mark HELD;hold 4s;release;hold 10s'
+  --script "lock;mark HELD;until $T/a-go;release;hold 600s"
 wait_ev() { wait_for "$1" grep -qE "$3" "$T/$2.out"; }
-wait_ev 5 A 'MARK HELD'
-fc B --gpu-uuid "$U" --alloc 1Gi --name waiter-b --script 'lock;hold 300ms;release;hold 10s'
-fc C --gpu-uuid "$U" --alloc 1Gi --name waiter-c --script 'lock;hold 300ms;release;hold 10s'
+check "A holds the GPU" wait_ev "$(scaled 10)" A 'MARK HELD'
+fc B --gpu-uuid "$U" --alloc 1Gi --name waiter-b --script 'lock;hold 300ms;release;hold 600s'
+fc C --gpu-uuid "$U" --alloc 1Gi --name waiter-c --script 'lock;hold 300ms;release;hold 600s'
 # Not a sleep of one publish period: the metrics are published
 # periodically, so wait for a scrape that shows both waiters.
 G='gpu="0",uuid="'$U'"'
 queued() { scrape >"$T/m1.txt" && [ "$(metric_value "nvshare_gpu_queue_length{$G}" "$T/m1.txt")" = 2 ]; }
-wait_for 10 queued
+wait_for "$(scaled 10)" queued
 check "scrape while holding/waiting" test -s "$T/m1.txt"
 if promtool check metrics <"$T/m1.txt" >"$T/lint1" 2>&1; then ok "promtool accepts the scrape (hold + waiters)"
 else not_ok "promtool accepts the scrape (hold + waiters)"; sed 's/^/# /' "$T/lint1"; fi
@@ -81,7 +82,7 @@ h1=$(grep -E '^nvshare_client_lock_held_seconds_total\{' "$T/m1.txt" | sort -t' 
 # Waits (up to 3 s) for a scrape 0.5 s further on, rather than a fixed 1.3 s.
 held_max() { grep -E '^nvshare_client_lock_held_seconds_total\{' "$1" | sort -t' ' -k2 -g | tail -1 | awk '{print $2}'; }
 advanced() { scrape >"$T/m2.txt" && awk -v a="$h1" -v b="$(held_max "$T/m2.txt")" 'BEGIN{exit !(b > a + 0.5)}'; }
-wait_for 3 advanced
+wait_for "$(scaled 3)" advanced
 h2=$(held_max "$T/m2.txt")
 check "held seconds of the holder advance while it holds ($h1 -> $h2)" \
   awk -v a="$h1" -v b="$h2" 'BEGIN{exit !(b > a + 0.5)}'
@@ -98,10 +99,11 @@ check "scheduler alive after 60 aborted requests" kill -0 "$SCHED_PID"
 check "still serving after aborted requests" sh -c "curl -sf --max-time 5 '$MURL/metrics' | promtool check metrics"
 
 # Hand-offs and waits after A releases.
-wait_for 8 grep -q 'LOCK_OK' "$T/C.out"
+touch "$T/a-go"
+check "C got the GPU after A and B" wait_for "$(scaled 10)" grep -q 'LOCK_OK' "$T/C.out"
 # The next publish after C's grant, not a fixed 0.5 s.
 handed() { scrape >"$T/m3.txt" && [ "$(metric_value "nvshare_gpu_handoffs_total{$G}" "$T/m3.txt")" -ge 2 ]; }
-wait_for 10 handed
+wait_for "$(scaled 10)" handed
 check "hand-offs counted (>= 2)" \
   test "$(metric_value "nvshare_gpu_handoffs_total{$G}" "$T/m3.txt")" -ge 2
 check "lock waits in the histogram (count >= 2)" \
