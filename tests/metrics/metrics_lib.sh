@@ -15,7 +15,7 @@ start_metrics_scheduler() {
   local n
   n=$(count_events metrics_listening)
   start_scheduler --metrics --metrics-addr 127.0.0.1 --metrics-port 0 "$@" || return 1
-  wait_events 5 $((n + 1)) metrics_listening addr='"127.0.0.1"' || return 1
+  wait_events "$(scaled 10)" $((n + 1)) metrics_listening addr='"127.0.0.1"' || return 1
   MPORT=$(event_field port metrics_listening | tail -1)
   MURL=http://127.0.0.1:$MPORT
 }

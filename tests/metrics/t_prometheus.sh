@@ -12,7 +12,10 @@ if ! command -v prometheus >/dev/null; then
   ok "# SKIP prometheus not installed"; exit 0
 fi
 
-start_metrics_scheduler --mode on
+# A quantum of an hour: A hands the GPU to B when the test says so, not
+# when the default 30 s quantum runs out (a slow ASan round beside burners
+# spent more than 30 s between A's grant and the "1 waiting" check).
+start_metrics_scheduler --mode on --tq 3600
 check "exporter serving" test -n "${MPORT:-}"
 PPORT=$(free_port)
 cat >"$T/prometheus.yml" <<YML

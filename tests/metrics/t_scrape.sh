@@ -25,7 +25,8 @@ mv "$T/scheduler.log" "$T/scheduler-off.log"
 
 # Per-process series (pids, names): this file checks values per client
 # and the escaping of a client-chosen name (t_tenant.sh: the default).
-start_metrics_scheduler --mode on --metrics-process-labels
+# A quantum of an hour: A holds until the test lets it go.
+start_metrics_scheduler --mode on --metrics-process-labels --tq 3600
 check "exporter serving (port from the event: ${MPORT:-none})" test -n "${MPORT:-}"
 check "/healthz says ok" sh -c "curl -sf --max-time 5 '$MURL/healthz' | grep -qx ok"
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$MURL/nope")
