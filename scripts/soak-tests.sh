@@ -10,7 +10,9 @@
 # summary; exit 0 iff every round passed. Logs of a failing round stay in
 # $NVS_BUILD/soak/round-K.log, and a failing test's temporary directory
 # (its clients' outputs, event stream, scheduler log) stays where its log
-# says "# kept".
+# says "# kept". Beside the rounds, scripts/stall-monitor.py logs the
+# moments the whole machine did not run a sleeping process for over 1 s
+# ($NVS_BUILD/soak/stalls.log); each round's line counts them.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 rounds=20 san=0 burners=2 jobs=() words=()
@@ -20,7 +22,7 @@ while [ $# -gt 0 ]; do
 	--san) san=1; shift ;;
 	--burners) burners=$2; shift 2 ;;
 	-j) jobs=(-j "$2"); shift 2 ;;
-	-h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) words+=("$1"); shift ;;
 	esac
 done
@@ -41,7 +43,11 @@ out=$NVS_BUILD/soak
 mkdir -p "$out"
 
 burner_pids=()
+: >"$out/stalls.log"
+python3 scripts/stall-monitor.py "$out/stalls.log" &
+monitor=$!
 stop_burners() {
+	kill "$monitor" 2>/dev/null && wait "$monitor" 2>/dev/null
 	local p
 	for p in "${burner_pids[@]}"; do kill "$p" 2>/dev/null; done
 	for p in "${burner_pids[@]}"; do wait "$p" 2>/dev/null; done
@@ -60,7 +66,11 @@ for k in $(seq "$rounds"); do
 	tests/run "${jobs[@]}" "${words[@]}" >"$out/round-$k.log" 2>&1
 	rc=$?
 	last=$(tail -1 "$out/round-$k.log")
-	printf 'round %2d/%d: %s (%ss)\n' "$k" "$rounds" "$last" "$(($(date +%s) - t0))"
+	t1=$(date +%s)
+	# The machine's stalls during the round: how many, the longest.
+	st=$(awk -v a="$t0" -v b="$t1" '$1 >= a && $1 <= b + 1 { n++; if ($2 > m) m = $2 }
+		END { if (n) printf "; machine stalls: %d, longest %.1f s", n, m }' "$out/stalls.log")
+	printf 'round %2d/%d: %s (%ss%s)\n' "$k" "$rounds" "$last" "$((t1 - t0))" "$st"
 	if [ "$rc" -ne 0 ]; then
 		grep -E '^(FAIL|     )' "$out/round-$k.log" | head -40
 		echo "soak: round $k failed after $passed good rounds; log: $out/round-$k.log"
