@@ -1,6 +1,8 @@
 # shellcheck shell=bash
-# Helpers for the exporter tests; source after tests/lib.sh.
-FC=$B/tests/sched/fake_client
+# Helpers for the exporter tests; source after tests/lib.sh. The fake
+# clients (fc, wait_ev, ...) are tests/sched/sched_lib.sh's.
+# shellcheck source=tests/sched/sched_lib.sh
+. "$NVS_ROOT/tests/sched/sched_lib.sh"
 
 # free_port: prints a TCP port free on 127.0.0.1 (the kernel's choice).
 free_port() {
@@ -24,17 +26,6 @@ scrape() { curl -sf --max-time 5 "$MURL/metrics"; }
 
 # metric_value 'NAME{labels}' FILE: the value of a series (exact label text).
 metric_value() { awk -v k="$1" '$1 == k { print $2; exit }' "$2"; }
-
-# fc NAME [fake_client args...]: background fake client, events in
-# $T/NAME.out, its pid in PID_NAME; waits (a hang guard of 10 s x speed)
-# until it has registered or exited.
-fc() {
-  local name=$1; shift
-  bg "$FC" "$@" >"$T/$name.out" 2>&1
-  # shellcheck disable=SC2154 # _pids: tests/lib.sh
-  eval "PID_$name=${_pids[-1]}"
-  wait_for "$(scaled 10)" grep -qE ' (READY|EXIT)' "$T/$name.out"
-}
 
 # test_gpu_uuid: the UUID of GPU 0 when the scheduler found GPUs through
 # NVML (the simulated GPU), else a made-up one it will learn from clients.

@@ -43,7 +43,6 @@ diag "GPU uuid $U"
 # (A fixed hold can run out before a slow machine's checks.)
 fc A --gpu-uuid "$U" --alloc 1Gi --name 'holder "A"' --core-limit 50 --mem-limit 4Gi \
   --script "lock;mark HELD;until $T/a-go;release;hold 600s"
-wait_ev() { wait_for "$1" grep -qE "$3" "$T/$2.out"; }
 check "A holds the GPU" wait_ev "$(scaled 10)" A 'MARK HELD'
 fc B --gpu-uuid "$U" --alloc 1Gi --name waiter-b --script 'lock;hold 300ms;release;hold 600s'
 fc C --gpu-uuid "$U" --alloc 1Gi --name waiter-c --script 'lock;hold 300ms;release;hold 600s'

@@ -5,12 +5,13 @@ FC=$B/tests/sched/fake_client
 CTL=$B/nvsharectl
 
 # fc NAME [fake_client args...]: starts a fake client in the background,
-# its events in $T/NAME.out; waits until it is READY (or has exited).
+# its events in $T/NAME.out, its pid in PID_NAME; waits until it is READY
+# (or has exited): a hang guard of 10 s x the speed factor.
 fc() {
   local name=$1; shift
   bg "$FC" "$@" >"$T/$name.out" 2>&1
   eval "PID_$name=${_pids[-1]}"
-  wait_for 5 grep -qE ' (READY|EXIT)' "$T/$name.out"
+  wait_for "$(scaled 10)" grep -qE ' (READY|EXIT)' "$T/$name.out"
 }
 
 # ev_time NAME PATTERN [N]: monotonic us of the Nth (default 1st) event
