@@ -19,6 +19,7 @@
  *   until FILE         handle messages until FILE exists (a test's go-ahead)
  *   work TIME [g]      run TIME worth of lock holding: request, hold,
  *                      give the lock back on DROP_LOCK, request again...
+ *   work_until FILE [g]  the same until FILE exists
  *   mem SIZE [g]       send MEM_UPDATE
  *   memflap N SIZE [g] send N MEM_UPDATEs alternating SIZE and 0, as fast
  *                      as the socket takes them (reading what comes back)
@@ -330,10 +331,13 @@ static void raw(const char *kind)
 	EV("SENT RAW %s", kind);
 }
 
-static void work(uint64_t total_us, int g)
+/* Runs until total_us of holding are done or, with stop_file, until that
+ * file exists: a test's go-ahead, for a holder that must outlast whatever
+ * the test does beside it however late the test gets to it. */
+static void work(uint64_t total_us, const char *stop_file, int g)
 {
 	uint64_t done = 0;
-	while (done < total_us) {
+	while (stop_file ? access(stop_file, F_OK) != 0 : done < total_us) {
 		if (mode_known[g] && serialized[g] && !holding[g]) {
 			send_gpu(NVS_MSG_REQ_LOCK, g, 0);
 			EV("SENT REQ_LOCK gpu=%d", g);
@@ -341,7 +345,7 @@ static void work(uint64_t total_us, int g)
 				die(4, "lock wait failed");
 		}
 		/* "Run" in slices; a DROP_LOCK handled meanwhile ends the hold. */
-		uint64_t slice = total_us - done < 1000 ? total_us - done : 1000;
+		uint64_t slice = stop_file || total_us - done >= 1000 ? 1000 : total_us - done;
 		uint64_t t0 = now_us();
 		pump(t0 + slice, NULL, 0);
 		if (!serialized[g] || holding[g])
@@ -409,7 +413,11 @@ static void run_cmd(char *cmd)
 		while (access(argv[1], F_OK) != 0)
 			pump(now_us() + 10000, NULL, 0);
 	} else if (!strcmp(c, "work")) {
-		work(dur_us(argv[1]), gpu_arg(argv[2]));
+		work(dur_us(argv[1]), NULL, gpu_arg(argv[2]));
+	} else if (!strcmp(c, "work_until")) {
+		if (!argv[1])
+			die(2, "work_until needs a file");
+		work(0, argv[1], gpu_arg(argv[2]));
 	} else if (!strcmp(c, "wait")) {
 		if (!argv[1])
 			die(2, "wait needs an event");

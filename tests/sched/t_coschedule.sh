@@ -85,8 +85,11 @@ mv "$NVSHARE_EVENTS" "$T/events-1.jsonl"
 start_scheduler --no-nvml --capacity 4Gi --tq 30s --preempt-ms 50 --min-slice-ms 300 ||
   not_ok "scheduler 3 of the test starts"
 u=(--gpu-uuid GPU-pre --total 16Gi)
-# B's 6 s of work outlast both bursts, however late this script sends them.
-fc BP "${u[@]}" --alloc 3Gi --priority batch --script 'wait mode1;work 6s'
+# B works until told to stop, after it got the GPU back from the second
+# burst: however late this script gets to each step, both bursts meet a
+# holder that wants the GPU (a fixed 6 s of work ran out once, when this
+# script was 15 s late to send the second burst).
+fc BP "${u[@]}" --alloc 3Gi --priority batch --script "wait mode1;work_until $T/bp-done"
 fc NP "${u[@]}" --alloc 2Gi --priority interactive \
   --script "until $T/go1;lock;mark burst1;hold 100ms;idle_release;until $T/go2;lock;mark burst2;hold 100ms;idle_release;hold 500ms"
 # The first burst asks just after B's grant: it must wait for B's slice.
@@ -97,7 +100,10 @@ wait_for 10 lines_at_least "$T/BP.out" 'LOCK_OK' 2
 sleep 0.5 # B holds past its slice: the second burst meets the 50 ms bound alone
 touch "$T/go2"
 wait_ev 10 NP 'MARK burst2'
-wait_exit 20 "$PID_NP"; wait_exit 30 "$PID_BP"
+wait_exit 20 "$PID_NP"
+wait_for 10 lines_at_least "$T/BP.out" 'LOCK_OK' 3
+touch "$T/bp-done"
+wait_exit 20 "$PID_BP"
 bid=$(client_id BP); nid=$(client_id NP)
 # preemptions, on the scheduler's own clock: each DROP_LOCK(interactive) to
 # B carries held_ms (B's grant to the decision) and the preempt event after
