@@ -32,6 +32,12 @@ B ?= build
 SANFLAGS :=
 endif
 
+# One compile per CPU unless the caller chose -j: a fresh clone's `make test`
+# builds in ~11 s instead of ~20 s on 2 CPUs (docs/testing.md).
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1)
+endif
+
 # Warnings are errors only where we choose the compiler (CI, make dev):
 # WERROR=1. A user's newer compiler may warn about something new; that
 # must not stop the build.
@@ -91,18 +97,21 @@ $(B)/%.o: %.S
 
 # make test: the fast tier, in parallel (tests/run -j, default two jobs
 # per CPU); make test-long: fuzzing, the bench self-test, image builds.
+# The tests and the demo run with MAKEFLAGS cleared: the tests that run
+# make themselves (t_install, t_fuzz) start from a plain environment, not
+# from this make's job server.
 test: targets
-	NVS_BUILD=$(B) tests/run $(if $(J),-j $(J))
+	MAKEFLAGS= NVS_BUILD=$(B) tests/run $(if $(J),-j $(J))
 
 test-long: targets
-	NVS_BUILD=$(B) tests/run --tier long $(if $(J),-j $(J))
+	MAKEFLAGS= NVS_BUILD=$(B) tests/run --tier long $(if $(J),-j $(J))
 
 test-all: targets
-	NVS_BUILD=$(B) tests/run --tier all $(if $(J),-j $(J))
+	MAKEFLAGS= NVS_BUILD=$(B) tests/run --tier all $(if $(J),-j $(J))
 
 # The README's main job: two clients sharing a GPU (real or simulated).
 demo: targets
-	NVS_BUILD=$(B) demo/run-demo.sh
+	MAKEFLAGS= NVS_BUILD=$(B) demo/run-demo.sh
 
 test-san:
 	$(MAKE) SAN=1 test
