@@ -82,6 +82,10 @@ mv "$NVSHARE_EVENTS" "$T/events-1.jsonl"
 
 # ---- 2. A burst preempts batch within the bound, after the min slice ----
 # capacity 4Gi: batch 3Gi + notebook 2Gi do not fit together.
+# Here and below a batch client waits for the serialized mode (which the
+# next client's attach brings) as long as the test may take to start that
+# client: `wait mode1` alone gives up after 10 s, and once the test script
+# was not run for 23 s between two clients' starts.
 start_scheduler --no-nvml --capacity 4Gi --tq 30s --preempt-ms 50 --min-slice-ms 300 ||
   not_ok "scheduler 3 of the test starts"
 u=(--gpu-uuid GPU-pre --total 16Gi)
@@ -89,7 +93,7 @@ u=(--gpu-uuid GPU-pre --total 16Gi)
 # burst: however late this script gets to each step, both bursts meet a
 # holder that wants the GPU (a fixed 6 s of work ran out once, when this
 # script was 15 s late to send the second burst).
-fc BP "${u[@]}" --alloc 3Gi --priority batch --script "wait mode1;work_until $T/bp-done"
+fc BP "${u[@]}" --alloc 3Gi --priority batch --script "wait mode1 300s;work_until $T/bp-done"
 fc NP "${u[@]}" --alloc 2Gi --priority interactive \
   --script "until $T/go1;lock;mark burst1;hold 100ms;idle_release;until $T/go2;lock;mark burst2;hold 100ms;idle_release;hold 500ms"
 # The first burst asks just after B's grant: it must wait for B's slice.
@@ -148,7 +152,7 @@ start_scheduler --no-nvml --capacity 4Gi --tq 30s --preempt-ms 0 --min-slice-ms 
 wait_event 5 metrics_listening || not_ok "exporter listens"
 mport=$(event_field port metrics_listening | tail -1)
 u=(--gpu-uuid GPU-storm --total 16Gi)
-fc BS "${u[@]}" --alloc 3Gi --priority batch --script 'wait mode1;work 6s'
+fc BS "${u[@]}" --alloc 3Gi --priority batch --script 'wait mode1 300s;work 6s'
 storm=''
 for _ in $(seq 40); do storm+='lock;hold 120ms;idle_release;'; done
 fc S1 "${u[@]}" --alloc 2Gi --priority interactive --script "hold 300ms;$storm"
@@ -184,9 +188,9 @@ mv "$NVSHARE_EVENTS" "$T/events-3.jsonl"
 start_scheduler --no-nvml --capacity 4Gi --tq 300ms ||
   not_ok "scheduler 5 of the test starts"
 u=(--gpu-uuid GPU-starve --total 16Gi)
-fc P "${u[@]}" --alloc 2Gi --priority batch --script 'wait mode1;work 4s'
-fc R1 "${u[@]}" --alloc 1Gi --priority batch --script 'wait mode1;work 4s'
-fc R2 "${u[@]}" --alloc 1Gi --priority batch --script 'wait mode1;work 4s'
+fc P "${u[@]}" --alloc 2Gi --priority batch --script 'wait mode1 300s;work 4s'
+fc R1 "${u[@]}" --alloc 1Gi --priority batch --script 'wait mode1 300s;work 4s'
+fc R2 "${u[@]}" --alloc 1Gi --priority batch --script 'wait mode1 300s;work 4s'
 fc H "${u[@]}" --alloc 3Gi --priority batch --script 'hold 200ms;work 2s'
 for p in "$PID_P" "$PID_R1" "$PID_R2" "$PID_H"; do wait_exit 30 "$p"; done
 maxw=$(event_field waited_ms lock_ok | sort -n | tail -1)
