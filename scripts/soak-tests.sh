@@ -11,8 +11,9 @@
 # $NVS_BUILD/soak/round-K.log, and a failing test's temporary directory
 # (its clients' outputs, event stream, scheduler log) stays where its log
 # says "# kept". Beside the rounds, scripts/stall-monitor.py logs the
-# moments the whole machine did not run a sleeping process for over 1 s
-# ($NVS_BUILD/soak/stalls.log); each round's line counts them.
+# moments the whole machine did not run a sleeping process for over 1 s,
+# and those a small file write in the temporary directory took over 1 s
+# ($NVS_BUILD/soak/stalls.log); each round's line counts both.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 rounds=20 san=0 burners=2 jobs=() words=()
@@ -67,9 +68,14 @@ for k in $(seq "$rounds"); do
 	rc=$?
 	last=$(tail -1 "$out/round-$k.log")
 	t1=$(date +%s)
-	# The machine's stalls during the round: how many, the longest.
-	st=$(awk -v a="$t0" -v b="$t1" '$1 >= a && $1 <= b + 1 { n++; if ($2 > m) m = $2 }
-		END { if (n) printf "; machine stalls: %d, longest %.1f s", n, m }' "$out/stalls.log")
+	# The stalls during the round, machine (sleep) and file system (fs):
+	# how many, the longest.
+	st=$(awk -v a="$t0" -v b="$t1" '$1 >= a && $1 <= b + 1 {
+			k = $7 == "fs" ? "fs" : "sleep"; n[k]++; if ($2 > m[k]) m[k] = $2 }
+		END {
+			if (n["sleep"]) printf "; machine stalls: %d, longest %.1f s", n["sleep"], m["sleep"]
+			if (n["fs"]) printf "; file-system stalls: %d, longest %.1f s", n["fs"], m["fs"]
+		}' "$out/stalls.log")
 	printf 'round %2d/%d: %s (%ss%s)\n' "$k" "$rounds" "$last" "$((t1 - t0))" "$st"
 	if [ "$rc" -ne 0 ]; then
 		grep -E '^(FAIL|     )' "$out/round-$k.log" | head -40

@@ -1,19 +1,84 @@
 #!/usr/bin/env python3
-"""Logs moments when this machine did not run a sleeping process on time.
+"""Logs moments when this machine did not run a sleeping process on time,
+or when its file system did not take a small write on time.
 
-    scripts/stall-monitor.py LOG [--period S] [--min-gap S]
+    scripts/stall-monitor.py LOG [--period S] [--min-gap S] [--dir DIR]
 
-Sleeps PERIOD (0.2 s) at a time and appends a line to LOG whenever one of
-those sleeps took longer than MIN_GAP (1 s): the wall time it ended, how
-long it took, and /proc/loadavg. A sleeper asks for microseconds of CPU, so
-a gap of seconds means the whole machine stopped running ready processes
-(host contention, a paused VM), which no test bound can allow for. The soak
-(scripts/soak-tests.sh) runs it beside its rounds and names the stalls of a
-failing round, so such a failure is told apart from a test's own defect.
-Runs until killed.
+Two probes, each in its own thread, every PERIOD (0.2 s):
+- sleep: sleeps PERIOD. A sleeper asks for microseconds of CPU, so a gap of
+  seconds means the whole machine stopped running ready processes (host
+  contention, a paused VM), which no test bound can allow for.
+- fs: creates a file in DIR (default: the temporary directory, where the
+  tests keep theirs), writes a byte, closes and removes it: what a test's
+  shell does with every redirection. On ext4 each of those needs a journal
+  handle, so a stalled journal commit (a slow disk, synchronous discards)
+  stops such a process while the sleeper runs on.
+Each probe that took longer than MIN_GAP (1 s) appends a line to LOG: the
+wall time it ended, how long it took, /proc/loadavg, the probe's name and
+how many seconds of the file system's "full" stall (/proc/pressure/io: all
+non-idle tasks waiting for I/O) passed meanwhile ("-" where not readable).
+The soak (scripts/soak-tests.sh) runs it beside its rounds and names the
+stalls of a failing round, so such a failure is told apart from a test's
+own defect. Runs until killed.
 """
 import argparse
+import os
+import tempfile
+import threading
 import time
+
+LOCK = threading.Lock()
+
+
+def io_full_us():
+    """The kernel's total of I/O "full" stall time (us), or None."""
+    try:
+        with open("/proc/pressure/io") as f:
+            for line in f:
+                if line.startswith("full"):
+                    return int(line.rsplit("total=", 1)[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def report(log, gap, kind, io0):
+    try:
+        with open("/proc/loadavg") as f:
+            load = " ".join(f.read().split()[:4])
+    except OSError:
+        load = "?"
+    io1 = io_full_us()
+    io = "-" if io0 is None or io1 is None else "%.2f" % ((io1 - io0) / 1e6)
+    with LOCK, open(log, "a") as f:
+        f.write("%.3f %.2f %s %s %s\n" % (time.time(), gap, load, kind, io))
+
+
+def sleep_probe(a):
+    prev, io0 = time.monotonic(), io_full_us()
+    while True:
+        time.sleep(a.period)
+        now = time.monotonic()
+        if now - prev > a.min_gap:
+            report(a.log, now - prev, "sleep", io0)
+        prev, io0 = now, io_full_us()
+
+
+def fs_probe(a):
+    path = os.path.join(a.dir, ".nvs-stall-probe.%d" % os.getpid())
+    while True:
+        time.sleep(a.period)
+        io0, t0 = io_full_us(), time.monotonic()
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.write(fd, b"x")
+            os.close(fd)
+            os.unlink(path)
+        except OSError:
+            pass
+        took = time.monotonic() - t0
+        if took > a.min_gap:
+            report(a.log, took, "fs", io0)
 
 
 def main():
@@ -21,22 +86,10 @@ def main():
     ap.add_argument("log")
     ap.add_argument("--period", type=float, default=0.2)
     ap.add_argument("--min-gap", type=float, default=1.0)
+    ap.add_argument("--dir", default=tempfile.gettempdir())
     a = ap.parse_args()
-    prev = time.monotonic()
-    while True:
-        time.sleep(a.period)
-        now = time.monotonic()
-        gap = now - prev
-        prev = now
-        if gap <= a.min_gap:
-            continue
-        try:
-            with open("/proc/loadavg") as f:
-                load = " ".join(f.read().split()[:4])
-        except OSError:
-            load = "?"
-        with open(a.log, "a") as f:
-            f.write("%.3f %.2f %s\n" % (time.time(), gap, load))
+    threading.Thread(target=fs_probe, args=(a,), daemon=True).start()
+    sleep_probe(a)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,14 @@
  *
  *   sim_app [--name A] [--device 0] [--alloc 2Gi] [--touch] [--kernels 200]
  *           [--kernel-us 2000] [--sync-every 1] [--idle-after K --idle-ms MS]
- *           [--report progress|summary] [--fork-child-kernels N]
+ *           [--idle-after K --hold] [--report progress|summary]
+ *           [--fork-child-kernels N]
+ *
+ * --hold: after kernel K the application stays, its context open, until it
+ * is killed or its parent (the test) exits. Tests that need a GPU process
+ * for as long as they look at it use this rather than a long --idle-ms: a
+ * fixed lifetime runs out when the test's shell is not run for a while
+ * (seen in a soak round: a 60 s idle ended under a stalled test).
  *
  * Output (stdout, one line each, t = CLOCK_MONOTONIC milliseconds, the clock
  * the simulated GPU and other clients share):
@@ -26,6 +33,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -130,6 +139,7 @@ struct run {
 	long kernels, idle_after, sync_every;
 	unsigned long long kernel_us;
 	uint64_t idle_ms;
+	int hold;
 	CUdeviceptr ptr;
 	uint64_t bytes;
 	int touch;
@@ -152,6 +162,9 @@ static void run_kernels(const struct run *r)
 		if (r->idle_after > 0 && k == r->idle_after) {
 			CK(cu.StreamSynchronize(NULL));
 			fflush(stdout); /* what came before the idle is visible during it */
+			if (r->hold)
+				for (;;)
+					pause(); /* until killed (or the parent's death signal) */
 			double from = now_ms();
 			struct timespec ts = {(time_t)(r->idle_ms / 1000),
 					      (long)(r->idle_ms % 1000) * 1000000L};
@@ -168,7 +181,8 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: sim_app [--name A] [--device N] [--alloc SIZE] [--touch] [--kernels N]\n"
 		"               [--kernel-us US] [--sync-every K] [--idle-after K --idle-ms MS]\n"
-		"               [--report progress|summary] [--fork-child-kernels N]\n");
+		"               [--idle-after K --hold] [--report progress|summary]\n"
+		"               [--fork-child-kernels N]\n");
 	exit(2);
 }
 
@@ -200,6 +214,8 @@ int main(int argc, char **argv)
 			r.idle_after = atol(v);
 		else if (ARG("--idle-ms"))
 			r.idle_ms = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--hold"))
+			r.hold = 1;
 		else if (ARG("--report"))
 			report_progress = !strcmp(v, "progress");
 		else if (ARG("--fork-child-kernels"))
@@ -209,6 +225,16 @@ int main(int argc, char **argv)
 #undef ARG
 	}
 	r.who = name;
+	if (r.hold && r.idle_after <= 0)
+		usage();
+	if (r.hold) {
+		/* Not outliving the test (a test killed by its timeout's KILL
+		 * runs no cleanup): TERM when the parent goes, and at once if
+		 * it went before this was set. */
+		pid_t parent = getppid();
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+			return 1;
+	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	double t0 = now_ms();
 	printf("START name=%s pid=%d t=%.3f\n", name, (int)getpid(), t0);

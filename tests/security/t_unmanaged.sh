@@ -59,14 +59,14 @@ serialized_for_v() {
 # once its first kernel is done (its context exists).
 gpu_proc() { # NAME PRELOAD|none [sim_app args]
   local n=$1 pre=$2; shift 2
-  local args=(--name "$n" --report progress --kernels 2 --idle-after 1 --idle-ms 60000 "$@")
+  local args=(--name "$n" --report progress --kernels 2 --idle-after 1 --hold "$@")
   if [ "$pre" = none ]; then
     bg "$APP" "${args[@]}" >"$T/$n.out" 2>&1
   else
     bg env LD_PRELOAD="$PRELOAD" "$APP" "${args[@]}" >"$T/$n.out" 2>&1
   fi
   eval "PID_$n=${_pids[-1]}"
-  wait_log 10 "$T/$n.out" "^PROGRESS name=$n kernel=1/"
+  wait_log "$HG" "$T/$n.out" "^PROGRESS name=$n kernel=1/"
 }
 stop_proc() { kill -TERM "$1" 2>/dev/null; wait "$1" 2>/dev/null; }
 
@@ -126,8 +126,11 @@ start_scheduler
 FC=$B/tests/sched/fake_client
 U=$(st "s['gpus'][0]['uuid']")
 cap0=$(st "s['gpus'][0]['capacity']")
-# A managed client on GPU 0, concurrent at first (mode auto, fits).
-bg "$FC" --gpu-uuid "$U" --alloc 1Gi --script 'wait mode1 30s;mark SERIALIZED;wait mode0 30s;mark CONCURRENT;hold 30s' \
+# A managed client on GPU 0, concurrent at first (mode auto, fits). Its
+# waits end at the mode changes; 300 s is a hang guard for a test shell
+# that is not run for a while, and it stays until the scheduler stops.
+bg "$FC" --gpu-uuid "$U" --alloc 1Gi \
+  --script "wait mode1 300s;mark SERIALIZED;wait mode0 300s;mark CONCURRENT;wait CLOSED 600s" \
   >"$T/fc.out" 2>&1
 wait_for "$HG" grep -q 'GPU_MODE gpu=0 value=0' "$T/fc.out"
 check "client told concurrent first" grep -q 'GPU_MODE gpu=0 value=0' "$T/fc.out"

@@ -23,14 +23,21 @@ start_api token-F "$T/pods.json" || { not_ok "fake API server starts"; exit 1; }
 # NVML on (the simulated GPU), Pods from the fake API server.
 start_scheduler --proc-root "$PROC" --kube-api "$API_URL" --kube-token-file "$T/token" \
   --kube-ca-file "$T/ca.crt" --node-name "$NODE"
-check "the watch listed the Pod" wait_event 5 k8s_list pods=1
+# Waits for what must happen are hang guards stretched by the speed factor;
+# the latency claim ("within 5 s" of its first kernel: a 2 s detection
+# interval and the pass) keeps 5 s, stretched by the speed factor only.
+HG=$(scaled 15)
+LAT=$(scaled 5)
+check "the watch listed the Pod" wait_event "$HG" k8s_list pods=1
 
 # The shell writes its own <proc-root>/<pid>/cgroup (a container of the
 # Pod), then execs the application without the library (same pid).
 bg sh -c 'd=$1/$$; mkdir -p "$d"; printf "%s\n" "$2" >"$d/cgroup"; shift 2; exec "$@"' \
   sh "$PROC" "$(cg_systemd_v2 "$UP")" "$APP" --name rogue --report progress --kernels 2 \
-  --idle-after 1 --idle-ms 60000 >"$T/rogue.out" 2>&1
+  --idle-after 1 --hold >"$T/rogue.out" 2>&1
 PID=${_pids[-1]}
+# Until the test ends (--hold); its context exists once its first kernel ran.
+wait_log "$HG" "$T/rogue.out" "^PROGRESS name=rogue kernel=1/"
 
 st() {
   "$CTL" --json 2>/dev/null | python3 -c '
@@ -39,13 +46,15 @@ s = json.load(sys.stdin)
 print(eval(sys.argv[1]))' "$1"
 }
 st_is() { [ "$(st "$1")" = "$2" ]; }
-check "listed in the status with its Pod within 5 s" \
-  wait_for 5 st_is "[(p['pid'], p['pod']) for p in s['unmanaged']['processes']]" \
+check "listed in the status with its Pod within 5 s (x speed: $LAT s)" \
+  wait_for "$LAT" st_is "[(p['pid'], p['pod']) for p in s['unmanaged']['processes']]" \
   "[($PID, {'uid': '$UP', 'name': 'notebook', 'namespace': 'team-f'})]"
 found() { count_events unmanaged_found gpu=0 pid="$PID" pod_uid="\"$UP\"" namespace='"team-f"' pod='"notebook"'; }
 check "reported (unmanaged_found), naming the Pod" test "$(found)" = 1
 # A later detection pass (the status's pass counter, read after the report
 # was on the stream, goes up) has not reported it again.
-c1=$(st "s['unmanaged']['checks']")
-check "another detection pass ran" wait_for 10 st_is "s['unmanaged']['checks'] > $c1" True
+c1=
+_c1() { c1=$(st "s['unmanaged']['checks']") && [ -n "$c1" ]; }
+wait_for "$HG" _c1 || not_ok "the status's detection-pass counter read"
+check "another detection pass ran" wait_for "$(scaled 10)" st_is "s['unmanaged']['checks'] > $c1" True
 check "... and it is still reported once" test "$(count_events unmanaged_found pid="$PID")" = 1
