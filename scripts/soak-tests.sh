@@ -12,8 +12,9 @@
 # (its clients' outputs, event stream, scheduler log) stays where its log
 # says "# kept". Beside the rounds, scripts/stall-monitor.py logs the
 # moments the whole machine did not run a sleeping process for over 1 s,
-# and those a small file write in the temporary directory took over 1 s
-# ($NVS_BUILD/soak/stalls.log); each round's line counts both.
+# those a small file write in the temporary directory took over 1 s, and
+# processes stopped or in D state for over 1 s
+# ($NVS_BUILD/soak/stalls.log); each round's line counts them.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 rounds=20 san=0 burners=2 jobs=() words=()
@@ -23,7 +24,7 @@ while [ $# -gt 0 ]; do
 	--san) san=1; shift ;;
 	--burners) burners=$2; shift 2 ;;
 	-j) jobs=(-j "$2"); shift 2 ;;
-	-h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) words+=("$1"); shift ;;
 	esac
 done
@@ -68,13 +69,14 @@ for k in $(seq "$rounds"); do
 	rc=$?
 	last=$(tail -1 "$out/round-$k.log")
 	t1=$(date +%s)
-	# The stalls during the round, machine (sleep) and file system (fs):
-	# how many, the longest.
+	# The stalls during the round, machine (sleep), file system (fs) and
+	# stopped or blocked processes (proc): how many, the longest.
 	st=$(awk -v a="$t0" -v b="$t1" '$1 >= a && $1 <= b + 1 {
-			k = $7 == "fs" ? "fs" : "sleep"; n[k]++; if ($2 > m[k]) m[k] = $2 }
+			k = $7 == "fs" || $7 == "proc" ? $7 : "sleep"; n[k]++; if ($2 > m[k]) m[k] = $2 }
 		END {
 			if (n["sleep"]) printf "; machine stalls: %d, longest %.1f s", n["sleep"], m["sleep"]
 			if (n["fs"]) printf "; file-system stalls: %d, longest %.1f s", n["fs"], m["fs"]
+			if (n["proc"]) printf "; stopped/D processes: %d, longest %.1f s", n["proc"], m["proc"]
 		}' "$out/stalls.log")
 	printf 'round %2d/%d: %s (%ss%s)\n' "$k" "$rounds" "$last" "$((t1 - t0))" "$st"
 	if [ "$rc" -ne 0 ]; then

@@ -13,10 +13,17 @@ Two probes, each in its own thread, every PERIOD (0.2 s):
   shell does with every redirection. On ext4 each of those needs a journal
   handle, so a stalled journal commit (a slow disk, synchronous discards)
   stops such a process while the sleeper runs on.
+- proc: every 0.5 s, the state of every process in /proc: one that stays
+  stopped (T: a signal or a tracer) or in uninterruptible sleep (D: the
+  kernel, mostly I/O) for over MIN_GAP is logged when it leaves that state,
+  with its pid, name and parent. Some tests stop processes on purpose
+  (t_stop_holder, t_healthz, t_silent_sched, t_quota, t_sim_stop,
+  t_identity); any other name is a process something froze.
 Each probe that took longer than MIN_GAP (1 s) appends a line to LOG: the
-wall time it ended, how long it took, /proc/loadavg, the probe's name and
+wall time it ended, how long it took, /proc/loadavg, the probe's name,
 how many seconds of the file system's "full" stall (/proc/pressure/io: all
-non-idle tasks waiting for I/O) passed meanwhile ("-" where not readable).
+non-idle tasks waiting for I/O) passed meanwhile ("-" where not readable)
+and, for proc, STATE:PID:NAME:ppid=PPID.
 The soak (scripts/soak-tests.sh) runs it beside its rounds and names the
 stalls of a failing round, so such a failure is told apart from a test's
 own defect. Runs until killed.
@@ -42,7 +49,7 @@ def io_full_us():
     return None
 
 
-def report(log, gap, kind, io0):
+def report(log, gap, kind, io0, what=""):
     try:
         with open("/proc/loadavg") as f:
             load = " ".join(f.read().split()[:4])
@@ -51,7 +58,8 @@ def report(log, gap, kind, io0):
     io1 = io_full_us()
     io = "-" if io0 is None or io1 is None else "%.2f" % ((io1 - io0) / 1e6)
     with LOCK, open(log, "a") as f:
-        f.write("%.3f %.2f %s %s %s\n" % (time.time(), gap, load, kind, io))
+        f.write(("%.3f %.2f %s %s %s %s" % (time.time(), gap, load, kind, io, what)).rstrip()
+                + "\n")
 
 
 def sleep_probe(a):
@@ -81,6 +89,40 @@ def fs_probe(a):
             report(a.log, took, "fs", io0)
 
 
+def proc_states():
+    """{pid: (state, name, ppid)} of the processes stopped or in D."""
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                st = f.read()
+        except OSError:
+            continue
+        name = st[st.find("(") + 1:st.rfind(")")]
+        rest = st[st.rfind(")") + 2:].split()
+        if rest and rest[0] in ("T", "t", "D"):
+            out[int(pid)] = (rest[0], name.replace(" ", "_"), rest[1])
+    return out
+
+
+def proc_probe(a):
+    since = {}  # pid -> (first seen, state, name, ppid, io total then)
+    while True:
+        time.sleep(0.5)
+        now, cur = time.monotonic(), proc_states()
+        for pid, (t0, state, name, ppid, io0) in list(since.items()):
+            if cur.get(pid, (None,))[0] != state:
+                del since[pid]
+                if now - t0 > a.min_gap:
+                    report(a.log, now - t0, "proc", io0,
+                           "%s:%d:%s:ppid=%s" % (state, pid, name, ppid))
+        for pid, (state, name, ppid) in cur.items():
+            if pid not in since:
+                since[pid] = (now, state, name, ppid, io_full_us())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("log")
@@ -89,6 +131,7 @@ def main():
     ap.add_argument("--dir", default=tempfile.gettempdir())
     a = ap.parse_args()
     threading.Thread(target=fs_probe, args=(a,), daemon=True).start()
+    threading.Thread(target=proc_probe, args=(a,), daemon=True).start()
     sleep_probe(a)
 
 

@@ -86,7 +86,10 @@ mv "$NVSHARE_EVENTS" "$T/events-1.jsonl"
 # next client's attach brings) as long as the test may take to start that
 # client: `wait mode1` alone gives up after 10 s, and once the test script
 # was not run for 23 s between two clients' starts.
-start_scheduler --no-nvml --capacity 4Gi --tq 30s --preempt-ms 50 --min-slice-ms 300 ||
+# The quantum is an hour: B must still be inside it when the second burst
+# asks, however late this script is (once 50 s late in an ASan soak round:
+# B's 30 s quantum had run out, and the burst's drop was tq-expired).
+start_scheduler --no-nvml --capacity 4Gi --tq 3600 --preempt-ms 50 --min-slice-ms 300 ||
   not_ok "scheduler 3 of the test starts"
 u=(--gpu-uuid GPU-pre --total 16Gi)
 # B works until told to stop, after it got the GPU back from the second
@@ -97,17 +100,18 @@ fc BP "${u[@]}" --alloc 3Gi --priority batch --script "wait mode1 300s;work_unti
 fc NP "${u[@]}" --alloc 2Gi --priority interactive \
   --script "until $T/go1;lock;mark burst1;hold 100ms;idle_release;until $T/go2;lock;mark burst2;hold 100ms;idle_release;hold 500ms"
 # The first burst asks just after B's grant: it must wait for B's slice.
-wait_ev 10 BP 'LOCK_OK'
+hg=$(scaled 10)
+wait_ev "$hg" BP 'LOCK_OK'
 touch "$T/go1"
-wait_ev 10 NP 'MARK burst1'
-wait_for 10 lines_at_least "$T/BP.out" 'LOCK_OK' 2
+wait_ev "$hg" NP 'MARK burst1'
+wait_for "$hg" lines_at_least "$T/BP.out" 'LOCK_OK' 2
 sleep 0.5 # B holds past its slice: the second burst meets the 50 ms bound alone
 touch "$T/go2"
-wait_ev 10 NP 'MARK burst2'
-wait_exit 20 "$PID_NP"
-wait_for 10 lines_at_least "$T/BP.out" 'LOCK_OK' 3
+wait_ev "$hg" NP 'MARK burst2'
+wait_exit "$((2 * hg))" "$PID_NP"
+wait_for "$hg" lines_at_least "$T/BP.out" 'LOCK_OK' 3
 touch "$T/bp-done"
-wait_exit 20 "$PID_BP"
+wait_exit "$((2 * hg))" "$PID_BP"
 bid=$(client_id BP); nid=$(client_id NP)
 # preemptions, on the scheduler's own clock: each DROP_LOCK(interactive) to
 # B carries held_ms (B's grant to the decision) and the preempt event after
