@@ -21,9 +21,12 @@ Two probes, each in its own thread, every PERIOD (0.2 s):
   t_identity); any other name is a process something froze.
 Each probe that took longer than MIN_GAP (1 s) appends a line to LOG: the
 wall time it ended, how long it took, /proc/loadavg, the probe's name,
-how many seconds of the file system's "full" stall (/proc/pressure/io: all
-non-idle tasks waiting for I/O) passed meanwhile ("-" where not readable)
-and, for proc, STATE:PID:NAME:ppid=PPID.
+how many seconds of I/O stall the kernel booked meanwhile (/proc/pressure/io
+"some": at least one task waiting for I/O; "full" stays 0 beside CPU
+burners, which always have a task running; "-" where not readable) and, for
+proc, STATE:PID:NAME:ppid=PPID and where in the kernel it waited (its
+wchan and /proc/PID/stack, read once it has waited 1 s; the stack needs
+root).
 The soak (scripts/soak-tests.sh) runs it beside its rounds and names the
 stalls of a failing round, so such a failure is told apart from a test's
 own defect. Runs until killed.
@@ -37,12 +40,12 @@ import time
 LOCK = threading.Lock()
 
 
-def io_full_us():
-    """The kernel's total of I/O "full" stall time (us), or None."""
+def io_some_us():
+    """The kernel's total of I/O "some" stall time (us), or None."""
     try:
         with open("/proc/pressure/io") as f:
             for line in f:
-                if line.startswith("full"):
+                if line.startswith("some"):
                     return int(line.rsplit("total=", 1)[1])
     except (OSError, ValueError, IndexError):
         pass
@@ -55,7 +58,7 @@ def report(log, gap, kind, io0, what=""):
             load = " ".join(f.read().split()[:4])
     except OSError:
         load = "?"
-    io1 = io_full_us()
+    io1 = io_some_us()
     io = "-" if io0 is None or io1 is None else "%.2f" % ((io1 - io0) / 1e6)
     with LOCK, open(log, "a") as f:
         f.write(("%.3f %.2f %s %s %s %s" % (time.time(), gap, load, kind, io, what)).rstrip()
@@ -63,20 +66,20 @@ def report(log, gap, kind, io0, what=""):
 
 
 def sleep_probe(a):
-    prev, io0 = time.monotonic(), io_full_us()
+    prev, io0 = time.monotonic(), io_some_us()
     while True:
         time.sleep(a.period)
         now = time.monotonic()
         if now - prev > a.min_gap:
             report(a.log, now - prev, "sleep", io0)
-        prev, io0 = now, io_full_us()
+        prev, io0 = now, io_some_us()
 
 
 def fs_probe(a):
     path = os.path.join(a.dir, ".nvs-stall-probe.%d" % os.getpid())
     while True:
         time.sleep(a.period)
-        io0, t0 = io_full_us(), time.monotonic()
+        io0, t0 = io_some_us(), time.monotonic()
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.write(fd, b"x")
@@ -107,20 +110,37 @@ def proc_states():
     return out
 
 
+def kernel_wait(pid):
+    """Where a blocked process waits in the kernel: its wchan and the
+    function names of its kernel stack's first 8 frames."""
+    def read(f):
+        try:
+            with open("/proc/%d/%s" % (pid, f)) as fh:
+                return fh.read().strip()
+        except OSError:
+            return ""
+    # A stack line: "[<0>] dup_mmap+0x38f/0x7e0".
+    frames = [ln.split("] ", 1)[-1].split("+")[0] for ln in read("stack").splitlines()]
+    where = ":wchan=%s" % (read("wchan") or "?")
+    return where + (":stack=" + ",".join(frames[:8]) if frames else "")
+
+
 def proc_probe(a):
-    since = {}  # pid -> (first seen, state, name, ppid, io total then)
+    since = {}  # pid -> [first seen, state, name, ppid, io total then, where]
     while True:
         time.sleep(0.5)
         now, cur = time.monotonic(), proc_states()
-        for pid, (t0, state, name, ppid, io0) in list(since.items()):
+        for pid, (t0, state, name, ppid, io0, where) in list(since.items()):
             if cur.get(pid, (None,))[0] != state:
                 del since[pid]
                 if now - t0 > a.min_gap:
                     report(a.log, now - t0, "proc", io0,
-                           "%s:%d:%s:ppid=%s" % (state, pid, name, ppid))
+                           "%s:%d:%s:ppid=%s%s" % (state, pid, name, ppid, where))
+            elif where == "" and now - t0 > a.min_gap:
+                since[pid][5] = kernel_wait(pid)
         for pid, (state, name, ppid) in cur.items():
             if pid not in since:
-                since[pid] = (now, state, name, ppid, io_full_us())
+                since[pid] = [now, state, name, ppid, io_some_us(), ""]
 
 
 def main():
