@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Logs moments when this machine did not run a sleeping process on time,
-or when its file system did not take a small write on time.
+when its file system did not take a small write on time, and processes
+held stopped or in uninterruptible sleep.
 
     scripts/stall-monitor.py LOG [--period S] [--min-gap S] [--dir DIR]
 
-Two probes, each in its own thread, every PERIOD (0.2 s):
+Three probes, each in its own thread (sleep and fs every PERIOD, 0.2 s):
 - sleep: sleeps PERIOD. A sleeper asks for microseconds of CPU, so a gap of
   seconds means the whole machine stopped running ready processes (host
   contention, a paused VM), which no test bound can allow for.
