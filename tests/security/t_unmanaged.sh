@@ -12,8 +12,10 @@
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 . "$NVS_ROOT/tests/metrics/metrics_lib.sh"
+. "$NVS_ROOT/tests/security/unmanaged_lib.sh"
 
 APP=$B/tests/e2e/sim_app
+# shellcheck disable=SC2034 # read by unmanaged_lib.sh's st
 CTL=$B/nvsharectl
 if [ ! -x "$B/tests/sim/libnvidia-ml.so.1" ] || [ ! -x "$APP" ]; then
   ok "# SKIP simulated GPU not built"; exit 0
@@ -29,22 +31,6 @@ HG=$(scaled 15)
 # and the pass) keep 5 s, stretched by the speed factor only.
 LAT=$(scaled 5)
 
-# st EXPR: evaluates a Python expression over the status JSON (s).
-st() {
-  "$CTL" --json 2>/dev/null | python3 -c '
-import json, sys
-s = json.load(sys.stdin)
-print(eval(sys.argv[1]))' "$1"
-}
-st_is() { [ "$(st "$1")" = "$2" ]; }
-# read_checks: c1 = the status's detection-pass counter. Read until a status
-# answers: an empty c1 (one nvsharectl call lost on a loaded machine) made
-# the comparison below a syntax error, a failure whatever the scheduler did.
-read_checks() {
-  c1=
-  _c1() { c1=$(st "s['unmanaged']['checks']") && [ -n "$c1" ]; }
-  wait_for "$(scaled 10)" _c1 || not_ok "the status's detection-pass counter read"
-}
 # lacks_event EVENT [FIELD=VALUE]...: no such event (only after a marker).
 lacks_event() { ! has_event "$@"; }
 # serialized_for_v: GPU 0 serialized for one unmanaged process, at least
@@ -105,6 +91,7 @@ fi
 # report was on the stream, goes up): the moment for a second report, or
 # for one of M (on the GPU before U, so due no later), has passed.
 read_checks
+# shellcheck disable=SC2154 # c1: set by read_checks (unmanaged_lib.sh)
 check "another detection pass ran" wait_for "$(scaled 10)" st_is "s['unmanaged']['checks'] > $c1" True
 check "still reported once after more passes" \
   test "$(count_events unmanaged_found pid="$PID_U")" = 1
@@ -159,6 +146,7 @@ start_scheduler
 check "20 unmanaged processes listed in the status within 5 s (x speed: $LAT s)" \
   wait_for "$LAT" st_is "(len(s['unmanaged']['processes']), s['unmanaged']['gpus'][0]['count'])" "(20, 20)"
 read_checks
+# shellcheck disable=SC2154 # c1: set by read_checks (unmanaged_lib.sh)
 check "another detection pass ran" wait_for "$(scaled 10)" st_is "s['unmanaged']['checks'] > $c1" True
 check "16 of them reported one by one (unmanaged_found), the other 4 only in the status" \
   test "$(count_events unmanaged_found gpu=0)" = 16

@@ -8,6 +8,7 @@
 . "$(dirname "$0")/../lib.sh"
 . "$NVS_ROOT/tests/sched/sched_lib.sh"
 . "$NVS_ROOT/tests/k8s_watch/k8s_lib.sh"
+. "$NVS_ROOT/tests/security/unmanaged_lib.sh"
 
 APP=$B/tests/e2e/sim_app
 if [ ! -x "$B/tests/sim/libnvidia-ml.so.1" ] || [ ! -x "$APP" ]; then
@@ -39,13 +40,6 @@ PID=${_pids[-1]}
 # Until the test ends (--hold); its context exists once its first kernel ran.
 wait_log "$HG" "$T/rogue.out" "^PROGRESS name=rogue kernel=1/"
 
-st() {
-  "$CTL" --json 2>/dev/null | python3 -c '
-import json, sys
-s = json.load(sys.stdin)
-print(eval(sys.argv[1]))' "$1"
-}
-st_is() { [ "$(st "$1")" = "$2" ]; }
 check "listed in the status with its Pod within 5 s (x speed: $LAT s)" \
   wait_for "$LAT" st_is "[(p['pid'], p['pod']) for p in s['unmanaged']['processes']]" \
   "[($PID, {'uid': '$UP', 'name': 'notebook', 'namespace': 'team-f'})]"
@@ -53,8 +47,6 @@ found() { count_events unmanaged_found gpu=0 pid="$PID" pod_uid="\"$UP\"" namesp
 check "reported (unmanaged_found), naming the Pod" test "$(found)" = 1
 # A later detection pass (the status's pass counter, read after the report
 # was on the stream, goes up) has not reported it again.
-c1=
-_c1() { c1=$(st "s['unmanaged']['checks']") && [ -n "$c1" ]; }
-wait_for "$HG" _c1 || not_ok "the status's detection-pass counter read"
+read_checks
 check "another detection pass ran" wait_for "$(scaled 10)" st_is "s['unmanaged']['checks'] > $c1" True
 check "... and it is still reported once" test "$(count_events unmanaged_found pid="$PID")" = 1
