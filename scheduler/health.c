@@ -4,6 +4,7 @@
  */
 #include "health.h"
 
+#include "log.h"
 #include "loop.h"
 #include "settings.h"
 
@@ -11,6 +12,8 @@
 
 uint32_t nvs_health_stall_ms = NVS_DEFAULT_HEALTH_STALL_MS;
 static uint64_t last_turn_ns; /* atomic; 0: the loop has not run yet */
+/* Stalls seen by the loop itself (atomic: the HTTP thread reads them). */
+static uint64_t stalls, stalled_ns, longest_ns;
 
 int nvs_health_parse_stall(const char *s, uint32_t *out)
 {
@@ -21,10 +24,35 @@ int nvs_health_parse_stall(const char *s, uint32_t *out)
 	return 0;
 }
 
-/* Loop thread: one turn began at now (CLOCK_MONOTONIC ns). */
+/* Loop thread: one turn began at now (CLOCK_MONOTONIC ns). A gap since the
+ * previous turn longer than the /healthz limit is a stall: the loop was
+ * blocked (a handler in a system call that did not return, such as a
+ * write to a file on a frozen disk) or the process was not run. Nothing
+ * was scheduled meanwhile - a holder kept the GPU past its quantum or its
+ * quota - so it is counted and logged once it is over; the counters make
+ * such an interval recognisable afterwards (status "loop", metrics). */
 static void stamp(uint64_t now)
 {
+	uint64_t prev = __atomic_load_n(&last_turn_ns, __ATOMIC_RELAXED);
+	uint64_t gap = prev && now > prev ? now - prev : 0;
+	if (gap > (uint64_t)nvs_health_stall_ms * 1000000ull) {
+		__atomic_add_fetch(&stalls, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&stalled_ns, gap, __ATOMIC_RELAXED);
+		if (gap > __atomic_load_n(&longest_ns, __ATOMIC_RELAXED))
+			__atomic_store_n(&longest_ns, gap, __ATOMIC_RELAXED);
+		NVS_WARN(
+		    "event loop stalled: %llu ms between two turns (NVSHARE_HEALTH_STALL_MS "
+		    "%u): the scheduler was blocked or not run, and scheduled nothing meanwhile",
+		    (unsigned long long)(gap / 1000000ull), nvs_health_stall_ms);
+	}
 	__atomic_store_n(&last_turn_ns, now, __ATOMIC_RELEASE);
+}
+
+void nvs_health_stalls(struct nvs_health_stalls *out)
+{
+	out->count = __atomic_load_n(&stalls, __ATOMIC_RELAXED);
+	out->stalled_ns = __atomic_load_n(&stalled_ns, __ATOMIC_RELAXED);
+	out->longest_ns = __atomic_load_n(&longest_ns, __ATOMIC_RELAXED);
 }
 
 void nvs_health_start(void)

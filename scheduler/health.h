@@ -21,6 +21,15 @@ int nvs_health_parse_stall(const char *s, uint32_t *out);
 /* Registers the heartbeat with the event loop (loop.h, NVS_LOOP_START):
  * each turn stamps the time it began. */
 void nvs_health_start(void);
+/* Stalls: gaps between two turns longer than nvs_health_stall_ms, seen
+ * when the loop turns again (each one is also logged). */
+struct nvs_health_stalls {
+	uint64_t count;
+	uint64_t stalled_ns; /* the gaps summed */
+	uint64_t longest_ns;
+};
+/* Any thread: the stalls so far. */
+void nvs_health_stalls(struct nvs_health_stalls *out);
 /* Any thread: ms since the last stamp (UINT64_MAX: never stamped). */
 uint64_t nvs_health_age_ms(uint64_t now);
 

@@ -167,6 +167,10 @@ static struct msnap *snap_build(uint64_t now)
 	s->buffered = nvs_limits_stats.buffered;
 	s->log_suppressed = nvs_plog_suppressed_total;
 	s->log_dropped = nvs_log_dropped();
+	struct nvs_health_stalls hs;
+	nvs_health_stalls(&hs);
+	s->loop_stalls = hs.count;
+	s->loop_stalled_ns = hs.stalled_ns;
 	s->ngpus = S.ngpus;
 	s->nentries = nentries;
 	s->gpus = (struct msnap_gpu *)(s + 1);

@@ -95,10 +95,28 @@ static void family(struct mbuf *b, const char *name, const char *type, const cha
 	mbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A family of one unlabelled sample. */
+static void single(struct mbuf *b, const char *name, const char *type, const char *help,
+		   unsigned long long v)
+{
+	family(b, name, type, help);
+	mbuf_printf(b, "%s %llu\n", name, v);
+}
+
 static void ns_seconds(struct mbuf *b, uint64_t ns)
 {
 	mbuf_printf(b, "%llu.%09llu", (unsigned long long)(ns / 1000000000ull),
 		    (unsigned long long)(ns % 1000000000ull));
+}
+
+/* A family of one unlabelled sample in seconds, from ns. */
+static void single_seconds(struct mbuf *b, const char *name, const char *type, const char *help,
+			   uint64_t ns)
+{
+	family(b, name, type, help);
+	mbuf_printf(b, "%s ", name);
+	ns_seconds(b, ns);
+	mbuf_putc(b, '\n');
 }
 
 /* ---- label sets ---- */
@@ -540,14 +558,10 @@ void nvs_metrics_render(struct mbuf *b, const struct msnap *s, const struct msam
 	family(b, "nvshare_scheduler_start_time_seconds", "gauge",
 	       "Start time of the scheduler since the Unix epoch.");
 	mbuf_printf(b, "nvshare_scheduler_start_time_seconds %.3f\n", s->start_time_s);
-	family(b, "nvshare_scheduler_gpus", "gauge", "GPUs known to the scheduler.");
-	mbuf_printf(b, "nvshare_scheduler_gpus %u\n", s->ngpus);
-	family(b, "nvshare_scheduler_clients", "gauge", "Connected client processes.");
-	mbuf_printf(b, "nvshare_scheduler_clients %u\n", s->nclients);
-	family(b, "nvshare_scheduler_connections_accepted_total", "counter",
-	       "Connections accepted (clients and nvsharectl).");
-	mbuf_printf(b, "nvshare_scheduler_connections_accepted_total %llu\n",
-		    (unsigned long long)s->conns_accepted);
+	single(b, "nvshare_scheduler_gpus", "gauge", "GPUs known to the scheduler.", s->ngpus);
+	single(b, "nvshare_scheduler_clients", "gauge", "Connected client processes.", s->nclients);
+	single(b, "nvshare_scheduler_connections_accepted_total", "counter",
+	       "Connections accepted (clients and nvsharectl).", s->conns_accepted);
 	family(b, "nvshare_scheduler_connections_dropped_total", "counter",
 	       "Connections the scheduler closed: protocol errors, or peers that did not read.");
 	mbuf_printf(b, "nvshare_scheduler_connections_dropped_total{reason=\"protocol\"} %llu\n",
@@ -566,27 +580,29 @@ void nvs_metrics_render(struct mbuf *b, const struct msnap *s, const struct msam
 	mbuf_printf(b,
 		    "nvshare_scheduler_connections_refused_total{reason=\"tenant_limit\"} %llu\n",
 		    (unsigned long long)s->refused_tenant);
-	family(b, "nvshare_scheduler_connection_buffer_bytes", "gauge",
+	single(b, "nvshare_scheduler_connection_buffer_bytes", "gauge",
 	       "Input and output buffered for client-socket connections "
-	       "(bounded by NVSHARE_CONN_BUFFER_BUDGET).");
-	mbuf_printf(b, "nvshare_scheduler_connection_buffer_bytes %llu\n",
-		    (unsigned long long)s->buffered);
-	family(b, "nvshare_log_lines_suppressed_total", "counter",
-	       "Scheduler log lines held back by the per-tenant, per-kind rate limit.");
-	mbuf_printf(b, "nvshare_log_lines_suppressed_total %llu\n",
-		    (unsigned long long)s->log_suppressed);
-	family(b, "nvshare_log_lines_dropped_total", "counter",
-	       "Scheduler log lines dropped because stderr was not drained fast enough.");
-	mbuf_printf(b, "nvshare_log_lines_dropped_total %llu\n",
-		    (unsigned long long)s->log_dropped);
-	family(b, "nvshare_metrics_snapshot_age_seconds", "gauge",
-	       "Age of the scheduler state snapshot this scrape was rendered from.");
-	mbuf_printf(b, "nvshare_metrics_snapshot_age_seconds ");
-	ns_seconds(b, now > s->taken_ns ? now - s->taken_ns : 0);
-	mbuf_putc(b, '\n');
-	family(b, "nvshare_metrics_snapshots_total", "counter",
-	       "Snapshots the scheduler loop published for the exporter.");
-	mbuf_printf(b, "nvshare_metrics_snapshots_total %llu\n", (unsigned long long)s->seq);
+	       "(bounded by NVSHARE_CONN_BUFFER_BUDGET).",
+	       s->buffered);
+	single(b, "nvshare_log_lines_suppressed_total", "counter",
+	       "Scheduler log lines held back by the per-tenant, per-kind rate limit.",
+	       s->log_suppressed);
+	single(b, "nvshare_log_lines_dropped_total", "counter",
+	       "Scheduler log lines dropped because stderr was not drained fast enough.",
+	       s->log_dropped);
+	single(b, "nvshare_scheduler_loop_stalls_total", "counter",
+	       "Gaps between two event-loop turns longer than NVSHARE_HEALTH_STALL_MS: "
+	       "the scheduler was blocked or not run, and scheduled nothing meanwhile.",
+	       s->loop_stalls);
+	single_seconds(
+	    b, "nvshare_scheduler_loop_stalled_seconds_total", "counter",
+	    "Time in event-loop stalls (gaps between turns over NVSHARE_HEALTH_STALL_MS).",
+	    s->loop_stalled_ns);
+	single_seconds(b, "nvshare_metrics_snapshot_age_seconds", "gauge",
+		       "Age of the scheduler state snapshot this scrape was rendered from.",
+		       now > s->taken_ns ? now - s->taken_ns : 0);
+	single(b, "nvshare_metrics_snapshots_total", "counter",
+	       "Snapshots the scheduler loop published for the exporter.", s->seq);
 
 	render_gpus(b, s, samples);
 	render_clients(b, s);

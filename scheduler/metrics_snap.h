@@ -106,6 +106,7 @@ struct msnap {
 	/* Bounds (limits.h) and log rate limiting (plog.h). */
 	uint64_t refused_tenant, handshake_timeouts, budget_cuts, buffered;
 	uint64_t log_suppressed, log_dropped;
+	uint64_t loop_stalls, loop_stalled_ns; /* health.c */
 	unsigned ngpus, nentries;
 	struct msnap_gpu *gpus;
 	struct msnap_client *clients;

@@ -4,6 +4,7 @@
 #include "conn.h"
 #include "coschedule.h"
 #include "gpus.h"
+#include "health.h"
 #include "k8s/k8s_watch.h"
 #include "limits.h"
 #include "log.h"
@@ -253,6 +254,15 @@ cJSON *nvs_status_json(uint64_t now)
 	/* The snapshot's CLOCK_MONOTONIC time: clients and tests can line
 	 * cumulative counters (billed_ns, held_ns) up with their own clock. */
 	num(root, "now_ns", now);
+	/* Stalls of the event loop (health.c): an interval that holds one
+	 * was not scheduled throughout (quota tests discard it). */
+	struct nvs_health_stalls hs;
+	nvs_health_stalls(&hs);
+	cJSON *lp = cJSON_AddObjectToObject(root, "loop");
+	num(lp, "stall_threshold_ms", nvs_health_stall_ms);
+	num(lp, "stalls", hs.count);
+	num(lp, "stalled_ns", hs.stalled_ns);
+	num(lp, "longest_stall_ns", hs.longest_ns);
 	cJSON_AddBoolToObject(root, "nvml", S.nvml_ok);
 	cJSON *d = cJSON_AddObjectToObject(root, "defaults");
 	cJSON_AddStringToObject(d, "mode", nvs_mode_name(S.cfg.mode));

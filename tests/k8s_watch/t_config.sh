@@ -42,7 +42,7 @@ else
     wait_event 5 k8s_watch state='"on"' node='"node-1"' api="\"https://127\\.0\\.0\\.1:$API_PORT\""
 fi
 check "in-cluster env: LIST with the token and CA from the environment" wait_event 5 k8s_list pods=1
-fcpod A "$(cg_systemd_v2 "$UA")" --gpu-uuid GPU-cfg-0 --script 'hold 30s'
+fcpod A "$(cg_systemd_v2 "$UA")" --gpu-uuid GPU-cfg-0 --script stay
 check "NVSHARE_PROC_ROOT: client A found in its pod and limited (30%, 1Gi)" \
   wait_for 3 limits_are A 30 $((1 << 30))
 wait_event 5 metrics_listening

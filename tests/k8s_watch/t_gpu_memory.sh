@@ -122,12 +122,12 @@ echo quit >&7
 # 4. Fit: a 10 GiB GPU; Pods of 6 and 4+2 units (the init container's 1
 # is inside the sum) allocate 1 GiB each.
 common=(--gpu-uuid GPU-fit --total 10Gi --alloc 1Gi)
-fcpod A "$(cg_systemd_v2 "$UA")" "${common[@]}" --script 'wait mode1 10s;wait mode0 10s;hold 60s'
+fcpod A "$(cg_systemd_v2 "$UA")" "${common[@]}" --script 'wait mode1 10s;wait mode0 10s;stay'
 nmode0() { grep -c 'GPU_MODE gpu=0 value=0' "$T/A.out"; }
 check "Pod fit-a (6 units) alone: concurrent" wait_for 3 test "$(nmode0)" -ge 1
 check "status: expected 6 GiB of 10, 1 GiB allocated" \
   jis '[gpu("GPU-fit")[k] for k in ("serialized", "allocated", "expected")]' "[False, $GI, $((6 * GI))]"
-fcpod B "$(cg_systemd_v2 "$UB")" "${common[@]}" --script 'hold 60s'
+fcpod B "$(cg_systemd_v2 "$UB")" "${common[@]}" --script stay
 check "Pod fit-b (4+2 units) joins: 12 GiB expected > 10 GiB serializes the GPU" \
   wait_ev 3 A 'GPU_MODE gpu=0 value=1'
 check "status: serialized with 2 GiB allocated, 12 GiB expected" \

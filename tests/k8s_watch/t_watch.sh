@@ -42,14 +42,14 @@ check "then WATCHes from the list's resourceVersion with bookmarks" \
   wait_log 5 "$T/api.out" "REQ WATCH 200 rv=[0-9]+ bookmarks=true"
 
 # --- limits at start -------------------------------------------------------
-fcpod A "$(cg_systemd_v2 "$UA")" --gpu-uuid GPU-k8s-0 --alloc 1Gi --script 'hold 60s'
+fcpod A "$(cg_systemd_v2 "$UA")" --gpu-uuid GPU-k8s-0 --alloc 1Gi --script stay
 check "client A (systemd, cgroup v2) gets the annotation limits at start: 40%, 2Gi" \
   wait_for 3 limits_are A 40 $((2 * GI))
-fcpod B "$(cg_cgroupfs_v1 "$UB")" --gpu-uuid GPU-k8s-0 --mem-limit 1Gi --script 'hold 60s'
-fcpod S "$(cg_systemd_v2 "$UM")" --gpu-uuid GPU-k8s-0 --script 'hold 60s'
+fcpod B "$(cg_cgroupfs_v1 "$UB")" --gpu-uuid GPU-k8s-0 --mem-limit 1Gi --script stay
+fcpod S "$(cg_systemd_v2 "$UM")" --gpu-uuid GPU-k8s-0 --script stay
 check "static pod client (cgroup has the config.mirror uid) gets 512 MiB" \
   wait_for 3 limits_are S 100 $((512 * MI))
-fcpod N "0::/user.slice/user-0.slice/session-1.scope" --gpu-uuid GPU-k8s-0 --script 'hold 60s'
+fcpod N "0::/user.slice/user-0.slice/session-1.scope" --gpu-uuid GPU-k8s-0 --script stay
 j=$(status_json)
 check "--json: A's pod (uid, name, namespace, annotation limits)" \
   sh -c 'echo "$0" | grep -qF "\"pod\":{\"uid\":\"$1\",\"name\":\"trainer\",\"namespace\":\"team-a\",\"core_limit\":40,\"mem_limit\":$2,\"mem_request\":null}"' "$j" "$UA" $((2 * GI))
@@ -111,7 +111,7 @@ check "deletion reported (event)" \
   wait_event 3 pod_deleted namespace='"team-b"' pod='"infer"' reason='"deleted"'
 
 # --- pod appears after its client ------------------------------------------
-fcpod C "$(cg_systemd_v2 "$UC")" --gpu-uuid GPU-k8s-0 --script 'hold 60s'
+fcpod C "$(cg_systemd_v2 "$UC")" --gpu-uuid GPU-k8s-0 --script stay
 check "late client: pod uid known, pod not yet" wait_event 3 pod_unknown pod_uid="\"$UC\""
 api_cmd "{\"op\":\"add\",\"pod\":{\"uid\":\"$UC\",\"name\":\"late\",\"namespace\":\"team-c\",\"annotations\":{\"nvshare.com/gpu-core-limit\":\"25%\"}}}"
 check "the pod's ADDED event gives the waiting client its limits (25%)" wait_for 3 limits_are C 25 $NONE

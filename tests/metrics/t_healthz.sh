@@ -23,11 +23,15 @@ sleep 3
 check "still ok after 3 s idle (the idle loop stamps its heartbeat)" [ "$(hcode)" = 200 ]
 
 # ---- only the loop thread stopped ----
+stalls() { "$CTL" --json | jq -r "$1"; }
+s0=$(stalls .loop.stalls)
+check "status loop: threshold 1500 ms, a count ($s0)" sh -c "[ '$(stalls .loop.stall_threshold_ms)' = 1500 ] && [ -n '$s0' ] && [ '$s0' != null ]"
 python3 "$NVS_ROOT/tests/metrics/stall_thread.py" "$SCHED_PID" "$T/stopped" "$T/release" &
 STALLER=$!
 _pids+=("$STALLER")
 check "loop thread stopped (ptrace)" wait_for 5 test -f "$T/stopped"
-t0=$(ms)
+t_stopped=$(ms)
+t0=$t_stopped
 if wait_for 5 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 '$MURL/healthz')\" = 503 ]"; then
   ok "/healthz fails (503) within 5 s of the stall ($(( $(ms) - t0 )) ms)"
 else
@@ -44,9 +48,18 @@ t0=$(ms)
 NVSHARE_CTL_TIMEOUT_MS=800 "$CTL" --json >/dev/null 2>&1; rc=$?
 el=$(( $(ms) - t0 ))
 check "NVSHARE_CTL_TIMEOUT_MS=800: gives up sooner (rc $rc, $el ms)" sh -c "[ $rc = 1 ] && [ $el -le 2500 ]"
+held=$(( $(ms) - t_stopped )) # the loop stood still at least this long
 touch "$T/release"
 check "/healthz ok again once the loop runs" wait_for 5 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 '$MURL/healthz')\" = 200 ]"
 check "nvsharectl answers again" sh -c "'$CTL' --json >/dev/null"
+# The loop counts the stall once it turns again: status, log and metric.
+s1=$(stalls .loop.stalls) long=$(stalls .loop.longest_stall_ns)
+check "status loop.stalls counted it ($s0 -> $s1)" [ "$s1" -gt "$s0" ]
+check "status loop.longest_stall_ns $long >= the $held ms it was held" [ "$long" -ge $((held * 1000000)) ]
+logged=$(grep -o 'event loop stalled: [0-9]* ms' "$T/scheduler.log" | awk '{ print $4 }' | sort -n | tail -1)
+check "logged: \"event loop stalled: ${logged:-?} ms\" (>= $held)" [ "${logged:-0}" -ge "$held" ]
+metric_stalls() { [ "$(scrape | metric_value nvshare_scheduler_loop_stalls_total /dev/stdin)" = "$s1" ]; }
+check "nvshare_scheduler_loop_stalls_total $s1" wait_for 5 metric_stalls
 
 # ---- the whole process stopped (SIGSTOP) ----
 kill -STOP "$SCHED_PID"

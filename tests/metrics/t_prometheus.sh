@@ -74,9 +74,9 @@ U=$(test_gpu_uuid)
 # A holding and B queued behind it: their waits then cover only scrapes
 # and queries (an ASan soak round beside burners took over 30 s to get
 # both clients registered, and the clients' count was read in the meantime).
-fc A --gpu-uuid "$U" --alloc 3Gi --name prom-holder --script "lock;mark HELD;until $T/a-go;release;hold 600s"
+fc A --gpu-uuid "$U" --alloc 3Gi --name prom-holder --script "lock;mark HELD;until $T/a-go;release;stay"
 check "A holds the GPU" wait_for "$(scaled 10)" grep -q 'MARK HELD' "$T/A.out"
-fc B --gpu-uuid "$U" --alloc 1Gi --name prom-waiter --script 'lock;mark HELD;hold 600s'
+fc B --gpu-uuid "$U" --alloc 1Gi --name prom-waiter --script 'lock;mark HELD;stay'
 # shellcheck disable=SC2154 # PID_B is set by fc
 check "B is queued behind A (event stream)" wait_event "$(scaled 10)" req_lock pid="$PID_B"
 TEN="gpu=\"0\",uid=\"$(id -u)\""

@@ -42,10 +42,10 @@ diag "GPU uuid $U"
 # A holds until the test lets it go; B waits behind it; C waits behind B.
 # (A fixed hold can run out before a slow machine's checks.)
 fc A --gpu-uuid "$U" --alloc 1Gi --name 'holder "A"' --core-limit 50 --mem-limit 4Gi \
-  --script "lock;mark HELD;until $T/a-go;release;hold 600s"
+  --script "lock;mark HELD;until $T/a-go;release;stay"
 check "A holds the GPU" wait_ev "$(scaled 10)" A 'MARK HELD'
-fc B --gpu-uuid "$U" --alloc 1Gi --name waiter-b --script 'lock;hold 300ms;release;hold 600s'
-fc C --gpu-uuid "$U" --alloc 1Gi --name waiter-c --script 'lock;hold 300ms;release;hold 600s'
+fc B --gpu-uuid "$U" --alloc 1Gi --name waiter-b --script 'lock;hold 300ms;release;stay'
+fc C --gpu-uuid "$U" --alloc 1Gi --name waiter-c --script 'lock;hold 300ms;release;stay'
 # Not a sleep of one publish period: the metrics are published
 # periodically, so wait for a scrape that shows both waiters.
 G='gpu="0",uuid="'$U'"'

@@ -19,8 +19,8 @@ TEN="gpu=\"0\",uid=\"$(id -u)\""
 
 # Two processes of one tenant (same uid, no Pod). A claims to be the
 # kubelet with pid 1 in HELLO: neither may appear as a label.
-fc A --gpu-uuid "$U" --alloc 1Gi --name kubelet --script 'lock;hold 300ms;release;mark DONE;hold 60s'
-fc B --gpu-uuid "$U" --alloc 2Gi --name trainer-b --script 'lock;hold 300ms;release;mark DONE;hold 60s'
+fc A --gpu-uuid "$U" --alloc 1Gi --name kubelet --script 'lock;hold 300ms;release;mark DONE;stay'
+fc B --gpu-uuid "$U" --alloc 2Gi --name trainer-b --script 'lock;hold 300ms;release;mark DONE;stay'
 APID=$(awk '/READY/ { sub(/.*pid=/, ""); print; exit }' "$T/A.out")
 v() { scrape >"$T/cur.txt" && metric_value "$1" "$T/cur.txt"; }
 v_is() { [ "$(v "$1")" = "$2" ]; }
@@ -66,7 +66,7 @@ mv "$T/scheduler.log" "$T/scheduler-1.log"
 export NVSHARE_METRICS_PROCESS_LABELS=1
 start_metrics_scheduler --mode on
 unset NVSHARE_METRICS_PROCESS_LABELS
-fc C --gpu-uuid "$U" --alloc 1Gi --name kubelet --script 'hold 60s'
+fc C --gpu-uuid "$U" --alloc 1Gi --name kubelet --script stay
 CPID=$(awk '/READY/ { sub(/.*pid=/, ""); print; exit }' "$T/C.out")
 check "NVSHARE_METRICS_PROCESS_LABELS=1: client_info with host_pid and the claimed name" \
   wait_for 5 sh -c "curl -sf --max-time 2 '$MURL/metrics' | grep -qE '^nvshare_client_info\{.*host_pid=\"$CPID\".*name=\"kubelet\"\} 1$'"

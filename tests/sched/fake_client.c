@@ -17,6 +17,10 @@
  *                      (default 10s; exit 3 on timeout)
  *   hold TIME          handle messages for TIME (alias: sleep)
  *   until FILE         handle messages until FILE exists (a test's go-ahead)
+ *   stay               handle messages until killed: a client that must be
+ *                      there for the rest of the test (the test's cleanup
+ *                      ends it). A fixed hold would end it early when a
+ *                      loaded machine stops the test's shell for longer.
  *   work TIME [g]      run TIME worth of lock holding: request, hold,
  *                      give the lock back on DROP_LOCK, request again...
  *   work_until FILE [g]  the same until FILE exists
@@ -407,6 +411,9 @@ static void run_cmd(char *cmd)
 		send_release(gpu_arg(argv[1]), 1);
 	} else if (!strcmp(c, "hold") || !strcmp(c, "sleep")) {
 		pump(now_us() + dur_us(argv[1]), NULL, 0);
+	} else if (!strcmp(c, "stay")) {
+		for (;;)
+			pump(now_us() + 3600000000ull, NULL, 0);
 	} else if (!strcmp(c, "until")) {
 		if (!argv[1])
 			die(2, "until needs a file");

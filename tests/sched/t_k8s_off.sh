@@ -27,7 +27,7 @@ check "K8S=0: starts; the status says the watch is not built" \
   wait_for 5 json_has '"watch":"not-built"'
 check "K8S=0: k8s_watch event off/not-built" \
   wait_event 5 k8s_watch state='"off"' reason='"not-built"'
-fc A --gpu-uuid GPU-k8soff-0 --script 'hold 30s'
+fc A --gpu-uuid GPU-k8soff-0 --script stay
 check "K8S=0: a client attaches and is shown" wait_for 5 json_has 'GPU-k8soff-0'
 kill "$PID_A" 2>/dev/null
 stop_sched

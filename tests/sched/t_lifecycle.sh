@@ -54,7 +54,7 @@ check "... and its admin socket" test ! -e "$T/other-admin/admin.sock"
 
 # A holder killed while holding: the waiter gets the lock at once.
 "$CTL" -S on >/dev/null
-fc K --gpu-uuid GPU-life --script 'lock;hold 60s'
+fc K --gpu-uuid GPU-life --script 'lock;stay'
 wait_ev 5 K LOCK_OK
 fc W --gpu-uuid GPU-life --script 'lock;release'
 wait_ev 5 K 'WAITERS gpu=0 count=1'

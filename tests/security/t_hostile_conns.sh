@@ -84,20 +84,20 @@ check "scheduler alive" sched_alive
 kill -TERM "$SCHED_PID"; wait_exit 10 "$SCHED_PID"
 start_scheduler --no-nvml --no-kube --proc-root "$PROC" --max-conns-per-tenant 2 ||
   { not_ok "scheduler with a fake proc root starts"; exit 1; }
-for n in P1 P2 P3; do fcpod "$n" "$(cg_systemd_v2 "$UP")" --gpu-uuid GPU-c --script 'hold 30s'; done
+for n in P1 P2 P3; do fcpod "$n" "$(cg_systemd_v2 "$UP")" --gpu-uuid GPU-c --script stay; done
 check "a Pod's third connection is refused: its tenant is the Pod" \
   wait_event 5 conn_refused reason='"tenant-limit"' pid="$PID_P3" tenant="\"pod:$UP\"" limit=2
-for n in N1 N2 N3; do fc "$n" --gpu-uuid GPU-c --script 'hold 30s'; done
+for n in N1 N2 N3; do fc "$n" --gpu-uuid GPU-c --script stay; done
 check "the third unknown peer is refused: every unknown peer is one tenant" \
   wait_event 5 conn_refused reason='"tenant-limit"' pid="$PID_N3" tenant='"unknown"' limit=2
 HOST_CG=0::/user.slice/user-0.slice/session-1.scope
-for n in H1 H2; do fcpod "$n" "$HOST_CG" --gpu-uuid GPU-c --script 'hold 30s'; done
+for n in H1 H2; do fcpod "$n" "$HOST_CG" --gpu-uuid GPU-c --script stay; done
 both_hosts() {
   has_event hello pid="$PID_H1" tenant="\"uid:$(id -u)\"" && has_event hello pid="$PID_H2" tenant="\"uid:$(id -u)\""
 }
 check "uid $(id -u) holds two connections (hello events)" both_hosts
 check "the admin socket is not counted: nvsharectl of uid $(id -u) is answered" sh -c "'$CTL' --json >/dev/null"
-fcpod H3 "$HOST_CG" --gpu-uuid GPU-c --script 'hold 30s'
+fcpod H3 "$HOST_CG" --gpu-uuid GPU-c --script stay
 check "... while a third client-socket connection of uid $(id -u) is refused" \
   wait_event 5 conn_refused reason='"tenant-limit"' pid="$PID_H3" tenant="\"uid:$(id -u)\"" limit=2
 check "scheduler alive" sched_alive

@@ -53,8 +53,8 @@ client_of() { "$PY" -c 'import json,sys; print(json.dumps([c for c in json.loads
 
 # Nested pod<uid>: Pod P's container made a sub-cgroup named after Pod Q,
 # in both driver shapes.
-fcpod N1 "$(cg_systemd_v2 "$UP")/pod$UQ" --gpu-uuid GPU-id --script 'wait SET_LIMITS 10s;hold 30s'
-fcpod N2 "$(cg_systemd_v2 "$UP")/kubepods-pod${UQ//-/_}.slice" --gpu-uuid GPU-id --script 'wait SET_LIMITS 10s;hold 30s'
+fcpod N1 "$(cg_systemd_v2 "$UP")/pod$UQ" --gpu-uuid GPU-id --script 'wait SET_LIMITS 10s;stay'
+fcpod N2 "$(cg_systemd_v2 "$UP")/kubepods-pod${UQ//-/_}.slice" --gpu-uuid GPU-id --script 'wait SET_LIMITS 10s;stay'
 check "nested pod<Q> under Pod P (cgroupfs shape): P's limits (30 %, 256Mi)" \
   wait_for 3 grep -q "SET_LIMITS gpu=0 core_limit=30 mem_limit=$((256 * MiB))$" "$T/N1.out"
 check "nested kubepods-pod<Q>.slice under Pod P (systemd shape): P's limits" \
@@ -64,7 +64,7 @@ check "status: the nested client is in team-p/trainer, tenant from its cgroup, r
   jpy "$c" "j['pod']['uid']=='$UP' and j['pod']['name']=='trainer' and j['tenant']=={'kind':'pod','source':'cgroup','pidfd':True}"
 
 # A forged HELLO name: Pod P's client calls itself after Pod Q and kubelet.
-fcpod F "$(cg_systemd_v2 "$UP")" --name victim --gpu-uuid GPU-id --script 'wait SET_LIMITS 10s;hold 30s'
+fcpod F "$(cg_systemd_v2 "$UP")" --name victim --gpu-uuid GPU-id --script 'wait SET_LIMITS 10s;stay'
 check "forged name 'victim': the client still gets Pod P's limits" \
   wait_for 3 grep -q "SET_LIMITS gpu=0 core_limit=30 mem_limit=$((256 * MiB))\$" "$T/F.out"
 c=$(client_of "$PID_F")
@@ -76,7 +76,7 @@ check "hello event: 'victim' is the name the client said, its tenant Pod P from 
 # Connect-then-exit, never seen before: unknown-tenant limits.
 "$PY" "$NVS_ROOT/tests/security/escape.py" "$PROC" "$(cg_systemd_v2 "$UQ")" \
   "$NVSHARE_SOCK_DIR/scheduler.sock" "$SCHED_PID" -- "$FC" --name esc1 --gpu-uuid GPU-id \
-  --script 'wait SET_LIMITS 10s;hold 20s' >"$T/E1.out" 2>&1 &
+  --script 'wait SET_LIMITS 10s;stay' >"$T/E1.out" 2>&1 &
 EP=$!
 wait_exit 10 "$EP"
 check "escape 1: the connecting process handed its socket over and exited" \
@@ -102,7 +102,7 @@ check "... and it overrides the unknown-tenant limits (55 %, 123Mi)" \
 # Connect-then-exit from a pid seen in Pod Q before: Q's limits.
 "$PY" "$NVS_ROOT/tests/security/escape.py" "$PROC" "$(cg_systemd_v2 "$UQ")" \
   "$NVSHARE_SOCK_DIR/scheduler.sock" "$SCHED_PID" --prime -- "$FC" --name esc2 --gpu-uuid GPU-id \
-  --script 'wait SET_LIMITS 10s;hold 20s' >"$T/E2.out" 2>&1 &
+  --script 'wait SET_LIMITS 10s;stay' >"$T/E2.out" 2>&1 &
 EP=$!
 wait_exit 10 "$EP"
 check "escape 2: primed in Pod Q, then handed over and exited" \
@@ -120,7 +120,7 @@ check "status: tenant unknown, source pid-history, Pod team-q/victim" \
 # so the unknown-tenant limits, not Q's.
 "$PY" "$NVS_ROOT/tests/security/escape.py" "$PROC" "$(cg_systemd_v2 "$UQ")" \
   "$NVSHARE_SOCK_DIR/scheduler.sock" "$SCHED_PID" --prime --flood 1100 "$(cg_systemd_v2 "$UP")" \
-  -- "$FC" --name esc4 --gpu-uuid GPU-id --script 'wait SET_LIMITS 10s;hold 20s' >"$T/E4.out" 2>&1 &
+  -- "$FC" --name esc4 --gpu-uuid GPU-id --script 'wait SET_LIMITS 10s;stay' >"$T/E4.out" 2>&1 &
 EP=$!
 wait_exit 120 "$EP"
 check "escape 4: primed in Pod Q, 1,100 other connections seen in Pod P, then handed over" \
@@ -136,7 +136,7 @@ check "status: tenant unknown, source none, no Pod (null)" \
 # Identity is read once, at accept: Pod P's client whose cgroup file later
 # names Pod Q, and which then goes on talking (lock, release), stays in P.
 fcpod R "$(cg_systemd_v2 "$UP")" --gpu-uuid GPU-id \
-  --script "wait SET_LIMITS 10s;until $T/go-R;lock;hold 10ms;release;hold 20s"
+  --script "wait SET_LIMITS 10s;until $T/go-R;lock;hold 10ms;release;stay"
 wait_ev 5 R ' SET_LIMITS '
 cg_systemd_v2 "$UQ" >"$PROC/$PID_R/cgroup"
 touch "$T/go-R"
@@ -160,13 +160,13 @@ wait_for 5 test -S "$NVSHARE_SOCK_DIR/scheduler.sock" || not_ok "fallback schedu
 # Operator-facing start-up output (written before the sockets exist).
 check "start-up warning: identities read from the --proc-root directory, not /proc, for tests only" \
   grep -qF "peer identities are read from $PROC, not /proc" "$T/fallback.log"
-fcpod K "$(cg_systemd_v2 "$UP")" --gpu-uuid GPU-id --script 'hold 20s'
+fcpod K "$(cg_systemd_v2 "$UP")" --gpu-uuid GPU-id --script stay
 c=$(client_of "$PID_K")
 check "fallback: a Pod client is still identified from its cgroup (no pidfd)" \
   jpy "$c" "j['pod']['uid']=='$UP' and j['tenant']=={'kind':'pod','source':'cgroup','pidfd':False}"
 "$PY" "$NVS_ROOT/tests/security/escape.py" "$PROC" "$(cg_systemd_v2 "$UQ")" \
   "$NVSHARE_SOCK_DIR/scheduler.sock" "$SCHED_PID" -- "$FC" --name esc3 --gpu-uuid GPU-id \
-  --script 'wait SET_LIMITS 10s;hold 20s' >"$T/E3.out" 2>&1 &
+  --script 'wait SET_LIMITS 10s;stay' >"$T/E3.out" 2>&1 &
 EP=$!
 wait_exit 10 "$EP"
 _pids+=("$(sed -n 's/.*to pid \([0-9]*\).*/\1/p' "$T/E3.out")")
@@ -177,7 +177,7 @@ check "fallback: connect-then-exit is still an unknown tenant, with the default 
 # the unknown-tenant limits, not that Pod's (it has none known).
 "$PY" "$NVS_ROOT/tests/security/escape.py" "$PROC" "$(cg_systemd_v2 "$UQ")" \
   "$NVSHARE_SOCK_DIR/scheduler.sock" "$SCHED_PID" --prime -- "$FC" --name esc5 --gpu-uuid GPU-id \
-  --script 'wait SET_LIMITS 10s;hold 20s' >"$T/E5.out" 2>&1 &
+  --script 'wait SET_LIMITS 10s;stay' >"$T/E5.out" 2>&1 &
 EP=$!
 wait_exit 10 "$EP"
 _pids+=("$(sed -n 's/.*to pid \([0-9]*\).*/\1/p' "$T/E5.out")")
@@ -198,13 +198,13 @@ check "fallback scheduler healthy" sched_alive
 kill -TERM "$SCHED_PID"; wait_exit 5 "$SCHED_PID"
 start_scheduler --no-nvml --no-kube --mode on --tq 30s --proc-root "$PROC" \
   --unknown-tenant-core-limit 100 || not_ok "scheduler for the lock turns starts"
-fcpod H "$(cg_systemd_v2 "$UP")" --gpu-uuid GPU-turn --script "lock;until $T/go-H;release;hold 20s"
+fcpod H "$(cg_systemd_v2 "$UP")" --gpu-uuid GPU-turn --script "lock;until $T/go-H;release;stay"
 wait_event 5 lock_ok pid="$PID_H" || not_ok "H holds the lock"
 for n in U1 U2; do
-  fc "$n" --name "$n" --gpu-uuid GPU-turn --script 'lock;hold 20ms;release;hold 20s'
+  fc "$n" --name "$n" --gpu-uuid GPU-turn --script 'lock;hold 20ms;release;stay'
   wait_event 5 req_lock pid="$(eval echo "\$PID_$n")" || not_ok "$n queued"
 done
-fcpod Q1 "$(cg_systemd_v2 "$UQ")" --gpu-uuid GPU-turn --script 'lock;hold 20ms;release;hold 20s'
+fcpod Q1 "$(cg_systemd_v2 "$UQ")" --gpu-uuid GPU-turn --script 'lock;hold 20ms;release;stay'
 wait_event 5 req_lock pid="$PID_Q1" || not_ok "Q1 queued"
 check "U1 is an unknown tenant (hello event)" has_event hello pid="$PID_U1" tenant='"unknown"'
 check "U2 is an unknown tenant (hello event)" has_event hello pid="$PID_U2" tenant='"unknown"'
@@ -228,7 +228,7 @@ else
     --proc-root "$PROC" >>"$T/pidns.log" 2>&1
   SCHED_PID=${_pids[-1]}
   wait_for 5 test -S "$NVSHARE_ADMIN_SOCK_DIR/admin.sock" || not_ok "scheduler in its own PID namespace starts"
-  fc NS --name nsclient --gpu-uuid GPU-ns --script 'wait SET_LIMITS 10s;hold 20s'
+  fc NS --name nsclient --gpu-uuid GPU-ns --script 'wait SET_LIMITS 10s;stay'
   check "PID namespace: the client is seen as pid 0, an unknown tenant (hello event)" \
     wait_event 5 hello pid=0 name='"nsclient"' tenant='"unknown"'
   check "... with the default unknown-tenant limits (10 %, 1Gi)" \

@@ -76,7 +76,7 @@ check "the client that stopped reading was sent at most the latest mode ($gs GPU
 # 100,000, and in an ASan soak round it finished before the honest client).
 fc H --name honest "${common[@]}" --script "until $T/go3;$(honest_script 300)"
 bg setpriv --reuid=65534 --regid=65534 --clear-groups "$FC" --name flapper2 "${common[@]}" \
-  --script "until $T/go3;memflap_until $T/stop3 64Gi;mark flapped;hold 60s" >"$T/X2.out" 2>&1
+  --script "until $T/go3;memflap_until $T/stop3 64Gi;mark flapped;stay" >"$T/X2.out" 2>&1
 wait_for 5 grep -q READY "$T/X2.out"
 rtt_start H
 touch "$T/go3"

@@ -26,7 +26,7 @@ check "client socket stays 0666 (clients in containers run as any uid)" \
 # A client of this very uid, on the client socket (a host process, so the
 # tenant status below is its own tenant).
 fcpod V "0::/user.slice/user-0.slice/session-1.scope" --name victim --gpu-uuid GPU-sec \
-  --alloc 1Gi --script 'wait SET_LIMITS 20s;hold 30s'
+  --alloc 1Gi --script 'wait SET_LIMITS 20s;stay'
 
 # Every control message on the client socket, as root.
 n=0

@@ -21,10 +21,10 @@ start_api token-T "$T/pods.json" || { not_ok "fake API server starts"; exit 1; }
 start_kube_scheduler --mode on || { not_ok "scheduler starts"; exit 1; }
 wait_event 5 k8s_list pods=2 || not_ok "scheduler listed the pods"
 
-fcpod A1 "$(cg_systemd_v2 "$UA")" --name a-one --gpu-uuid GPU-t --alloc 1Gi --script 'lock;hold 30s'
-fcpod A2 "$(cg_cgroupfs_v1 "$UA")" --name a-two --gpu-uuid GPU-t --alloc 1Gi --script 'hold 30s'
-fcpod B1 "$(cg_systemd_v2 "$UB")" --name b-one --gpu-uuid GPU-t --alloc 3Gi --script 'req;hold 30s'
-fcpod H "0::/user.slice/user-0.slice/session-9.scope" --name host-job --gpu-uuid GPU-t --script 'hold 30s'
+fcpod A1 "$(cg_systemd_v2 "$UA")" --name a-one --gpu-uuid GPU-t --alloc 1Gi --script 'lock;stay'
+fcpod A2 "$(cg_cgroupfs_v1 "$UA")" --name a-two --gpu-uuid GPU-t --alloc 1Gi --script stay
+fcpod B1 "$(cg_systemd_v2 "$UB")" --name b-one --gpu-uuid GPU-t --alloc 3Gi --script 'req;stay'
+fcpod H "0::/user.slice/user-0.slice/session-9.scope" --name host-job --gpu-uuid GPU-t --script stay
 wait_ev 5 B1 'SENT REQ_LOCK'
 
 ja=$(pod_ctl "$UA" --tenant --json); rc=$?
