@@ -4,6 +4,7 @@
  */
 #include "health.h"
 
+#include "events.h"
 #include "log.h"
 #include "loop.h"
 #include "settings.h"
@@ -29,8 +30,9 @@ int nvs_health_parse_stall(const char *s, uint32_t *out)
  * blocked (a handler in a system call that did not return, such as a
  * write to a file on a frozen disk) or the process was not run. Nothing
  * was scheduled meanwhile - a holder kept the GPU past its quantum or its
- * quota - so it is counted and logged once it is over; the counters make
- * such an interval recognisable afterwards (status "loop", metrics). */
+ * quota - so it is counted, logged and sent as an event (loop_stall) once
+ * it is over; the counters make such an interval recognisable afterwards
+ * (status "loop", metrics). */
 static void stamp(uint64_t now)
 {
 	uint64_t prev = __atomic_load_n(&last_turn_ns, __ATOMIC_RELAXED);
@@ -44,6 +46,8 @@ static void stamp(uint64_t now)
 		    "event loop stalled: %llu ms between two turns (NVSHARE_HEALTH_STALL_MS "
 		    "%u): the scheduler was blocked or not run, and scheduled nothing meanwhile",
 		    (unsigned long long)(gap / 1000000ull), nvs_health_stall_ms);
+		nvs_event("loop_stall", "\"gap_ms\":%llu,\"threshold_ms\":%u",
+			  (unsigned long long)(gap / 1000000ull), nvs_health_stall_ms);
 	}
 	__atomic_store_n(&last_turn_ns, now, __ATOMIC_RELEASE);
 }

@@ -58,6 +58,8 @@ check "status loop.stalls counted it ($s0 -> $s1)" [ "$s1" -gt "$s0" ]
 check "status loop.longest_stall_ns $long >= the $held ms it was held" [ "$long" -ge $((held * 1000000)) ]
 logged=$(grep -o 'event loop stalled: [0-9]* ms' "$T/scheduler.log" | awk '{ print $4 }' | sort -n | tail -1)
 check "logged: \"event loop stalled: ${logged:-?} ms\" (>= $held)" [ "${logged:-0}" -ge "$held" ]
+ev_gap=$(event_field gap_ms loop_stall threshold_ms=1500 | sort -n | tail -1)
+check "loop_stall event: gap_ms ${ev_gap:-?} (>= $held), threshold_ms 1500" [ "${ev_gap:-0}" -ge "$held" ]
 metric_stalls() { [ "$(scrape | metric_value nvshare_scheduler_loop_stalls_total /dev/stdin)" = "$s1" ]; }
 check "nvshare_scheduler_loop_stalls_total $s1" wait_for 5 metric_stalls
 

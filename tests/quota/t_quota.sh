@@ -31,8 +31,11 @@ CASES=${NVS_QUOTA_CASES:-single25 single50 single75 pair3060 pair2575 pair5050 u
 case_env() {
   C=$T/$1
   mkdir -p "$C/sim"
-  export NVSHARE_SOCK_DIR=$C/sock NVSHARE_ADMIN_SOCK_DIR=$C/admin NVSHARE_SIM_STATE_DIR=$C/sim
-  # A loop stall over one quota window (2 s) is logged (run_attempts).
+  # Its own event stream: no case waits on a file the others write to,
+  # and run_attempts reads the loop_stall events of this case alone.
+  export NVSHARE_SOCK_DIR=$C/sock NVSHARE_ADMIN_SOCK_DIR=$C/admin NVSHARE_SIM_STATE_DIR=$C/sim \
+    NVSHARE_EVENTS=$C/events.jsonl
+  # A loop stall over one quota window (2 s) is an event (run_attempts).
   NVSHARE_HEALTH_STALL_MS=2000 "$B/nvshare-scheduler" >"$C/scheduler.log" 2>&1 &
   CPIDS=($!)
   trap 'for p in "${CPIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null' EXIT
@@ -434,25 +437,27 @@ run_case() {
 }
 
 # run_attempts CASE: runs it; a run whose scheduler's own event loop
-# stalled is run again, at most twice more. The scheduler logs "event loop
-# stalled" when two turns of its loop were over 2 s apart (a quota window):
-# it was blocked in a system call or not run, and scheduled nothing
-# meanwhile, so the holder kept the GPU past its quota and a client whose
-# pings went unanswered for 10 s ran ungated (by design: a client never
-# waits for a dead scheduler). Such a run measured the machine, not the
-# code: once, an ASan soak round froze these schedulers for 59 s in a
-# write() to the shared event file, and every share was off. The discarded
-# run is kept ($T/CASE.stalled-K) and named in the output; the last run's
-# results stand whatever happened in it. modewait stops its scheduler on
-# purpose and runs once.
+# stalled is run again, at most twice more. The scheduler sends a
+# loop_stall event when two turns of its loop were over 2 s (a quota
+# window) apart: it was blocked in a system call or not run, and
+# scheduled nothing meanwhile, so the holder kept the GPU past its quota,
+# and a client whose pings went unanswered for 10 s ran ungated (by
+# design: a client never waits for a dead scheduler). Such a run measured
+# the machine, not the code: once, an ASan soak round froze these
+# schedulers for 59 s in a write() to the event file they then shared,
+# and every share was off. The discarded run is kept ($T/CASE.stalled-K)
+# and named in the output; the last run's results stand whatever happened
+# in it. modewait stops its scheduler on purpose and runs once.
 run_attempts() {
   local c=$1 k
   for k in 1 2 3; do
     ( run_case "$c" )
-    if [ "$c" = modewait ] || [ $k = 3 ] || ! grep -q 'event loop stalled' "$T/$c/scheduler.log" 2>/dev/null; then
+    local gaps
+    gaps=$(NVSHARE_EVENTS=$T/$c/events.jsonl event_field gap_ms loop_stall | paste -sd, -)
+    if [ "$c" = modewait ] || [ $k = 3 ] || [ -z "$gaps" ]; then
       return 0
     fi
-    echo "$c: run $k discarded, its scheduler's loop stalled ($(grep -o 'event loop stalled: [0-9]* ms' "$T/$c/scheduler.log" | paste -sd, -)); kept in $T/$c.stalled-$k" >>"$T/$c.discarded"
+    echo "$c: run $k discarded, its scheduler's loop stalled for $gaps ms (loop_stall events); kept in $T/$c.stalled-$k" >>"$T/$c.discarded"
     mv "$T/$c" "$T/$c.stalled-$k"
   done
 }
