@@ -11,7 +11,7 @@ import time
 import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fake_kubelet import GPU, MEM, FakeKubelet, load_messages  # noqa: E402
+from fake_kubelet import GPU, MEM, SPEED, FakeKubelet, load_messages  # noqa: E402
 
 ROOT = os.environ["NVS_ROOT"]
 B = os.environ["B"]
@@ -67,8 +67,20 @@ def log_of(p):
         return f.read()
 
 
+# Every timeout below is a hang guard, stretched by the speed factor.
+def guard(seconds):
+    return seconds * SPEED
+
+
+# How long a plugin may take to end after SIGTERM: a hang guard, not a
+# latency claim (no check here times the exit). On a loaded VM one exit was
+# held 11 s in the kernel (close() of its inotify descriptor waiting for an
+# SRCU grace period), past the 5 s this was.
+EXIT_GUARD = 60
+
+
 def wait_until(pred, timeout):
-    end = time.monotonic() + timeout
+    end = time.monotonic() + guard(timeout)
     while time.monotonic() < end:
         if pred():
             return True
@@ -378,7 +390,7 @@ def scenario_flags():
     for a in bad:
         r = subprocess.run([PLUGIN, "--kubelet-dir", os.path.join(T, "noflags")] + a,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                           timeout=10)
+                           timeout=guard(10))
         if r.returncode != 2 or a[0] not in r.stderr:
             res.append((a, r.returncode, r.stderr[-200:]))
     ok(not res, "bad --memory-* / --gpu-memory-size values: exit 2 naming the flag", res)
@@ -389,7 +401,7 @@ def shutdown(p, d, desc):
         return
     p.send_signal(signal.SIGTERM)
     try:
-        rc = p.wait(5)
+        rc = p.wait(guard(EXIT_GUARD))
     except subprocess.TimeoutExpired:
         rc = None
     ok(rc == 0 and not os.path.exists(os.path.join(d, "nvshare.sock"))
@@ -399,7 +411,7 @@ def shutdown(p, d, desc):
 
 def probe(hf, kind, max_age="30s"):
     r = subprocess.run([PLUGIN, "--health-file", hf, "--probe", kind, "--probe-max-age", max_age],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=10)
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=guard(10))
     return r.returncode, r.stdout.strip()
 
 
@@ -431,7 +443,7 @@ def scenario_health_probe():
     rc, out = probe(hf, "sideways")
     ok(rc == 2, "--probe with a bad kind is a usage error", out)
     p.terminate()
-    p.wait(5)
+    p.wait(guard(EXIT_GUARD))
     kl.stop()
 
 
@@ -448,7 +460,7 @@ def main():
         for p in (p2, p3, p4, p5):
             if p is not None:
                 p.terminate()
-                p.wait(5)
+                p.wait(guard(EXIT_GUARD))
         for k in (k1, k2, k3, k4, k5):
             if k is not None:
                 k.stop()

@@ -28,6 +28,10 @@ from concurrent import futures
 
 import grpc
 
+# The suite's machine-speed factor (tests/lib.sh speed_factor): every
+# timeout here is a hang guard and is stretched by it.
+SPEED = float(os.environ.get("NVS_SPEED", "1"))
+
 P = "/v1beta1.DevicePlugin/"
 
 
@@ -155,7 +159,7 @@ class FakeKubelet:
             opts = ch.unary_unary(P + "GetDevicePluginOptions",
                                   request_serializer=self.pb.Empty.SerializeToString,
                                   response_deserializer=self.pb.DevicePluginOptions.FromString)(
-                self.pb.Empty(), timeout=10)
+                self.pb.Empty(), timeout=10 * SPEED)
         except grpc.RpcError as e:
             ch.close()
             ctx.abort(grpc.StatusCode.UNKNOWN, "dial-back failed: %s" % e.details())
@@ -193,7 +197,9 @@ class FakeKubelet:
 
     # ---- helpers for tests ----
     def wait(self, pred, timeout):
-        end = time.monotonic() + timeout
+        """Waits until pred() holds; False after timeout seconds, a hang
+        guard stretched by the suite's speed factor (NVS_SPEED)."""
+        end = time.monotonic() + timeout * SPEED
         with self.cv:
             while not pred():
                 left = end - time.monotonic()
@@ -210,7 +216,7 @@ class FakeKubelet:
     def _unary(self, method, req, resp_cls, timeout=5, resource=GPU):
         return self.r(resource).channel.unary_unary(
             P + method, request_serializer=type(req).SerializeToString,
-            response_deserializer=resp_cls.FromString)(req, timeout=timeout)
+            response_deserializer=resp_cls.FromString)(req, timeout=timeout * SPEED)
 
     def preferred(self, available, must, size, resource=GPU):
         pb = self.pb

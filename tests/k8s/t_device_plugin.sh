@@ -14,7 +14,9 @@ if ! "$PY" -c 'import grpc, google.protobuf' 2>/dev/null || ! command -v protoc 
   not_ok "python3-grpcio, python3-protobuf and protoc are needed (apt-get install python3-grpcio python3-protobuf protobuf-compiler)"
   exit 1
 fi
-export T PYTHONDONTWRITEBYTECODE=1
+# NVS_SPEED: the speed factor its hang guards are stretched by.
+NVS_SPEED=$(speed_factor)
+export T PYTHONDONTWRITEBYTECODE=1 NVS_SPEED
 "$PY" "$NVS_ROOT/tests/k8s/dp_tests.py"
 rc=$?
 if [ $rc -ne 0 ]; then
