@@ -23,9 +23,10 @@ sleep 3
 check "still ok after 3 s idle (the idle loop stamps its heartbeat)" [ "$(hcode)" = 200 ]
 
 # ---- only the loop thread stopped ----
-stalls() { "$CTL" --json | jq -r "$1"; }
-s0=$(stalls .loop.stalls)
-check "status loop: threshold 1500 ms, a count ($s0)" sh -c "[ '$(stalls .loop.stall_threshold_ms)' = 1500 ] && [ -n '$s0' ] && [ '$s0' != null ]"
+# loop_fields: the status's loop stall figures named, one status read.
+loop_fields() { "$CTL" --json | jq -r '.loop | "\(.stall_threshold_ms) \(.stalls) \(.longest_stall_ns)"'; }
+read -r thr s0 _ <<<"$(loop_fields)"
+check "status loop: threshold 1500 ms, a count ($s0)" sh -c "[ '$thr' = 1500 ] && [ -n '$s0' ] && [ '$s0' != null ]"
 python3 "$NVS_ROOT/tests/metrics/stall_thread.py" "$SCHED_PID" "$T/stopped" "$T/release" &
 STALLER=$!
 _pids+=("$STALLER")
@@ -53,7 +54,7 @@ touch "$T/release"
 check "/healthz ok again once the loop runs" wait_for 5 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 '$MURL/healthz')\" = 200 ]"
 check "nvsharectl answers again" sh -c "'$CTL' --json >/dev/null"
 # The loop counts the stall once it turns again: status, log and metric.
-s1=$(stalls .loop.stalls) long=$(stalls .loop.longest_stall_ns)
+read -r _ s1 long <<<"$(loop_fields)"
 check "status loop.stalls counted it ($s0 -> $s1)" [ "$s1" -gt "$s0" ]
 check "status loop.longest_stall_ns $long >= the $held ms it was held" [ "$long" -ge $((held * 1000000)) ]
 logged=$(grep -o 'event loop stalled: [0-9]* ms' "$T/scheduler.log" | awk '{ print $4 }' | sort -n | tail -1)
