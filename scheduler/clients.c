@@ -1,4 +1,5 @@
 #include "clients.h"
+#include "limits.h"
 
 #include "claims.h"
 #include "conn.h"
@@ -140,6 +141,11 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 	cl->unknown_why = c->peer.unknown_why;
 	cl->id_pidfd = c->peer.pidfd_checked;
 	snprintf(cl->pod_uid, sizeof cl->pod_uid, "%s", c->peer.pod_uid);
+	/* A Pod socket's binding names its Pod (podsock.h); the watch may
+	 * not have named its UID yet (pod_identity.c). */
+	snprintf(cl->pod_namespace, sizeof cl->pod_namespace, "%s", c->peer.pod_ns);
+	snprintf(cl->pod_name, sizeof cl->pod_name, "%s", c->peer.pod_name);
+	snprintf(cl->cg_pod_uid, sizeof cl->cg_pod_uid, "%s", c->peer.cg_pod_uid);
 	cl->reported_pid = h->client_pid;
 	snprintf(cl->name, sizeof cl->name, "%s", h->name);
 	sanitize(cl->name);
@@ -154,9 +160,10 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 		S.clients->prev = cl;
 	S.clients = cl;
 	S.nclients++;
-	nvs_fair_join(cl);	    /* its tenant: turns on the GPUs (fairness.h) */
-	nvs_pod_identify(cl);	    /* the Pod's name and limits, or unknown-tenant limits */
-	nvs_state_apply_client(cl); /* limits nvsharectl set for its Pod (state file) */
+	nvs_limits_client_idle(c, 1); /* no GPU yet: bounded per tenant (limits.h) */
+	nvs_fair_join(cl);	      /* its tenant: turns on the GPUs (fairness.h) */
+	nvs_pod_identify(cl);	      /* the Pod's name and limits, or unknown-tenant limits */
+	nvs_state_apply_client(cl);   /* limits nvsharectl set for its Pod (state file) */
 
 	struct nvs_msg m;
 	memset(&m, 0, sizeof m);
@@ -240,6 +247,8 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 	nvs_client_update_limits(cg);
 	cg->allocated = nvs_claims_clamp(cg, cg->claimed);
 	cl->gpus[cl->ngpus++] = cg;
+	if (cl->ngpus == 1)
+		nvs_limits_client_idle(cl->conn, 0);
 	char b[32];
 	NVS_INFO("ATTACH_GPU client=%u pid=%d gpu=%d cuda_dev=%u allocated=%s", cl->id,
 		 (int)cl->pid, g->index, a->local_gpu, nvs_format_size(a->allocated, b, sizeof b));
@@ -276,7 +285,18 @@ void nvs_client_msg(struct conn *c, const struct nvs_msg *m)
 		struct nvs_msg p;
 		nvs_msg_gpu(&p, NVS_MSG_PONG, 0, m->u.gpu.value);
 		conn_send(c, &p);
-		nvs_event("ping", "\"client\":%u,\"pid\":%d", cl->id, (int)cl->pid);
+		/* One event a second per client, or one per 1,000 PINGs, with
+		 * the PINGs answered since the last one: a flood of PINGs must
+		 * not turn into a flood of event lines (227 MiB in 10 s). */
+		uint64_t now = nvs_now_ns();
+		cl->pings_unreported++;
+		if (!cl->ping_event_ns || now - cl->ping_event_ns >= 1000000000ull ||
+		    cl->pings_unreported >= 1000) {
+			nvs_event("ping", "\"client\":%u,\"pid\":%d,\"answered\":%llu", cl->id,
+				  (int)cl->pid, (unsigned long long)cl->pings_unreported);
+			cl->ping_event_ns = now;
+			cl->pings_unreported = 0;
+		}
 		return;
 	}
 	/* Every other client message names an attached GPU first. */

@@ -283,6 +283,8 @@ static const struct nvs_var {
     {"NVSHARE_CONN_BUFFER_BUDGET", "--conn-buffer-budget", v_budget, "1Mi .. 4Gi (16Mi)", 0},
     {"NVSHARE_ACCEPT_RATE", "--accept-rate", v_accept_rate,
      "0 (no cap) or 10..1000000 connections a second", 0},
+    {"NVSHARE_MAX_IDLE_CLIENTS_PER_TENANT", "--max-idle-clients-per-tenant", v_max_conns,
+     "0..1000000 (0: no cap)", 0},
     {"NVSHARE_LOG_RATE", "--log-rate", v_log_rate, "lines per second, 0 (no limit) .. max", 0},
     {"NVSHARE_COSCHEDULE", "--coschedule", v_coschedule, "on or off", 0},
     {"NVSHARE_PREEMPT_MS", "--preempt-ms", v_preempt, "milliseconds 0..60000 (or 50ms, 1s)", 0},

@@ -33,7 +33,7 @@ static void process_input(struct conn *c);
 /* Requests handled per connection and turn; the rest wait for the next. */
 #define MSGS_PER_TURN 16u
 
-struct conn *conn_new(int fd, enum conn_role role)
+struct conn *conn_new(int fd, enum conn_role role, const struct nvs_binding *bind)
 {
 	struct conn *c = calloc(1, sizeof *c);
 	if (!c)
@@ -43,6 +43,8 @@ struct conn *conn_new(int fd, enum conn_role role)
 		close(fd);
 		return NULL;
 	}
+	if (bind)
+		nvs_peer_bind(&c->peer, bind);
 	c->fd = fd;
 	c->id = ++next_conn_id;
 	c->role = role;

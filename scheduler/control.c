@@ -99,7 +99,7 @@ static void status(struct conn *c, uint32_t seq, uint32_t flags)
 {
 	uint64_t now = nvs_now_ns();
 	cJSON *j = c->role == CONN_ROLE_ADMIN ? nvs_status_json(now)
-					      : nvs_status_tenant_json(now, &c->peer);
+					      : nvs_status_tenant_json(now, &c->peer, c->client);
 	char *s = j ? cJSON_PrintUnformatted(j) : NULL;
 	cJSON_Delete(j);
 	if (!s) {

@@ -12,9 +12,12 @@
  *  - a descriptor reserve: when descriptors run out the client socket
  *    stops being accepted (peers wait in the kernel's backlog) while the
  *    admin socket is still served from the reserve;
- *  - an accept rate: the client socket takes at most so many connections a
- *    second (server.c); beyond it new peers wait in the backlog, so that
- *    connect/close churn cannot take the loop from registered clients.
+ *  - an accept rate per tenant (server.c): a Pod socket, or a uid on the
+ *    shared socket, gets at most so many connections a second resolved;
+ *    churn spends the churner's budget, never another tenant's;
+ *  - idle clients: a tenant keeps at most so many registered clients
+ *    without a GPU, and when descriptors run out the idle connections of
+ *    the tenant holding the most are closed first.
  *
  * Everything runs on the loop thread.
  */
@@ -34,7 +37,8 @@ struct conn;
 #define NVS_MAX_HANDSHAKE_MS 600000u
 #define NVS_MIN_HANDSHAKE_MS 100u
 #define NVS_MAX_CONNS_PER_TENANT_MAX 1000000u
-#define NVS_DEFAULT_ACCEPT_RATE 1000u
+#define NVS_DEFAULT_ACCEPT_RATE 200u
+#define NVS_DEFAULT_MAX_IDLE_PER_TENANT 16u
 #define NVS_MIN_ACCEPT_RATE 10u
 #define NVS_MAX_ACCEPT_RATE 1000000u
 
@@ -42,7 +46,8 @@ struct nvs_limits_config {
 	unsigned max_conns_per_tenant; /* NVSHARE_MAX_CONNS_PER_TENANT; 0: no cap */
 	uint32_t handshake_ms;	       /* NVSHARE_HANDSHAKE_TIMEOUT_MS; 0: none */
 	uint64_t buffer_budget;	       /* NVSHARE_CONN_BUFFER_BUDGET, bytes */
-	unsigned accept_rate;	       /* NVSHARE_ACCEPT_RATE: a second; 0: no cap */
+	unsigned accept_rate;	       /* NVSHARE_ACCEPT_RATE: a second per tenant; 0: no cap */
+	unsigned max_idle_per_tenant;  /* NVSHARE_MAX_IDLE_CLIENTS_PER_TENANT; 0: no cap */
 };
 extern struct nvs_limits_config nvs_limits_cfg;
 
@@ -52,7 +57,11 @@ struct nvs_limits_stats {
 	uint64_t handshake_timeouts; /* no HELLO in time */
 	uint64_t budget_cuts;	     /* closed to keep the buffer budget */
 	uint64_t accept_paused;	     /* client socket paused: out of descriptors */
-	uint64_t rate_paused;	     /* client socket paused: accept rate reached */
+	uint64_t rate_paused;	     /* a Pod socket paused: its accept budget spent */
+	uint64_t refused_rate;	     /* shared socket: closed, too many parked */
+	uint64_t rate_parked;	     /* shared socket: parked over the uid's budget */
+	uint64_t idle_cuts;	     /* closed: over the tenant's idle clients */
+	uint64_t fd_evictions;	     /* idle ones closed when descriptors ran out */
 	uint64_t reserve_accepts;    /* admin connections taken with the reserve */
 	uint64_t buffered;	     /* bytes buffered now (client socket) */
 	uint64_t buffered_max;	     /* high-water mark */
@@ -66,6 +75,7 @@ int nvs_limits_set_max_conns(const char *what, const char *v);
 int nvs_limits_set_handshake(const char *what, const char *v);
 int nvs_limits_set_budget(const char *what, const char *v);
 int nvs_limits_set_accept_rate(const char *what, const char *v);
+int nvs_limits_set_max_idle(const char *what, const char *v);
 /* Applies NVSHARE_MAX_CONNS_PER_TENANT, NVSHARE_HANDSHAKE_TIMEOUT_MS,
  * NVSHARE_CONN_BUFFER_BUDGET and NVSHARE_ACCEPT_RATE. Returns the number
  * of bad values. */
@@ -77,6 +87,15 @@ int nvs_limits_config_from_env(void);
 int nvs_limits_admit(struct conn *c);
 /* The connection is being freed: uncounts it everywhere. */
 void nvs_limits_conn_gone(struct conn *c);
+
+/* A client registered with no GPU (idle 1: HELLO), or attached its first
+ * one (idle 0). Over NVSHARE_MAX_IDLE_CLIENTS_PER_TENANT the tenant's
+ * oldest idle client is closed (logged, rate-limited). */
+void nvs_limits_client_idle(struct conn *c, int idle);
+/* Out of descriptors: closes the oldest idle connection (no HELLO yet, a
+ * status request, a client without a GPU) of the tenant that holds the
+ * most connections. Returns 1 when one was closed (freed at the reap). */
+int nvs_limits_evict_idle(uint64_t now);
 
 /* Its buffers changed size by delta bytes (client socket only). */
 void nvs_limits_charge(struct conn *c, long long delta);

@@ -116,8 +116,12 @@ static void usage(FILE *f)
 	    "                            must send HELLO within it (0: never) (%u)\n"
 	    "      --conn-buffer-budget SIZE  buffered input and    NVSHARE_CONN_BUFFER_BUDGET\n"
 	    "                            output of all client-socket peers (16Mi)\n"
-	    "      --accept-rate N       client-socket connections  NVSHARE_ACCEPT_RATE (%u)\n"
-	    "                            accepted a second (0: no cap)\n"
+	    "      --accept-rate N       connections resolved a      NVSHARE_ACCEPT_RATE (%u)\n"
+	    "                            second per tenant (a Pod socket, a uid on the shared\n"
+	    "                            socket; 0: no cap)\n"
+	    "      --max-idle-clients-per-tenant N  registered     "
+	    "NVSHARE_MAX_IDLE_CLIENTS_PER_TENANT\n"
+	    "                            clients with no GPU per tenant (0: no cap) (%u)\n"
 	    "      --log-rate N          log lines per second per   NVSHARE_LOG_RATE (%u)\n"
 	    "                            tenant and kind (0: no limit)\n"
 	    "      --state-file FILE     run-time settings kept     NVSHARE_STATE_FILE\n"
@@ -148,7 +152,7 @@ static void usage(FILE *f)
 	    NVS_DEFAULT_MODE_DWELL_MS, NVS_DEFAULT_MODE_SWITCH_BURST, NVS_DEFAULT_REPORT_RATE,
 	    NVS_DEFAULT_SWAP_TQ_MAX_FACTOR, NVS_UNMANAGED_DEFAULT_INTERVAL_MS,
 	    NVS_DEFAULT_MAX_CONNS_PER_TENANT, NVS_DEFAULT_HANDSHAKE_MS, NVS_DEFAULT_ACCEPT_RATE,
-	    NVS_DEFAULT_LOG_RATE, NVS_DEFAULT_HEALTH_STALL_MS);
+	    NVS_DEFAULT_MAX_IDLE_PER_TENANT, NVS_DEFAULT_LOG_RATE, NVS_DEFAULT_HEALTH_STALL_MS);
 }
 
 static int bad_flag(const char *flag, const char *v, const char *what)
@@ -293,6 +297,7 @@ int main(int argc, char **argv)
 	    {"conn-buffer-budget", required_argument, 0, 1013},
 	    {"log-rate", required_argument, 0, 1014},
 	    {"accept-rate", required_argument, 0, 1015},
+	    {"max-idle-clients-per-tenant", required_argument, 0, 1016},
 	    {"coschedule", required_argument, 0, 1020},
 	    {"preempt-ms", required_argument, 0, 1021},
 	    {"min-slice-ms", required_argument, 0, 1022},
@@ -434,6 +439,10 @@ int main(int argc, char **argv)
 			break;
 		case 1015:
 			if (nvs_limits_set_accept_rate("--accept-rate", optarg))
+				return 2;
+			break;
+		case 1016:
+			if (nvs_limits_set_max_idle("--max-idle-clients-per-tenant", optarg))
 				return 2;
 			break;
 		case 1020:

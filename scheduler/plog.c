@@ -57,8 +57,10 @@ int nvs_plog_set_rate(const char *what, const char *v)
 
 const char *nvs_tenant_key(const struct nvs_peer *p, char *buf, size_t cap)
 {
-	if (p->kind == NVS_TENANT_POD)
+	if (p->kind == NVS_TENANT_POD && p->pod_uid[0])
 		snprintf(buf, cap, "pod:%s", p->pod_uid);
+	else if (p->kind == NVS_TENANT_POD) /* a Pod socket's, not yet named */
+		snprintf(buf, cap, "pod:%s/%s", p->pod_ns, p->pod_name);
 	else if (p->kind == NVS_TENANT_UID)
 		snprintf(buf, cap, "uid:%u", (unsigned)p->uid);
 	else

@@ -177,6 +177,9 @@ struct client {
 	char pod_uid[NVS_POD_UID_LEN];
 	char pod_name[NVS_K8S_NAME_LEN];
 	char pod_namespace[NVS_K8S_NS_LEN];
+	/* Identified by its Pod socket (source SOCKET): the Pod its cgroup
+	 * named, when that read was sound ("" none): only compared, logged. */
+	char cg_pod_uid[NVS_POD_UID_LEN];
 	uint64_t connected_ns;
 	struct conn *conn;
 	struct client_gpu *gpus[NVS_MAX_GPUS];
@@ -187,6 +190,8 @@ struct client {
 	 * kept (coalesced) because it was spent. */
 	uint64_t report_tat_ns;
 	uint64_t reports_coalesced;
+	/* The ping event (clients.c): when last written, PINGs since. */
+	uint64_t ping_event_ns, pings_unreported;
 	struct client *prev, *next;
 };
 

@@ -11,6 +11,7 @@
 #include "plog.h"
 #include "policy.h"
 #include "peer.h"
+#include "podsock.h"
 #include "quota.h"
 #include "state.h"
 #include "unmanaged.h"
@@ -298,6 +299,11 @@ cJSON *nvs_status_json(uint64_t now)
 	num(c, "handshake_timeouts", nvs_limits_stats.handshake_timeouts);
 	num(c, "buffer_budget_cuts", nvs_limits_stats.budget_cuts);
 	num(c, "accept_rate_pauses", nvs_limits_stats.rate_paused);
+	num(c, "accept_rate_parked", nvs_limits_stats.rate_parked);
+	num(c, "accept_rate_refusals", nvs_limits_stats.refused_rate);
+	num(c, "idle_client_cuts", nvs_limits_stats.idle_cuts);
+	num(c, "fd_pressure_closes", nvs_limits_stats.fd_evictions);
+	num(c, "pod_sockets", nvs_podsock_count());
 	num(c, "admin_from_reserve", nvs_limits_stats.reserve_accepts);
 	num(c, "buffered_bytes", nvs_limits_stats.buffered);
 	num(c, "buffered_max_bytes", nvs_limits_stats.buffered_max);
@@ -305,6 +311,7 @@ cJSON *nvs_status_json(uint64_t now)
 	num(lim, "max_conns_per_tenant", nvs_limits_cfg.max_conns_per_tenant);
 	num(lim, "handshake_timeout_ms", nvs_limits_cfg.handshake_ms);
 	num(lim, "accept_rate", nvs_limits_cfg.accept_rate);
+	num(lim, "max_idle_clients_per_tenant", nvs_limits_cfg.max_idle_per_tenant);
 	num(lim, "conn_buffer_budget", nvs_limits_cfg.buffer_budget);
 	num(lim, "log_rate", nvs_plog_rate);
 	num(lim, "log_lines_suppressed", nvs_plog_suppressed_total);
@@ -340,7 +347,8 @@ static cJSON *gpu_tenant_json(const struct gpu *g)
 	return o;
 }
 
-cJSON *nvs_status_tenant_json(uint64_t now, const struct nvs_peer *viewer)
+cJSON *nvs_status_tenant_json(uint64_t now, const struct nvs_peer *viewer,
+			      const struct client *self)
 {
 	cJSON *root = cJSON_CreateObject();
 	if (!root)
@@ -365,7 +373,9 @@ cJSON *nvs_status_tenant_json(uint64_t now, const struct nvs_peer *viewer)
 	while (last && last->next)
 		last = last->next;
 	for (const struct client *cl = last; cl; cl = cl->prev)
-		if (nvs_peer_same_tenant(viewer, cl->tenant, cl->uid, cl->pod_uid))
+		/* An unknown viewer belongs to no tenant: it sees only the
+		 * client of its own connection (if it registered one). */
+		if (cl == self || nvs_peer_same_tenant(viewer, cl->tenant, cl->uid, cl->pod_uid))
 			cJSON_AddItemToArray(cs, client_json(cl, now));
 	return root;
 }

@@ -63,6 +63,11 @@ struct nvs_k8s_cached_pod {
 	struct nvs_k8s_cached_pod *next;
 };
 const struct nvs_k8s_cached_pod *nvs_k8s_pod_lookup(const char *cgroup_uid);
+/* The cached Pod namespace/name (a Pod socket's binding names its Pod so:
+ * the kubelet's PodResources API has no UID). NULL when not cached. */
+const struct nvs_k8s_cached_pod *nvs_k8s_pod_by_name(const char *ns, const char *name);
+/* Calls fn for every cached Pod. Loop thread. */
+void nvs_k8s_foreach_pod(void (*fn)(const struct nvs_k8s_cached_pod *p, void *arg), void *arg);
 
 /* Who is told, on the loop thread, when a cached Pod changed (added,
  * modified, listed) or is gone (pod_identity.c; main.c wires it before

@@ -132,7 +132,7 @@ static void open_slot(int i, uint8_t setup)
 		return;
 	/* Bit 4: the admin socket (control messages accepted), else the
 	 * client socket (refused). */
-	struct conn *c = conn_new(sv[0], (setup & 16) ? CONN_ROLE_ADMIN : CONN_ROLE_CLIENT);
+	struct conn *c = conn_new(sv[0], (setup & 16) ? CONN_ROLE_ADMIN : CONN_ROLE_CLIENT, NULL);
 	if (!c) {
 		close(sv[1]);
 		return;

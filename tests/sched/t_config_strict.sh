@@ -47,6 +47,7 @@ NVSHARE_MAX_CONNS_PER_TENANT|--max-conns-per-tenant|lots
 NVSHARE_HANDSHAKE_TIMEOUT_MS|--handshake-timeout-ms|50
 NVSHARE_CONN_BUFFER_BUDGET|--conn-buffer-budget|1Ki
 NVSHARE_ACCEPT_RATE|--accept-rate|5
+NVSHARE_MAX_IDLE_CLIENTS_PER_TENANT|--max-idle-clients-per-tenant|some
 NVSHARE_LOG_RATE|--log-rate|-1
 NVSHARE_COSCHEDULE|--coschedule|sometimes
 NVSHARE_PREEMPT_MS|--preempt-ms|2h
