@@ -37,7 +37,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo; echo "demo: interrupted"; exit 130' INT TERM
 
-export NVSHARE_SOCK_DIR=$T/sock NVSHARE_ADMIN_SOCK_DIR=$T/admin
+# A private state file: the node's saved settings (/var/lib/nvshare/state.json,
+# e.g. a time quantum someone set with nvsharectl -T) must not change the demo.
+export NVSHARE_SOCK_DIR=$T/sock NVSHARE_ADMIN_SOCK_DIR=$T/admin NVSHARE_STATE_FILE=$T/state.json
 PRELOAD=$B/libnvshare.so
 if [ -f "$B/.san" ]; then
   PRELOAD="$(${CC:-gcc} -print-file-name=libasan.so):$PRELOAD"
