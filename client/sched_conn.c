@@ -243,7 +243,7 @@ static void disconnect(const char *why)
 	nvs_sc_recompute_gate();
 	pthread_cond_broadcast(&nvs_sc.cv);
 	pthread_mutex_unlock(&nvs_sc.mu);
-	NVS_WARN("scheduler connection lost (%s); running ungated, will reconnect", why);
+	NVS_WARN("scheduler connection lost (%s); %s, will reconnect", why, nvs_sc_ungated_words());
 	warned_absent = 1;
 	next_connect_ns = nvs_sc_now_ns() + reconnect_delay_ns();
 }
@@ -253,8 +253,8 @@ static void try_connect(void)
 	int fd = nvs_sock_connect();
 	if (fd < 0) {
 		if (!warned_absent) {
-			NVS_WARN("scheduler not reachable at %s; running ungated, will retry",
-				 sock_path);
+			NVS_WARN("scheduler not reachable at %s; %s, will retry", sock_path,
+				 nvs_sc_ungated_words());
 			warned_absent = 1;
 		} else {
 			NVS_DEBUG("scheduler not reachable at %s (%s)", sock_path, strerror(-fd));
