@@ -146,7 +146,7 @@ INSTALLED = $(PREFIX)/lib/libnvshare.so $(PREFIX)/sbin/nvshare-scheduler \
 	$(MAN_DIR)/man8/nvshare-device-plugin.8 $(MAN_DIR)/man7/libnvshare.7
 
 install: $(B)/libnvshare.so $(B)/nvshare-scheduler $(B)/nvsharectl \
-		$(if $(DP_BUILDABLE),$(B)/nvshare-device-plugin) man
+		$(if $(DP_BUILDABLE),$(B)/nvshare-device-plugin) $(if $(HAVE_HELP2MAN),man)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin \
 		$(DESTDIR)$(SYSTEMD_UNIT_DIR) $(DESTDIR)$(DOC_DIR)/docs $(DESTDIR)$(DOC_DIR)/examples \
 		$(addprefix $(DESTDIR)$(MAN_DIR)/man,1 7 8)
@@ -170,13 +170,21 @@ install: $(B)/libnvshare.so $(B)/nvshare-scheduler $(B)/nvsharectl \
 	install -m 0644 $(DOCS) $(DESTDIR)$(DOC_DIR)/docs/
 	install -m 0644 deploy/systemd/nvshare-scheduler.default \
 		$(DESTDIR)$(DOC_DIR)/examples/nvshare-scheduler.default
-	install -m 0644 $(MAN_BUILD)/nvshare-scheduler.8 $(DESTDIR)$(MAN_DIR)/man8/
-	@if [ -f $(B)/nvshare-device-plugin ] && [ -f $(MAN_BUILD)/nvshare-device-plugin.8 ]; then \
-		echo "install -m 0644 $(MAN_BUILD)/nvshare-device-plugin.8 $(DESTDIR)$(MAN_DIR)/man8/"; \
-		install -m 0644 $(MAN_BUILD)/nvshare-device-plugin.8 $(DESTDIR)$(MAN_DIR)/man8/; \
-	fi
-	install -m 0644 $(MAN_BUILD)/nvsharectl.1 $(DESTDIR)$(MAN_DIR)/man1/
 	install -m 0644 man/libnvshare.7 $(DESTDIR)$(MAN_DIR)/man7/
+	@if [ -z "$(HAVE_HELP2MAN)" ]; then \
+		echo "make install: the programs' man pages NOT installed: help2man is missing" \
+		     "(apt-get install help2man, or scripts/install-deps.sh, then make install again)" >&2; \
+	else \
+		set -e; \
+		echo "install -m 0644 $(MAN_BUILD)/nvshare-scheduler.8 $(DESTDIR)$(MAN_DIR)/man8/"; \
+		install -m 0644 $(MAN_BUILD)/nvshare-scheduler.8 $(DESTDIR)$(MAN_DIR)/man8/; \
+		echo "install -m 0644 $(MAN_BUILD)/nvsharectl.1 $(DESTDIR)$(MAN_DIR)/man1/"; \
+		install -m 0644 $(MAN_BUILD)/nvsharectl.1 $(DESTDIR)$(MAN_DIR)/man1/; \
+		if [ -f $(B)/nvshare-device-plugin ] && [ -f $(MAN_BUILD)/nvshare-device-plugin.8 ]; then \
+			echo "install -m 0644 $(MAN_BUILD)/nvshare-device-plugin.8 $(DESTDIR)$(MAN_DIR)/man8/"; \
+			install -m 0644 $(MAN_BUILD)/nvshare-device-plugin.8 $(DESTDIR)$(MAN_DIR)/man8/; \
+		fi; \
+	fi
 	@echo "installed under $(DESTDIR)$(PREFIX); start the scheduler with:" \
 	      "systemctl daemon-reload && systemctl enable --now nvshare-scheduler"
 

@@ -6,6 +6,9 @@
 # it names every client variable of the README). Dated by the last commit
 # (SOURCE_DATE_EPOCH), not by the build.
 HELP2MAN ?= help2man
+# make install leaves the programs' pages out (saying so) without it;
+# make man and make deb need it.
+HAVE_HELP2MAN := $(shell command -v $(HELP2MAN) 2>/dev/null)
 # Where the generated pages go (tests give each install their own).
 MAN_BUILD ?= $(B)/man
 # The device plugin's page only where it can be built (device-plugin/module.mk).

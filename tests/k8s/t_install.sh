@@ -121,6 +121,16 @@ rc=$?
 check "without the plugin: install still succeeds (rc $rc) with the other files" \
   bash -c "[ $rc -eq 0 ] && [ -x '$T/root3/usr/local/sbin/nvshare-scheduler' ] &&
     [ ! -e '$T/root3/usr/local/sbin/nvshare-device-plugin' ]"
+# Without help2man: the rest installed, the programs' pages left out, said so.
+make -s --no-print-directory B="$NB" DP_LIBS= HELP2MAN=/nonexistent/help2man MAN_BUILD="$T/man4" \
+  -o "$NB/libnvshare.so" -o "$NB/nvshare-scheduler" -o "$NB/nvsharectl" install DESTDIR="$T/root4" \
+  >/dev/null 2>"$T/install4.err"
+rc=$?
+check "without help2man: install succeeds (rc $rc), says the man pages were NOT installed and how to get them" \
+  bash -c "[ $rc -eq 0 ] && [ -x '$T/root4/usr/local/sbin/nvshare-scheduler' ] &&
+    [ -f '$T/root4/usr/local/share/man/man7/libnvshare.7' ] &&
+    [ ! -e '$T/root4/usr/local/share/man/man8/nvshare-scheduler.8' ] &&
+    grep -q 'man pages NOT installed: help2man is missing' '$T/install4.err'"
 check "without the plugin: stderr says it was NOT installed, why, and how to get it" \
   bash -c "grep -q 'nvshare-device-plugin NOT installed: it was not built' '$T/install3.err' &&
     grep -q 'libgrpc-dev' '$T/install3.err'"
