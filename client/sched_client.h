@@ -30,6 +30,11 @@ extern atomic_int nvs_gate_activity;
  * and the work runs ungated. */
 void nvs_gate_slow(void);
 
+/* NVSHARE_REQUIRE_SCHEDULER=1: 1 while connected to the scheduler; the
+ * first call waits (at most 2 s) for the first connection attempt.
+ * (sched_require.c) */
+int nvs_sched_require_ok(void);
+
 static inline void nvs_gate(void)
 {
 	if (__builtin_expect(atomic_load_explicit(&nvs_gate_closed, memory_order_acquire), 0))

@@ -116,4 +116,8 @@ void nvs_sc_lock_configure(void);
 /* Forked child: forget the parent's registration and idle watch. */
 void nvs_sc_lock_atfork_child(void);
 
+/* What the process does while not connected, for the warnings:
+ * "running ungated", or that its CUDA work fails (sched_require.c). */
+const char *nvs_sc_ungated_words(void);
+
 #endif

@@ -71,12 +71,16 @@ void nvs_sc_conn_configure(void)
 	unsigned core = 100;
 	if (nvs_env_percent("NVSHARE_GPU_CORE_LIMIT", 1, 100, &core) == 1)
 		hello_core_limit = core;
+	/* config.c read these two already and warned about a bad value:
+	 * read quietly here, so a bad value is reported once, not twice. */
 	uint64_t mem;
-	if (nvs_env_size("NVSHARE_GPU_MEMORY_LIMIT", 1ull << 20, &mem) == 1)
+	const char *lim = getenv("NVSHARE_GPU_MEMORY_LIMIT");
+	if (lim && *lim && nvs_parse_size(lim, 1ull << 20, &mem) == 0)
 		hello_mem_limit = mem;
 	/* The Pod's request (bytes, from the device plugin) lowers it, as in
 	 * config.c; the scheduler checks it against the Pod spec anyway. */
-	if (nvs_env_size("NVSHARE_GPU_MEMORY_REQUEST", 1, &mem) == 1 && mem &&
+	const char *req = getenv("NVSHARE_GPU_MEMORY_REQUEST");
+	if (req && *req && nvs_parse_size(req, 1, &mem) == 0 && mem &&
 	    (!hello_mem_limit || mem < hello_mem_limit))
 		hello_mem_limit = mem;
 	const char *um = getenv("NVSHARE_UNIFIED_MEMORY");
@@ -239,7 +243,7 @@ static void disconnect(const char *why)
 	nvs_sc_recompute_gate();
 	pthread_cond_broadcast(&nvs_sc.cv);
 	pthread_mutex_unlock(&nvs_sc.mu);
-	NVS_WARN("scheduler connection lost (%s); running ungated, will reconnect", why);
+	NVS_WARN("scheduler connection lost (%s); %s, will reconnect", why, nvs_sc_ungated_words());
 	warned_absent = 1;
 	next_connect_ns = nvs_sc_now_ns() + reconnect_delay_ns();
 }
@@ -249,8 +253,8 @@ static void try_connect(void)
 	int fd = nvs_sock_connect();
 	if (fd < 0) {
 		if (!warned_absent) {
-			NVS_WARN("scheduler not reachable at %s; running ungated, will retry",
-				 sock_path);
+			NVS_WARN("scheduler not reachable at %s; %s, will retry", sock_path,
+				 nvs_sc_ungated_words());
 			warned_absent = 1;
 		} else {
 			NVS_DEBUG("scheduler not reachable at %s (%s)", sock_path, strerror(-fd));

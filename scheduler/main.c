@@ -23,6 +23,7 @@
 #include "server.h"
 #include "settings.h"
 #include "sockpath.h"
+#include "sd_notify.h"
 #include "state_file.h"
 #include "health.h"
 #include "state.h"
@@ -527,6 +528,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	nvs_health_start();
+	nvs_sd_start(); /* systemd's NOTIFY_SOCKET and watchdog, if any */
 	nvs_policy_start();
 	nvs_limits_start();
 	conn_start();
@@ -549,7 +551,9 @@ int main(int argc, char **argv)
 		nvs_loop_close();
 		return 1;
 	}
+	nvs_sd_ready();
 	int rc = nvs_loop_run(); /* until SIGTERM/SIGINT (server.c) */
+	nvs_sd_stopping();
 	nvs_k8s_stop();
 	nvs_metrics_stop();
 	nvs_server_close();

@@ -111,6 +111,45 @@ static void sock_event(const struct nvs_listener *l, const char *name, const cha
 		nvs_event(name, "\"path\":%s,\"socket\":\"%s\"", p, who);
 }
 
+static void sock_event_path(const char *p, unsigned mode)
+{
+	char j[2 * sizeof S.sock_path + 8];
+	nvs_event("sock_dir_unreachable", "\"path\":%s,\"mode\":\"%04o\"",
+		  nvs_json_str(p, j, sizeof j), mode);
+}
+
+/* The client socket is 0666 so that every user's applications reach it,
+ * but only through directories they may search. One that they may not (a
+ * directory prepared 0700, a parent 0750) leaves them "not reachable":
+ * they run ungated, or fail with NVSHARE_REQUIRE_SCHEDULER=1. Not
+ * changed here (a group-only directory may be the operator's choice), but
+ * said loudly at every start. */
+static void warn_unreachable(const char *dir)
+{
+	char p[sizeof S.cfg.sock_dir];
+	snprintf(p, sizeof p, "%s", dir);
+	size_t n = strlen(p);
+	for (size_t i = 1; i <= n; i++) {
+		if (p[i] != '/' && p[i] != '\0')
+			continue;
+		char c = p[i];
+		p[i] = '\0';
+		struct stat st;
+		if (stat(p, &st) == 0 && S_ISDIR(st.st_mode) && !(st.st_mode & S_IXOTH)) {
+			NVS_WARN(
+			    "client socket directory %s: %s is mode %04o, not searchable by other "
+			    "users: applications of any uid but %d%s cannot reach the scheduler "
+			    "and run UNGATED (or fail, with NVSHARE_REQUIRE_SCHEDULER=1); make it "
+			    "0755 (chmod o+x %s)",
+			    dir, p, (unsigned)(st.st_mode & 07777), (int)st.st_uid,
+			    (st.st_mode & S_IXGRP) ? " and its group" : "", p);
+			sock_event_path(p, (unsigned)(st.st_mode & 07777));
+			return;
+		}
+		p[i] = c;
+	}
+}
+
 /* mkdir -p: parents 0755 (search permission for clients), the last
  * component l->dir_mode. An admin directory that already exists must be
  * ours and is narrowed to 0700: a directory someone else prepared could
@@ -135,6 +174,8 @@ static int make_dirs(const struct nvs_listener *l)
 		if (!c)
 			break;
 	}
+	if (l->role != CONN_ROLE_ADMIN && !l->bind)
+		warn_unreachable(l->dir);
 	return nvs_server_own_dir(l->dir, l->dir_mode, l->what);
 }
 
@@ -145,8 +186,8 @@ static int make_dirs(const struct nvs_listener *l)
  * between bind and use. Not a symlink, owned by the scheduler's uid.
  * The admin directory is set to exactly its mode (0700). A client
  * directory keeps the operator's mode, less any write bits for group and
- * others; one that other uids cannot enter is said loudly (their clients
- * could not connect and would run ungated), not changed.
+ * others (one that other uids cannot search is said by warn_unreachable,
+ * not changed).
  */
 int nvs_server_own_dir(const char *dir, mode_t mode, const char *what)
 {
@@ -174,11 +215,6 @@ int nvs_server_own_dir(const char *dir, mode_t mode, const char *what)
 				 "%04o",
 				 dir, what, (unsigned)have, (unsigned)want);
 	}
-	if ((mode & 0005) == 0005 && (want & 0005) != 0005)
-		NVS_WARN("%s (%s directory) is mode %04o: processes of other uids cannot reach "
-			 "the socket in it and will run ungated; make it 0755 if they should be "
-			 "scheduled",
-			 dir, what, (unsigned)want);
 	return 0;
 }
 
