@@ -22,90 +22,9 @@
 #include <string.h>
 #include <unistd.h>
 
-struct nvs_limits_config nvs_limits_cfg = {
-    NVS_DEFAULT_MAX_CONNS_PER_TENANT,
-    NVS_DEFAULT_HANDSHAKE_MS,
-    NVS_DEFAULT_CONN_BUFFER_BUDGET,
-    NVS_DEFAULT_ACCEPT_RATE,
-};
+/* Rows of settings.def: their defaults and ranges are the table's. */
+struct nvs_limits_config nvs_limits_cfg;
 struct nvs_limits_stats nvs_limits_stats;
-
-/* ---- settings ---- */
-
-int nvs_limits_set_max_conns(const char *what, const char *v)
-{
-	uint64_t n;
-	if (nvs_parse_u64(v, 0, NVS_MAX_CONNS_PER_TENANT_MAX, &n)) {
-		fprintf(stderr,
-			"nvshare-scheduler: bad value for %s: \"%s\" (expected connections per "
-			"tenant, 0..%u; 0: no cap)\n",
-			what, v, NVS_MAX_CONNS_PER_TENANT_MAX);
-		return -1;
-	}
-	nvs_limits_cfg.max_conns_per_tenant = (unsigned)n;
-	return 0;
-}
-
-int nvs_limits_set_handshake(const char *what, const char *v)
-{
-	uint32_t ms;
-	if (nvs_parse_ms32(v, &ms) ||
-	    (ms && (ms < NVS_MIN_HANDSHAKE_MS || ms > NVS_MAX_HANDSHAKE_MS))) {
-		fprintf(stderr,
-			"nvshare-scheduler: bad value for %s: \"%s\" (expected 0 (none) or %u ms "
-			"to %u ms: 2000, 2s, 500ms)\n",
-			what, v, NVS_MIN_HANDSHAKE_MS, NVS_MAX_HANDSHAKE_MS);
-		return -1;
-	}
-	nvs_limits_cfg.handshake_ms = ms;
-	return 0;
-}
-
-int nvs_limits_set_budget(const char *what, const char *v)
-{
-	uint64_t b;
-	if (nvs_parse_size(v, 1, &b) || b < NVS_MIN_CONN_BUFFER_BUDGET ||
-	    b > NVS_MAX_CONN_BUFFER_BUDGET) {
-		fprintf(stderr,
-			"nvshare-scheduler: bad value for %s: \"%s\" (expected a size from 1Mi to "
-			"4Gi: 16Mi, 64Mi)\n",
-			what, v);
-		return -1;
-	}
-	nvs_limits_cfg.buffer_budget = b;
-	return 0;
-}
-
-int nvs_limits_set_accept_rate(const char *what, const char *v)
-{
-	uint64_t n;
-	if (nvs_parse_u64(v, 0, NVS_MAX_ACCEPT_RATE, &n) || (n && n < NVS_MIN_ACCEPT_RATE)) {
-		fprintf(stderr,
-			"nvshare-scheduler: bad value for %s: \"%s\" (expected connections a "
-			"second, 0 (no cap) or %u..%u)\n",
-			what, v, NVS_MIN_ACCEPT_RATE, NVS_MAX_ACCEPT_RATE);
-		return -1;
-	}
-	nvs_limits_cfg.accept_rate = (unsigned)n;
-	return 0;
-}
-
-int nvs_limits_config_from_env(void)
-{
-	int bad = 0;
-	const char *v;
-	if ((v = getenv("NVSHARE_MAX_CONNS_PER_TENANT")) && *v)
-		bad += !!nvs_limits_set_max_conns("NVSHARE_MAX_CONNS_PER_TENANT", v);
-	if ((v = getenv("NVSHARE_HANDSHAKE_TIMEOUT_MS")) && *v)
-		bad += !!nvs_limits_set_handshake("NVSHARE_HANDSHAKE_TIMEOUT_MS", v);
-	if ((v = getenv("NVSHARE_CONN_BUFFER_BUDGET")) && *v)
-		bad += !!nvs_limits_set_budget("NVSHARE_CONN_BUFFER_BUDGET", v);
-	if ((v = getenv("NVSHARE_ACCEPT_RATE")) && *v)
-		bad += !!nvs_limits_set_accept_rate("NVSHARE_ACCEPT_RATE", v);
-	if ((v = getenv("NVSHARE_LOG_RATE")) && *v)
-		bad += !!nvs_plog_set_rate("NVSHARE_LOG_RATE", v);
-	return bad;
-}
 
 /* ---- connections per tenant ---- */
 

@@ -14,3 +14,18 @@ TARGETS += $(B)/nvshare-scheduler
 
 $(B)/nvshare-scheduler: $(SCHED_OBJS) $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) $(PIE_LDFLAGS) -o $@ $^ -lcjson $(K8S_LIBS) -lmicrohttpd -lpthread -ldl
+
+# The settings table (settings.def) also writes docs/scheduler.md's table
+# and the man page: make gen rewrites the table, make check-gen (CI) fails
+# when it is stale, make man writes $(B)/man/nvshare-scheduler.8.
+.PHONY: gen-settings check-gen-settings man
+gen: gen-settings
+check-gen: check-gen-settings
+gen-settings: $(B)/nvshare-scheduler
+	scripts/gen-settings-doc.sh $(B)/nvshare-scheduler docs/scheduler.md
+check-gen-settings: $(B)/nvshare-scheduler
+	scripts/gen-settings-doc.sh --check $(B)/nvshare-scheduler docs/scheduler.md
+man: $(B)/man/nvshare-scheduler.8
+$(B)/man/nvshare-scheduler.8: $(B)/nvshare-scheduler
+	@mkdir -p $(dir $@)
+	env -i $< --help-table=man >$@

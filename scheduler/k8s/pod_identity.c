@@ -82,7 +82,7 @@ static void apply_unknown(struct client *cl)
 {
 	NVS_WARN("client=%u pid=%d uid=%d: unknown tenant (%s): unknown-tenant limits apply",
 		 cl->id, (int)cl->pid, (int)cl->uid, cl->unknown_why ? cl->unknown_why : "?");
-	set_annotation_limits(cl, S.cfg.unknown_core_limit,
+	set_annotation_limits(cl, S.cfg.unknown_core_limit == 100 ? 0 : S.cfg.unknown_core_limit,
 			      S.cfg.unknown_mem_limit == NVS_NO_LIMIT ? 0
 								      : S.cfg.unknown_mem_limit);
 }
