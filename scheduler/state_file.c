@@ -505,6 +505,18 @@ void nvs_state_file_load(void)
 			NVS_INFO("state file %s: %s %s restored (as configured)", nvs_state_path,
 				 nvs_setting_name(id), was);
 	}
+	for (unsigned i = 0; i < npods && i < 16; i++) {
+		char m[32] = "not set";
+		if (pods[i].has_mem && pods[i].mem == NVS_NO_LIMIT)
+			snprintf(m, sizeof m, "none");
+		else if (pods[i].has_mem)
+			nvs_format_size(pods[i].mem, m, sizeof m);
+		NVS_INFO("state file %s: Pod %s: core limit %u%% (0: not set), memory limit %s "
+			 "restored for its clients",
+			 nvs_state_path, pods[i].uid, pods[i].core, m);
+	}
+	if (npods > 16)
+		NVS_INFO("state file %s: ... and %u more Pods' limits", nvs_state_path, npods - 16);
 	NVS_INFO("state file %s: restored %u settings for all GPUs, %u GPU entries, %u Pod "
 		 "entries; %u dropped (nvsharectl --settings shows where each setting comes from)",
 		 nvs_state_path, count_all(), ngpus, npods, dropped);
