@@ -194,11 +194,25 @@ struct setting {
 };
 
 static const struct setting rows[NVS_SET_COUNT] = {
-#define NVS_SETTING(id, name, sopt, env, type, choices, lo, hi, def, flags, ctl, dst, help)        \
-	[NVS_SET_##id] = {                                                                         \
-	    name,	    env,       choices,	    def,	help,	     META_##type,          \
-	    sopt,	    SW_##type, KIND_##type, #type,	BARE_##type, (uint64_t)(lo),       \
-	    (uint64_t)(hi), flags,     ctl,	    store_##id, load_##id},
+#define NVS_SETTING(id, name_, sopt_, env_, type_, choices_, lo_, hi_, def_, flags_, ctl_, dst,    \
+		    help_)                                                                         \
+	[NVS_SET_##id] = {.name = name_,                                                           \
+			  .env = env_,                                                             \
+			  .choices = choices_,                                                     \
+			  .def = def_,                                                             \
+			  .help = help_,                                                           \
+			  .meta = META_##type_,                                                    \
+			  .sopt = sopt_,                                                           \
+			  .sw = SW_##type_,                                                        \
+			  .kind = KIND_##type_,                                                    \
+			  .type = #type_,                                                          \
+			  .bare = BARE_##type_,                                                    \
+			  .lo = (uint64_t)(lo_),                                                   \
+			  .hi = (uint64_t)(hi_),                                                   \
+			  .flags = flags_,                                                         \
+			  .ctl = ctl_,                                                             \
+			  .store = store_##id,                                                     \
+			  .load = load_##id},
 #include "settings.def"
 #undef NVS_SETTING
 };
