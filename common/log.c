@@ -65,6 +65,12 @@ void nvs_log_reload_env(void)
 			"ignoring NVSHARE_DEBUG=\"%s\": expected 1 or 0 (debug stays off)", v);
 }
 
+void nvs_log_configure(int debug, int json)
+{
+	debug_enabled = debug != 0;
+	json_format = json != 0;
+}
+
 /* NVSHARE_LOG_FORMAT=json: the text line's message as one JSON object per
  * line for log collectors, {"ts","level","component","msg"}. Control
  * characters, quotes and backslashes are escaped; other bytes pass. */

@@ -81,6 +81,10 @@ enum nvs_ctl_field {
 	NVS_CTL_CAPACITY = 3, /* value: bytes, 0 = GPU memory minus reserve */
 	NVS_CTL_IDLE_RELEASE_MS = 4,
 };
+/* Or'ed into CTL_SET's field: return that setting to its configured value
+ * (gpu -1) or GPU gpu to the value for all GPUs; value is ignored
+ * (nvsharectl --reset). */
+#define NVS_CTL_RESET 0x80000000u
 
 /* GPU_MODE values. 2 is serialized too (clients that predate it treat any
  * nonzero value so): a compute quota runs on the GPU, so every client caps

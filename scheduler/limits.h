@@ -29,19 +29,6 @@
 
 struct conn;
 
-#define NVS_DEFAULT_MAX_CONNS_PER_TENANT 64u
-#define NVS_DEFAULT_HANDSHAKE_MS 2000u
-#define NVS_DEFAULT_CONN_BUFFER_BUDGET (16ull << 20)
-#define NVS_MIN_CONN_BUFFER_BUDGET (1ull << 20)
-#define NVS_MAX_CONN_BUFFER_BUDGET (4ull << 30)
-#define NVS_MAX_HANDSHAKE_MS 600000u
-#define NVS_MIN_HANDSHAKE_MS 100u
-#define NVS_MAX_CONNS_PER_TENANT_MAX 1000000u
-#define NVS_DEFAULT_ACCEPT_RATE 200u
-#define NVS_DEFAULT_MAX_IDLE_PER_TENANT 16u
-#define NVS_MIN_ACCEPT_RATE 10u
-#define NVS_MAX_ACCEPT_RATE 1000000u
-
 struct nvs_limits_config {
 	unsigned max_conns_per_tenant; /* NVSHARE_MAX_CONNS_PER_TENANT; 0: no cap */
 	uint32_t handshake_ms;	       /* NVSHARE_HANDSHAKE_TIMEOUT_MS; 0: none */
@@ -67,19 +54,6 @@ struct nvs_limits_stats {
 	uint64_t buffered_max;	     /* high-water mark */
 };
 extern struct nvs_limits_stats nvs_limits_stats;
-
-/* Setters shared by the flags and the environment: 0, or -1 with a
- * message on stderr naming what (the flag or variable), the value and the
- * valid range. */
-int nvs_limits_set_max_conns(const char *what, const char *v);
-int nvs_limits_set_handshake(const char *what, const char *v);
-int nvs_limits_set_budget(const char *what, const char *v);
-int nvs_limits_set_accept_rate(const char *what, const char *v);
-int nvs_limits_set_max_idle(const char *what, const char *v);
-/* Applies NVSHARE_MAX_CONNS_PER_TENANT, NVSHARE_HANDSHAKE_TIMEOUT_MS,
- * NVSHARE_CONN_BUFFER_BUDGET and NVSHARE_ACCEPT_RATE. Returns the number
- * of bad values. */
-int nvs_limits_config_from_env(void);
 
 /* A new connection whose peer is resolved: counts it against its tenant
  * (client socket only). Returns 0, or -1 when the tenant is over its cap

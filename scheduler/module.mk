@@ -15,3 +15,16 @@ TARGETS += $(B)/nvshare-scheduler
 
 $(B)/nvshare-scheduler: $(SCHED_OBJS) $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) $(PIE_LDFLAGS) -o $@ $^ -lcjson $(K8S_LIBS) -lmicrohttpd -lpthread -ldl
+
+# The settings table (settings.def) also writes docs/scheduler.md's table
+# (make gen rewrites the table, make check-gen (CI) fails when it is
+# stale). The man page is help2man's from --help, which the table writes
+# (man/module.mk); `nvshare-scheduler --help-table=man` prints the table
+# alone as man source.
+.PHONY: gen-settings check-gen-settings
+gen: gen-settings
+check-gen: check-gen-settings
+gen-settings: $(B)/nvshare-scheduler
+	scripts/gen-settings-doc.sh $(B)/nvshare-scheduler docs/scheduler.md
+check-gen-settings: $(B)/nvshare-scheduler
+	scripts/gen-settings-doc.sh --check $(B)/nvshare-scheduler docs/scheduler.md

@@ -40,8 +40,8 @@ struct podsock {
 	ino_t ino;
 	off_t size;
 	struct timespec ctime; /* changes with the contents, mode and owner */
-	int seen; /* found by the scan under way */
-	int bad;  /* this version of the file was refused (logged once) */
+	int seen;	       /* found by the scan under way */
+	int bad;	       /* this version of the file was refused (logged once) */
 	struct podsock *next;
 };
 
@@ -176,8 +176,7 @@ static void sock_event(const char *name, const struct podsock *p, const char *re
 
 static void drop(struct podsock *p, const char *why)
 {
-	NVS_INFO("pod %s/%s: binding %s %s: closing its socket", p->b.ns, p->b.name, p->b.key,
-		 why);
+	NVS_INFO("pod %s/%s: binding %s %s: closing its socket", p->b.ns, p->b.name, p->b.key, why);
 	if (p->l)
 		nvs_server_unlisten_pod(p->l);
 	sock_event("pod_socket_closed", p, why);

@@ -291,6 +291,12 @@ struct sched_config {
 	uint32_t mode_switch_burst;  /* NVSHARE_MODE_SWITCH_BURST, 4 */
 	uint32_t report_rate;	     /* NVSHARE_REPORT_RATE, 50 per s */
 	uint32_t swap_tq_max_factor; /* NVSHARE_SWAP_TQ_MAX_FACTOR, 4 */
+	/* swap (policy.c, docs/swap.md) */
+	unsigned swap_out;	 /* NVSHARE_SWAP_OUT: needed, all, none */
+	uint32_t swap_tq_factor; /* NVSHARE_SWAP_TQ_FACTOR, 20 */
+	/* logs and events (main.c) */
+	int debug, log_json;
+	char events_path[500]; /* NVSHARE_EVENTS, "": off */
 };
 
 struct sched {

@@ -13,6 +13,7 @@
 #include "peer.h"
 #include "podsock.h"
 #include "quota.h"
+#include "settings.h"
 #include "state.h"
 #include "unmanaged.h"
 
@@ -142,6 +143,8 @@ static cJSON *gpu_json(const struct gpu *g, uint64_t now)
 	/* What the adaptive quantum uses: median recent in + out. */
 	num(sw, "median_ns", nvs_claims_swap_median(g));
 	cJSON_AddStringToObject(o, "policy", g->hook ? g->hook->name : "fcfs");
+	/* Where its mode, TQ and capacity come from (settings.h). */
+	cJSON_AddItemToObject(o, "sources", nvs_settings_gpu_sources(g->index));
 	uint64_t held = g->st.held_ns + (g->holder ? now - g->holder->held_since_ns : 0);
 	cJSON_AddItemToObject(o, "stats", stats(&g->st, held));
 	return o;
@@ -265,6 +268,10 @@ cJSON *nvs_status_json(uint64_t now)
 	num(lp, "stalled_ns", hs.stalled_ns);
 	num(lp, "longest_stall_ns", hs.longest_ns);
 	cJSON_AddBoolToObject(root, "nvml", S.nvml_ok);
+	/* Every setting: value, text, source (settings.def; docs/scheduler.md
+	 * "Where a setting comes from"). "defaults" and "limits" below are
+	 * the older views of some of them, kept for existing readers. */
+	cJSON_AddItemToObject(root, "settings", nvs_settings_json());
 	cJSON *d = cJSON_AddObjectToObject(root, "defaults");
 	cJSON_AddStringToObject(d, "mode", nvs_mode_name(S.cfg.mode));
 	num(d, "tq_ms", S.cfg.tq_ms);
@@ -275,7 +282,6 @@ cJSON *nvs_status_json(uint64_t now)
 	num(d, "preempt_ms", nvs_cosched_cfg.preempt_ms);
 	num(d, "min_slice_ms", nvs_cosched_cfg.min_slice_ms);
 	num(d, "batch_floor_percent", nvs_cosched_cfg.batch_floor_pct);
-	nvs_quota_init();
 	num(d, "compute_window_ms", S.cfg.q_window_ms);
 	num(d, "quota_sample_interval_ms", S.cfg.q_sample_ms);
 	num(d, "quota_carryover_percent", S.cfg.q_carry_pct);

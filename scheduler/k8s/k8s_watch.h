@@ -28,10 +28,6 @@ struct nvs_k8s_config {
 
 extern struct nvs_k8s_config nvs_k8s_cfg;
 
-/* Fills the config from the environment (NODE_NAME, NVSHARE_KUBE,
- * NVSHARE_GPU_MEMORY_UNIT). */
-void nvs_k8s_config_from_env(struct nvs_k8s_config *kc);
-
 /* Resolves the configuration (in-cluster when NODE_NAME is set and
  * KUBERNETES_SERVICE_HOST + the service-account token exist, or the
  * explicit flags) and starts the thread. Returns 0 when started or not

@@ -108,7 +108,8 @@ static void tighten_pod(const struct nvs_k8s_cached_pod *p, void *arg)
 
 static struct strictest strictest_limits(const struct nvs_k8s_cached_pod *skip)
 {
-	struct strictest s = {S.cfg.unknown_core_limit,
+	/* (a core limit of 100 % is none) */
+	struct strictest s = {S.cfg.unknown_core_limit == 100 ? 0 : S.cfg.unknown_core_limit,
 			      S.cfg.unknown_mem_limit == NVS_NO_LIMIT ? 0 : S.cfg.unknown_mem_limit,
 			      skip};
 	nvs_k8s_foreach_pod(tighten_pod, &s);
