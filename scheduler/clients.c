@@ -181,6 +181,11 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 		nvs_msg_gpu(&m, NVS_MSG_LIMITS_ASK, 0, 0);
 		conn_send(c, &m);
 	}
+	if (h->flags & NVS_HELLO_UNGATED) {
+		/* "Tell me when you ran ungated": only now may it. */
+		nvs_msg_gpu(&m, NVS_MSG_UNGATED_ASK, 0, 0);
+		conn_send(c, &m);
+	}
 	nvs_devmem_welcomed(cl); /* MEMORY_MODE for a device-memory Pod */
 	char b[32];
 	NVS_INFO("HELLO client=%u pid=%d uid=%d tenant=%s claimed_name=\"%s\" core_limit=%u "
@@ -197,6 +202,31 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 		  cl->id, (int)cl->pid, (int)cl->uid, nvs_json_str(cl->name, name, sizeof name),
 		  nvs_json_str(nvs_fair_tenant_label(cl, tenant, sizeof tenant), tj, sizeof tj),
 		  (int)cl->reported_pid); /* display only: the claim */
+}
+
+/* UNGATED: the client ran without the gate (docs/client-lock.md "Failure
+ * behaviour") and says so once it is connected again. Statistics: counted
+ * (status, metrics, an event, a warning), never used for anything else;
+ * one report per reason and connection, values bounded. */
+static void ungated(struct client *cl, const struct nvs_ungated *u)
+{
+	if (!u->reason || u->reason > NVS_UNGATED_REASONS || !u->runs ||
+	    (cl->ungated_reported & (1u << u->reason)))
+		return;
+	cl->ungated_reported |= 1u << u->reason;
+	uint64_t runs = u->runs > 1000000u ? 1000000u : u->runs;
+	uint64_t ns =
+	    u->ns > 86400ull * 1000000000ull * 365 ? 86400ull * 1000000000ull * 365 : u->ns;
+	cl->ungated_runs += runs;
+	cl->ungated_ns += ns;
+	S.ungated_runs[u->reason] += runs;
+	S.ungated_ns[u->reason] += ns;
+	const char *why = nvs_ungated_reason_name(u->reason);
+	NVS_WARN("client=%u pid=%d ran ungated %llu time(s), %.3f s in all, before it was "
+		 "scheduled again: %s",
+		 cl->id, (int)cl->pid, (unsigned long long)runs, (double)ns / 1e9, why);
+	nvs_event("ungated", "\"client\":%u,\"pid\":%d,\"reason\":\"%s\",\"runs\":%llu,\"ms\":%.3f",
+		  cl->id, (int)cl->pid, why, (unsigned long long)runs, (double)ns / 1e6);
 }
 
 static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gpu *a)
@@ -275,6 +305,10 @@ void nvs_client_msg(struct conn *c, const struct nvs_msg *m)
 	}
 	if (m->type == NVS_MSG_ATTACH_GPU) {
 		attach(c, cl, &m->u.attach);
+		return;
+	}
+	if (m->type == NVS_MSG_UNGATED) {
+		ungated(cl, &m->u.ungated);
 		return;
 	}
 	if (m->type == NVS_MSG_PING) {

@@ -19,6 +19,7 @@
 #include "nvml_api.h"
 #include "parse.h"
 #include "plog.h"
+#include "podsock.h"
 #include "policy.h"
 #include "quota.h"
 #include "gpus.h"
@@ -118,6 +119,12 @@ static struct msnap *snap_build(uint64_t now)
 	nvs_health_stalls(&hs);
 	s->loop_stalls = hs.count;
 	s->loop_stalled_ns = hs.stalled_ns;
+	s->refused_rate = nvs_limits_stats.refused_rate;
+	s->idle_cuts = nvs_limits_stats.idle_cuts;
+	s->fd_evictions = nvs_limits_stats.fd_evictions;
+	s->pod_sockets = nvs_podsock_count();
+	memcpy(s->ungated_runs, S.ungated_runs, sizeof s->ungated_runs);
+	memcpy(s->ungated_ns, S.ungated_ns, sizeof s->ungated_ns);
 	s->ngpus = S.ngpus;
 	s->nentries = nentries;
 	s->gpus = (struct msnap_gpu *)(s + 1);

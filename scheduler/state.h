@@ -192,6 +192,10 @@ struct client {
 	uint64_t reports_coalesced;
 	/* The ping event (clients.c): when last written, PINGs since. */
 	uint64_t ping_event_ns, pings_unreported;
+	/* UNGATED reports (clients.c): its runs without the gate and their
+	 * length, as it said; one report per reason per connection. */
+	uint64_t ungated_runs, ungated_ns;
+	unsigned ungated_reported; /* bit per reason */
 	struct client *prev, *next;
 };
 
@@ -312,6 +316,8 @@ struct sched {
 	char sock_path[NVS_SOCK_PATH_LEN];
 	char admin_sock_path[NVS_SOCK_PATH_LEN];
 	/* connection counters */
+	/* UNGATED reports of all clients, by reason (clients.c). */
+	uint64_t ungated_runs[NVS_UNGATED_REASONS + 1], ungated_ns[NVS_UNGATED_REASONS + 1];
 	uint64_t conns_accepted, conns_closed_bad, conns_closed_slow;
 	/* faults survived (docs/reliability.md) */
 	uint64_t accept_refused; /* out of fds: refused through the spare fd */

@@ -172,7 +172,12 @@ static cJSON *client_json(const struct client *cl, uint64_t now)
 	limit(o, "mem_limit", cl->hello_mem_limit);
 	/* Its allocations are device memory: counted as pinned (policy.h). */
 	cJSON_AddBoolToObject(o, "device_memory", cl->device_memory);
-	if (cl->pod_uid[0]) {
+	/* What it reported of runs without the gate (UNGATED: a claim). */
+	cJSON *ug = cJSON_AddObjectToObject(o, "ungated");
+	num(ug, "runs", cl->ungated_runs);
+	cJSON_AddNumberToObject(ug, "seconds", (double)cl->ungated_ns / 1e9);
+	/* (a Pod socket's Pod may be named before the watch gives its UID) */
+	if (cl->pod_uid[0] || cl->pod_name[0]) {
 		/* From the cgroup and the API watch, never from the client
 		 * (tenant unknown: the Pod its pid was last seen in). */
 		cJSON *p = cJSON_AddObjectToObject(o, "pod");
@@ -310,6 +315,13 @@ cJSON *nvs_status_json(uint64_t now)
 	num(c, "idle_client_cuts", nvs_limits_stats.idle_cuts);
 	num(c, "fd_pressure_closes", nvs_limits_stats.fd_evictions);
 	num(c, "pod_sockets", nvs_podsock_count());
+	/* Clients' reports of runs without the gate, by reason. */
+	cJSON *ug = cJSON_AddObjectToObject(root, "ungated");
+	for (unsigned r = 1; r <= NVS_UNGATED_REASONS; r++) {
+		cJSON *e = cJSON_AddObjectToObject(ug, nvs_ungated_reason_name(r));
+		num(e, "runs", S.ungated_runs[r]);
+		cJSON_AddNumberToObject(e, "seconds", (double)S.ungated_ns[r] / 1e9);
+	}
 	num(c, "admin_from_reserve", nvs_limits_stats.reserve_accepts);
 	num(c, "buffered_bytes", nvs_limits_stats.buffered);
 	num(c, "buffered_max_bytes", nvs_limits_stats.buffered_max);
