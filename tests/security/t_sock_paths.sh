@@ -30,26 +30,30 @@ run() {
   timeout -k 5 "$(scaled 20)" "$S" --no-nvml --no-kube --state-file none "$@" >"$log" 2>&1
 }
 
+# planted DIR TARGET WHAT EXPECTED: a scheduler.lock symlink to TARGET in
+# the client directory DIR; the scheduler must refuse to start, say
+# EXPECTED, and never create TARGET.
+planted() {
+  local dir=$1 target=$2 what=$3 expected=$4 rc
+  run "$T/planted.log" --sock-dir "$dir" --admin-sock-dir "$dir.admin"
+  rc=$?
+  check "$what: refused (exit 1), saying so" \
+    sh -c "test $rc = 1 && grep -qF \"$expected\" '$T/planted.log'"
+  check "... and the planted symlink's target was never created" test ! -e "$target"
+}
 # 1. A client directory created first by another user, with a planted
 # scheduler.lock symlink to a file root would then create.
 mkdir -p "$T/evil"
 chown 65534 "$T/evil"
 setpriv --reuid 65534 --regid 65534 --clear-groups ln -s "$T/pwned" "$T/evil/scheduler.lock"
-run "$T/s1.log" --sock-dir "$T/evil" --admin-sock-dir "$T/a1"
-rc=$?
-check "a client directory owned by another uid: refused (exit 1), naming it" \
-  sh -c "test $rc = 1 && grep -q '$T/evil: the client socket directory must be a directory (not a symlink) owned by uid 0' '$T/s1.log'"
-check "... and the planted symlink's target was never created" test ! -e "$T/pwned"
-
+planted "$T/evil" "$T/pwned" "a client directory owned by another uid" \
+  "$T/evil: the client socket directory must be a directory (not a symlink) owned by uid 0"
 # 2. Our own directory, with a scheduler.lock symlink in it (planted while
 # it was writable): not followed.
 mkdir -p "$T/own"
 ln -s "$T/pwned2" "$T/own/scheduler.lock"
-run "$T/s2.log" --sock-dir "$T/own" --admin-sock-dir "$T/a2"
-rc=$?
-check "a scheduler.lock symlink is not followed: refused (exit 1), saying so" \
-  sh -c "test $rc = 1 && grep -q 'cannot open $T/own/scheduler.lock (a regular file of uid 0, not a symlink)' '$T/s2.log'"
-check "... and its target was never created" test ! -e "$T/pwned2"
+planted "$T/own" "$T/pwned2" "a scheduler.lock symlink in our own directory" \
+  "cannot open $T/own/scheduler.lock (a regular file of uid 0, not a symlink)"
 
 # 3. A client directory others may write (0777): the write bits go, so no
 # one can swap paths inside it; the socket gets its mode at bind.
