@@ -66,10 +66,11 @@ struct gpu;
 struct client_gpu {
 	struct client *client;
 	struct gpu *gpu;
-	uint32_t local_gpu; /* the client's CUDA ordinal: key in messages */
-	uint64_t allocated; /* bytes counted: the claim clamped (claims.c) */
-	uint64_t claimed;   /* bytes the client reported (ATTACH_GPU / MEM_UPDATE) */
-	int clamp_logged;   /* claims.c: causes of clamps already logged */
+	uint32_t local_gpu;	 /* the client's CUDA ordinal: key in messages */
+	uint64_t allocated;	 /* bytes counted: the claim clamped (claims.c) */
+	uint64_t claimed;	 /* bytes the client reported (ATTACH_GPU / MEM_UPDATE) */
+	uint64_t reported_total; /* the GPU's memory as it said (learned GPUs: gpus.c) */
+	int clamp_logged;	 /* claims.c: causes of clamps already logged */
 	/* claims.c: reports kept while the connection's budget is spent
 	 * (bit 1 MEM_UPDATE, bit 2 SWAP_STATS), the latest of each. */
 	int pending;
@@ -198,6 +199,7 @@ struct gpu {
 	char name[96];
 	uint64_t total_mem;
 	int from_nvml;
+	uint64_t unused_since_ns; /* learned: the last client detached (gpus.c) */
 	/* settings */
 	unsigned mode; /* enum nvs_mode */
 	uint64_t tq_ms;
