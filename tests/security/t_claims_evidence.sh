@@ -19,13 +19,7 @@
 . "$NVS_ROOT/tests/sched/sched_lib.sh"
 . "$(dirname "$0")/unmanaged_lib.sh"
 . "$(dirname "$0")/hostile_lib.sh"
-APP=$B/tests/e2e/sim_app
-if [ ! -x "$B/tests/sim/libnvidia-ml.so.1" ] || [ ! -x "$APP" ]; then
-  ok "# SKIP simulated GPU not built"; exit 0
-fi
-export NVSHARE_UNMANAGED_INTERVAL_MS=500
-HG=$(scaled 15)
-shim_preload "$B/tests/security/evade_conn.so"
+evidence_setup
 # cgpu PID EXPR: EXPR over client PID's first GPU entry (g) in the status.
 cgpu() { st "[c['gpus'][0] for c in s['clients'] if c['pid'] == $1][0]$2"; }
 serialized() { st_is "s['gpus'][0]['serialized']" True; }

@@ -23,19 +23,34 @@ U=$(status_json | python3 -c 'import json,sys; print(json.load(sys.stdin)["gpus"
 fc H --name honest --gpu-uuid "$U" --alloc 1Gi --script "$(honest_script 300)"
 rtt_start H
 
-# probe URL: one request, its HTTP code and its time in ms.
-probe() { curl -s -o /dev/null -w '%{http_code} %{time_total}\n' --max-time 10 "$1" | awk '{ printf "%s %d\n", $1, $2 * 1000 }'; }
+# probe URL [SOURCE]: one request (from address SOURCE), its HTTP code and
+# its time in ms. The probes come from 127.0.0.2, another address than the
+# attacker's, as the kubelet's (the node's) differs from a Pod's.
+probe() {
+  curl -s -o /dev/null -w '%{http_code} %{time_total}\n' --max-time 10 \
+    --interface "${2:-127.0.0.2}" "$1" | awk '{ printf "%s %d\n", $1, $2 * 1000 }'
+}
 LIM=$(scaled 1000)
-codes="" times="" worst=0
-for _ in $(seq 20); do
-  read -r c ms < <(probe "$MURL/healthz")
-  codes+="$c " times+="$ms "
-  [ "$ms" -gt "$worst" ] && worst=$ms
-  sleep 0.1
-done
+# probes SOURCE: 20 probes of /healthz; sets codes, times, worst, n200.
+probes() {
+  codes="" times="" worst=0
+  for _ in $(seq 20); do
+    read -r c ms < <(probe "$MURL/healthz" "$1")
+    codes+="$c " times+="$ms "
+    [ "$ms" -gt "$worst" ] && worst=$ms
+    sleep 0.1
+  done
+  n200=$(tr ' ' '\n' <<<"$codes" | grep -c '^200$')
+}
+probes 127.0.0.2
 diag "/healthz under $N slow connections: codes $codes; ms $times"
-check "/healthz: 20 of 20 probes answered 200" test "$(tr ' ' '\n' <<<"$codes" | grep -c '^200$')" = 20
+check "/healthz: 20 of 20 probes answered 200" test "$n200" = 20
 check "/healthz: each within 1 s x speed ($worst ms <= $LIM ms)" test "$worst" -le "$LIM"
+# From the attacker's own address its churn can push a probe out before
+# its head came (64 waiting heads an address, the oldest closed first):
+# the figures, not a bound (docs/security.md "/healthz under load").
+probes 127.0.0.1
+diag "/healthz from the attacker's address: $n200 of 20 answered 200; codes $codes; ms $times"
 read -r c ms < <(probe "$MURL/metrics")
 check "/metrics still answers ($c in $ms ms <= $LIM ms)" test "$c" = 200 -a "$ms" -le "$LIM"
 wait_exit 60 "$PID_H"

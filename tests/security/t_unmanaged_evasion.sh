@@ -22,13 +22,8 @@
 . "$NVS_ROOT/tests/sched/sched_lib.sh"
 . "$(dirname "$0")/unmanaged_lib.sh"
 . "$(dirname "$0")/hostile_lib.sh"
-APP=$B/tests/e2e/sim_app
-if [ ! -x "$B/tests/sim/libnvidia-ml.so.1" ] || [ ! -x "$APP" ]; then
-  ok "# SKIP simulated GPU not built"; exit 0
-fi
-export NVSHARE_UNMANAGED=serialize NVSHARE_UNMANAGED_INTERVAL_MS=500
-HG=$(scaled 15)
-shim_preload "$B/tests/security/evade_conn.so"
+export NVSHARE_UNMANAGED=serialize
+evidence_setup
 serialized() { st_is "s['gpus'][0]['serialized']" True; }
 concurrent() { st_is "s['gpus'][0]['serialized']" False; }
 
