@@ -35,6 +35,7 @@ app() {
   wait_log "$HG" "$T/$n.out" "^PROGRESS name=$n kernel=1/"
 }
 next_scheduler() {
+  check_rss "$1"
   kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
   mv "$T/scheduler.log" "$T/scheduler-$1.log"; mv "$NVSHARE_EVENTS" "$T/events-$1.jsonl"
 }
@@ -98,7 +99,7 @@ if [ ${#NOBODY[@]} -gt 0 ]; then
   check_p99 H2 "beside the forged swap report"
   next_scheduler swap
 else
-  for _ in 1 2 3 4 5; do ok "(c) # SKIP needs root and setpriv (the forger is another uid)"; done
+  for _ in 1 2 3 4 5 6; do ok "(c) # SKIP needs root and setpriv (the forger is another uid)"; done
 fi
 
 # ---- (d) NVML without managed memory per process ----
@@ -112,4 +113,5 @@ check "(d) ... the GPU's unattributed memory holds it (>= 2 GiB)" \
   st_is "s['gpus'][0]['unattributed_memory'] >= 2 << 30" True
 check "(d) ... so its 2 GiB claim is not cut (not clamped, counted as claimed)" \
   st_is "[(g['evidence']['clamped'], g['allocated'] == g['claimed'] >= 2 << 30) for c in s['clients'] if c['pid'] == $PID_D for g in c['gpus']]" "[(False, True)]"
+check_rss "(d)"
 check "scheduler healthy" sched_alive

@@ -38,6 +38,7 @@ check "... a refusal closes the connection, saying why (conn_closed bad-attach, 
 wait_exit 60 "$PID_H"
 check "an honest client on the real GPU finished 300 lock cycles (rc $RC)" test "$RC" = 0
 check_p99 H "beside 100 made-up UUIDs (NVML)"
+check_rss "NVML"
 kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
 mv "$T/scheduler.log" "$T/scheduler-nvml.log"; mv "$NVSHARE_EVENTS" "$T/events-nvml.jsonl"
 
@@ -78,6 +79,7 @@ check "... taking the place of a learned GPU no client used (gpu_forgotten)" \
   wait_event 5 gpu_forgotten
 check "... the table still has 64 places, GPU-new in one" \
   test "$(gpus_py 'len(g), sum(x["uuid"] == "GPU-new" for x in g)')" = "(64, 1)"
+check_rss "learned GPUs"
 kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
 mv "$T/scheduler.log" "$T/scheduler-learned.log"; mv "$NVSHARE_EVENTS" "$T/events-learned.jsonl"
 
@@ -103,4 +105,5 @@ check "... the refusal is logged on one line, the newline as '?'" \
   grep -qF 'GPU "GPU-x?[nvshare][scheduler] 2030-01-01T00:00:00.000Z INFO forged line" refused: malformed UUID' "$T/scheduler.log"
 check "... and no line of the log starts with the forged text" \
   sh -c "! grep -q '^\[nvshare\]\[scheduler\] 2030-01-01' '$T/scheduler.log'"
+check_rss "log"
 check "scheduler healthy" sched_alive

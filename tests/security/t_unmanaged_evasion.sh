@@ -47,6 +47,7 @@ honest() {
 }
 stop() { kill -TERM "$1" 2>/dev/null; wait "$1" 2>/dev/null; }
 next_scheduler() {
+  check_rss "$1"
   kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
   mv "$T/scheduler.log" "$T/scheduler-$1.log"; mv "$NVSHARE_EVENTS" "$T/events-$1.jsonl"
 }
@@ -98,4 +99,5 @@ wait "$LOOP" 2>/dev/null
 check "short-lived: concurrent again after the owner's hold (10 s) once they stop" \
   wait_for "$(scaled 30)" concurrent
 check "short-lived: the owner's end reported (unmanaged_owner_gone)" has_event unmanaged_owner_gone gpu=0
+check_rss short-lived
 check "scheduler healthy" sched_alive
