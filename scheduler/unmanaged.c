@@ -108,11 +108,12 @@ struct um_proc {
 
 /* Who runs unmanaged processes on a GPU: a Pod, else a uid. Processes that
  * each live less than the confirm time are counted against their owner:
- * NVS_UNMANAGED_OWNER_VANISHED of them leaving the GPU without ever being
- * managed, within NVS_UNMANAGED_OWNER_WINDOW_MS, confirm the owner; from
- * then on its processes count at once, and the owner keeps counting (as
- * one, with the memory its processes used) for a hold time after the last
- * one, so that a GPU serialized for it stays so between them. */
+ * NVS_UNMANAGED_OWNER_VANISHED of them leaving the GPU unmanaged (never
+ * having been managed), within NVS_UNMANAGED_OWNER_WINDOW_MS, confirm the
+ * owner; from then on its processes count at once, and the owner keeps
+ * counting (as one, with the memory its processes used) for a hold time
+ * after the last one, so that a GPU serialized for it stays so between
+ * them. */
 struct um_owner {
 	int used_slot;
 	int gpu;
@@ -669,8 +670,8 @@ static uint64_t check_gpu(struct gpu *g, uint64_t now)
 	return confirm_at;
 }
 
-/* A process left the table unconfirmed and unmanaged: it exited (or left
- * the GPU) before it could be counted. */
+/* A process left the GPU while unmanaged (exited, or gave up its
+ * context), whether it lived long enough to be confirmed or not. */
 static void vanished(struct um_proc *e, uint64_t now)
 {
 	struct um_owner *o = owner_of(e);
@@ -736,7 +737,7 @@ static uint64_t check(uint64_t now)
 			tracked++;
 			continue;
 		}
-		if (!e->confirmed && !e->managed_now)
+		if (!e->managed_now)
 			vanished(e, now);
 		if (e->confirmed && left_logged++ < NVS_UNMANAGED_LOG_PER_CHECK) {
 			NVS_INFO("unmanaged process pid %d left GPU %d (exited or connected)",

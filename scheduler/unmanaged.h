@@ -45,8 +45,8 @@
  * summary line (a Pod starting processes in a loop cannot flood the log). */
 #define NVS_UNMANAGED_LOG_PER_CHECK 16u
 /* Short-lived processes, counted per owner (a Pod, else a uid): this many
- * leaving the GPU unmanaged before they could be confirmed, within the
- * window, confirm the owner; its processes then count at once, and it
+ * leaving the GPU unmanaged (confirmed or not yet), within the window,
+ * confirm the owner; its processes then count at once, and it
  * counts for the hold time (at least 4 intervals) after its last one. */
 #define NVS_UNMANAGED_MAX_OWNERS 64u
 #define NVS_UNMANAGED_OWNER_VANISHED 2u

@@ -12,7 +12,7 @@
 #    per-process utilization shows it running;
 # 3. processes that each live about 1.2 s (less than the 1.5 s a process
 #    must be seen before it counts) are counted against their owner (here
-#    their uid): after two of them left unconfirmed the owner is known, and
+#    their uid): after two of them left the GPU unmanaged the owner is known, and
 #    the GPU stays serialized while they keep coming, and for the hold time
 #    (10 s) after the last.
 # An honest client takes and gives back the lock beside each (issue 17's
@@ -84,7 +84,7 @@ start_scheduler --reserve 0 || { not_ok "scheduler (short) starts"; exit 1; }
 # About 1.2 s each (12 kernels of 100 ms), one after the other.
 bg bash -c "while [ ! -e '$T/stop' ]; do '$APP' --name S --kernels 12 --kernel-us 100000 >/dev/null 2>&1; done"
 LOOP=${_pids[-1]}
-check "short-lived: their owner (uid $(id -u)) is known after two left unconfirmed (unmanaged_owner)" \
+check "short-lived: their owner (uid $(id -u)) is known after two left the GPU unmanaged (unmanaged_owner)" \
   wait_event "$(scaled 30)" unmanaged_owner gpu=0 uid="$(id -u)"
 check "short-lived: the GPU is serialized" wait_for "$HG" serialized
 # While they keep coming it stays so: 20 looks over 4 s.
