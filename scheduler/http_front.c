@@ -104,22 +104,25 @@ static struct pend *oldest(const struct sockaddr_storage *a, unsigned *count)
 
 /* ---- /healthz ---- */
 
+unsigned nvs_http_healthz(char *body, size_t cap)
+{
+	uint64_t age = nvs_health_age_ms(nvs_now_ns());
+	if (age <= nvs_health_stall_ms) {
+		snprintf(body, cap, "ok\n");
+		return 200;
+	}
+	if (age == UINT64_MAX)
+		snprintf(body, cap, "event loop not started\n");
+	else
+		snprintf(body, cap, "event loop stalled: no turn for %llu ms (limit %u ms)\n",
+			 (unsigned long long)age, nvs_health_stall_ms);
+	return 503;
+}
+
 static void answer_healthz(int fd, int head_only, size_t headlen)
 {
 	char body[160], resp[512];
-	unsigned code = 200;
-	uint64_t age = nvs_health_age_ms(nvs_now_ns());
-	if (age <= nvs_health_stall_ms) {
-		snprintf(body, sizeof body, "ok\n");
-	} else {
-		code = 503;
-		if (age == UINT64_MAX)
-			snprintf(body, sizeof body, "event loop not started\n");
-		else
-			snprintf(body, sizeof body,
-				 "event loop stalled: no turn for %llu ms (limit %u ms)\n",
-				 (unsigned long long)age, nvs_health_stall_ms);
-	}
+	unsigned code = nvs_http_healthz(body, sizeof body);
 	int n = snprintf(
 	    resp, sizeof resp,
 	    "HTTP/1.1 %u %s\r\nContent-Type: text/plain; charset=utf-8\r\n"

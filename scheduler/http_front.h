@@ -40,6 +40,12 @@ struct nvs_http_front_stats {
 };
 void nvs_http_front_stats(struct nvs_http_front_stats *out);
 
+/* The /healthz answer (any thread): 200 and "ok\n" while the event loop
+ * turns, else 503 and why (health.h); the body into body. Also what
+ * libmicrohttpd answers for /healthz on a connection it already serves
+ * (keep-alive). */
+unsigned nvs_http_healthz(char *body, size_t cap);
+
 /* Binds and listens on sa (its port 0: any free one, *port set to the one
  * bound), starts the thread; requests other than /healthz go to mhd (a
  * daemon started with MHD_USE_NO_LISTEN_SOCKET). Returns 0, or -1 with

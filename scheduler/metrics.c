@@ -456,6 +456,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (!strcmp(url, "/metrics"))
 		return reply_metrics(conn);
+	if (!strcmp(url, "/healthz")) {
+		/* Only on a connection libmicrohttpd already serves (a second
+		 * request on it): new ones are answered by http_front.c. */
+		char b[160];
+		unsigned code = nvs_http_healthz(b, sizeof b);
+		return reply_text(conn, code, b, MHD_RESPMEM_MUST_COPY);
+	}
 	if (!strcmp(url, "/"))
 		return reply_static(conn, MHD_HTTP_OK,
 				    "nvshare-scheduler metrics exporter: /metrics, /healthz\n");
