@@ -241,6 +241,10 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 			return;
 		}
 		/* A MEM_UPDATE in effect: the same budget and clamp. */
+		if (a->total_mem != cg->reported_total) {
+			cg->reported_total = a->total_mem;
+			nvs_gpu_learned_memory(cg->gpu);
+		}
 		nvs_claims_mem_update(cg, a->allocated);
 		nvs_policy_resend_mode(cg); /* the client may have reset */
 		return;
@@ -250,11 +254,12 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 		conn_doom(c, "more than %d GPUs attached", NVS_MAX_GPUS);
 		return;
 	}
-	struct gpu *g = nvs_gpu_by_uuid(a->uuid, a->total_mem);
+	const char *why = NULL;
+	struct gpu *g = nvs_gpu_for_attach(a->uuid, a->total_mem, cl, &why);
 	if (!g) {
+		/* The UUID is the peer's: log.c keeps it on one line. */
 		conn_reason(c, "bad-attach");
-		conn_doom(c, "ATTACH_GPU %u: bad UUID \"%s\" or GPU table full", a->local_gpu,
-			  a->uuid);
+		conn_doom(c, "ATTACH_GPU %u: GPU \"%s\" refused: %s", a->local_gpu, a->uuid, why);
 		return;
 	}
 	for (unsigned i = 0; i < cl->ngpus; i++)
@@ -274,6 +279,7 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 	cg->gpu = g;
 	cg->local_gpu = a->local_gpu;
 	cg->claimed = a->allocated;
+	cg->reported_total = a->total_mem;
 	nvs_client_update_limits(cg);
 	cg->allocated = nvs_claims_clamp(cg, cg->claimed);
 	cl->gpus[cl->ngpus++] = cg;
@@ -286,6 +292,7 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 		  "\"client\":%u,\"pid\":%d,\"gpu\":%d,\"cuda_dev\":%u,\"allocated\":%llu", cl->id,
 		  (int)cl->pid, g->index, a->local_gpu, (unsigned long long)a->allocated);
 	nvs_policy_attach(cg);
+	nvs_gpu_learned_memory(g);
 	if (cl->core_override || cl->has_mem_override || cl->annot_core || cl->has_annot_mem ||
 	    cl->pod_mem_request)
 		nvs_client_send_limits(cg);
@@ -390,9 +397,11 @@ void nvs_client_gone(struct client *cl)
 	/* Detach first so that a hand-off never sends to this client. */
 	cl->conn = NULL;
 	for (unsigned i = 0; i < cl->ngpus; i++) {
+		struct gpu *g = cl->gpus[i]->gpu;
 		nvs_policy_detach(cl->gpus[i]);
 		nvs_claims_forget(cl->gpus[i]);
 		free(cl->gpus[i]);
+		nvs_gpu_learned_memory(g);
 	}
 	if (cl->prev)
 		cl->prev->next = cl->next;

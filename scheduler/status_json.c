@@ -142,6 +142,13 @@ static cJSON *gpu_json(const struct gpu *g, uint64_t now)
 	num(sw, "last_out_ns", g->swap_last_out_ns);
 	/* What the adaptive quantum uses: median recent in + out. */
 	num(sw, "median_ns", nvs_claims_swap_median(g));
+	/* Reports not taken (no hand-off of theirs) or cut to their bytes. */
+	num(sw, "samples_refused", g->ev.swap_refused);
+	/* NVML's used memory that no listed process accounts for. */
+	if (g->ev.ok)
+		num(o, "unattributed_memory", g->ev.unattributed);
+	else
+		cJSON_AddNullToObject(o, "unattributed_memory");
 	cJSON_AddStringToObject(o, "policy", g->hook ? g->hook->name : "fcfs");
 	/* Where its mode, TQ and capacity come from (settings.h). */
 	cJSON_AddItemToObject(o, "sources", nvs_settings_gpu_sources(g->index));
@@ -238,6 +245,20 @@ static cJSON *client_json(const struct client *cl, uint64_t now)
 					(double)qv.last_used_ns / (double)qv.window_ns);
 		cJSON_AddBoolToObject(qj, "throttled", qv.throttled);
 		num(qj, "throttled_ns", qv.throttled_ns);
+		/* What NVML shows of it (docs/security.md "Claims checked
+		 * against NVML"); null before a detection pass covered it. */
+		if (cg->ev.checked) {
+			cJSON *ev = cJSON_AddObjectToObject(x, "evidence");
+			cJSON_AddBoolToObject(ev, "context", cg->ev.listed);
+			num(ev, "nvml_used", cg->ev.used);
+			num(ev, "nvml_highest", cg->ev.hwm);
+			limit(ev, "allows", cg->ev.cap);
+			cJSON_AddBoolToObject(ev, "unproven", cg->ev.unproven);
+			cJSON_AddBoolToObject(ev, "clamped", cg->ev.clamped);
+			num(ev, "ungated_passes", cg->ev.ungated);
+		} else {
+			cJSON_AddNullToObject(x, "evidence");
+		}
 		cJSON *sw = cJSON_AddObjectToObject(x, "swap");
 		num(sw, "bytes_in", cg->swap_bytes_in);
 		num(sw, "bytes_out", cg->swap_bytes_out);
