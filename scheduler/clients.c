@@ -1,5 +1,5 @@
 #include "clients.h"
-#include "limits.h"
+#include "peer_limits.h"
 
 #include "claims.h"
 #include "conn.h"

@@ -3,7 +3,7 @@
 #include "clients.h"
 #include "control.h"
 #include "events.h"
-#include "limits.h"
+#include "peer_limits.h"
 #include "log.h"
 #include "loop.h"
 #include "plog.h"

@@ -12,7 +12,7 @@
 #include "metrics.h"
 
 #include "events.h"
-#include "limits.h"
+#include "peer_limits.h"
 #include "log.h"
 #include "loop.h"
 #include "metrics_snap.h"

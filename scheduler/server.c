@@ -2,7 +2,7 @@
 
 #include "conn.h"
 #include "events.h"
-#include "limits.h"
+#include "peer_limits.h"
 #include "log.h"
 #include "loop.h"
 #include "peer.h"

@@ -6,7 +6,7 @@
 #include "gpus.h"
 #include "health.h"
 #include "k8s/k8s_watch.h"
-#include "limits.h"
+#include "peer_limits.h"
 #include "log.h"
 #include "plog.h"
 #include "policy.h"

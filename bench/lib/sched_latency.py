@@ -56,7 +56,7 @@ def sched_latency_section(s, meta, L, T):
         L.append("Not run: %s was not built." % os.path.relpath(s["missing"], ROOT))
     else:
         L.append("`%s` against a scheduler started for it; exit status %d%s." % (
-            s["cmd"] or "sched_latency", s["rc"], (": " + s.get("error") or s.get("stderr", "").strip()[-300:])
+            s["cmd"] or "sched_latency", s["rc"], (": " + (s.get("error") or s.get("stderr", "").strip()[-300:]))
             if s["rc"] else ""))
         L.append("Lock round trip = REQ_LOCK -> LOCK_OK with the GPU free; handoff = holder's "
                  "LOCK_RELEASED -> next holder's LOCK_OK; microseconds.")

@@ -8,7 +8,7 @@
 #include "harness.h"
 #include "parse.h"
 #include "scheduler/coschedule.h"
-#include "scheduler/limits.h"
+#include "scheduler/peer_limits.h"
 #include "scheduler/settings.h"
 #include "scheduler/state.h"
 
