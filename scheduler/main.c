@@ -138,7 +138,7 @@ static void usage(FILE *f)
 	    "      --quota-slice-ms MS                NVSHARE_QUOTA_SLICE_MS (window / 20)\n"
 	    "      --gpu-memory-unit SIZE             NVSHARE_GPU_MEMORY_UNIT (1Gi)\n"
 	    "      --swap-out needed|all|none         NVSHARE_SWAP_OUT (needed)\n"
-	    "      --swap-tq-factor N                 NVSHARE_SWAP_TQ_FACTOR (20)\n"
+	    "      --swap-tq-factor N                 NVSHARE_SWAP_TQ_FACTOR (33)\n"
 	    "\n"
 	    "  -V, --version             print the version\n"
 	    "  -h, --help                this text\n"

@@ -77,19 +77,19 @@ check "each wait <= TQ + grace (+150 ms slack): max ${max:-none} ms" \
 check "claims_clamped counted on the GPU" test "$(g0 claims_clamped)" -ge 2
 
 # --- swap stats: GPU 1, 10Gi, H and Y 6Gi each (serialized, oversubscribed:
-# the quantum stretches to 20 x median swap time, at most 4 x TQ = 1200 ms).
+# the quantum stretches to 33 x median swap time, at most 4 x TQ = 1200 ms).
 fc H --name honest --gpu-uuid GPU-swap --total 10Gi --alloc 6Gi \
-  --script "swap 20ms 20ms;swap 20ms 20ms;swap 20ms 20ms;until $T/done"
+  --script "swap 10ms 10ms;swap 10ms 10ms;swap 10ms 10ms;until $T/done"
 bg "${NOB[@]}" "$FC" --name forger --gpu-uuid GPU-swap --total 10Gi --alloc 6Gi \
   --script "until $T/go3;swap 6s 6s;until $T/go4;$(for _ in $(seq 20); do printf 'swap 6s 6s;'; done)until $T/done" >"$T/Y.out" 2>&1
 wait_for 5 grep -q READY "$T/Y.out"
 g1() { status_json | python3 -c 'import json,sys; g = json.load(sys.stdin)["gpus"][1]; print(eval(sys.argv[1]))' "$1"; }
 tq_is() { [ "$(g1 'g["tq_effective_ms"]')" = "$1" ]; }
 last_in_is() { [ "$(g1 'g["swap"]["last_in_ns"]')" = "$1" ]; }
-check "honest swaps (20 ms each way): effective TQ = 20 x 40 ms = 800 ms" wait_for 5 tq_is 800
+check "honest swaps (10 ms each way): effective TQ = 33 x 20 ms = 660 ms" wait_for 5 tq_is 660
 touch "$T/go3"
 check "one forged 6 s swap arrives (last_in_ns = 6 s)" wait_for 5 last_in_is 6000000000
-check "... and does not move the median: effective TQ still 800 ms" tq_is 800
+check "... and does not move the median: effective TQ still 660 ms" tq_is 660
 touch "$T/go4"
 # 20 more: the report budget (--report-rate 5) coalesces most of them.
 check "many forged swaps: effective TQ capped at 4 x TQ = 1200 ms" wait_for 10 tq_is 1200

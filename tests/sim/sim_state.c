@@ -29,7 +29,7 @@
 #include "sim_internal.h"
 
 #define SIM_STATE_MAGIC 0x4d495356u /* "VSIM" */
-#define SIM_STATE_VERSION 3
+#define SIM_STATE_VERSION 4
 
 struct sim_config sim_cfg;
 struct sim_shared *sim_sh;
@@ -276,6 +276,11 @@ static void map_state(void)
 	/* Test knob (t_sim_stop.sh): hold the state lock this long on every
 	 * take, so a stop lands inside it often. */
 	nvs_env_u64("NVSHARE_SIM_LOCK_HOLD_US", 0, 999999, &sim_cfg.lock_hold_us);
+	/* Pinned host memory (cuMemHostRegister): how much may be pinned
+	 * (memlock / cgroup limits; 0 = no limit) and how long pinning takes
+	 * (a real H200 host: ~700 us per MiB). */
+	nvs_env_size("NVSHARE_SIM_PIN_LIMIT", 1, &sim_cfg.pin_limit);
+	nvs_env_u64("NVSHARE_SIM_PIN_US_PER_MIB", 0, 1000000, &sim_cfg.pin_us_per_mib);
 
 	const char *dir = getenv("NVSHARE_SIM_STATE_DIR");
 	if (dir && *dir)
@@ -467,6 +472,8 @@ static void fill_counters(struct nvshare_sim_stats *o, const struct sim_counters
 	o->evict_ns = c->evict_ns;
 	o->kernels = c->kernels;
 	o->kernel_busy_ns = c->kernel_busy_ns;
+	o->discard_bytes = c->discard_bytes;
+	o->stray_accesses = c->stray_accesses;
 }
 
 int nvshareSimGetStats(int dev, struct nvshare_sim_stats *out)
@@ -502,6 +509,7 @@ int nvshareSimGetProcStats(int dev, int pid, struct nvshare_sim_stats *out)
 		out->total_bytes = sim_sh->gpu[dev].total;
 		out->used_bytes = p->used[dev];
 		out->resident_bytes = p->resident[dev];
+		out->host_pinned_bytes = p->host_pinned;
 	}
 	sim_unlock();
 	return p ? 0 : -1;
