@@ -114,3 +114,4 @@ for n in default trap bounded nopin; do
   check "$n: the other job's data intact" grep -qE "^DONE name=$n-B result=ok" "$T/$n-B.out"
 done
 [ -n "${NVS_VERBOSE:-}" ] && show_logs
+true
