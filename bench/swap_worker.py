@@ -6,7 +6,8 @@
                                    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)
 
 Each prints "READY {json}" once set up, reads "GO SECONDS" (hold: run that
-long; the others ignore it), and prints "RESULT {json}". hold checks its
+long; the others ignore it), prints "RESULT {json}" and stays until its
+stdin closes (the scheduler's view of it is read meanwhile). hold checks its
 pattern at the end (ok: every byte still there); train reports its final
 loss and a checksum of its parameters as exact hex strings (native and
 nvshare must give the same) and its time.
@@ -25,6 +26,8 @@ dev = "cuda"
 def out(tag, d):
     sys.stdout.write("%s %s\n" % (tag, json.dumps(d)))
     sys.stdout.flush()
+    if tag == "RESULT":
+        sys.stdin.read()  # stay (memory held, client connected) until told: the status is read first
 
 
 def go():

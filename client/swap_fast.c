@@ -28,6 +28,7 @@
 #include <time.h>
 
 #define NB 4096u
+#define GRAIN (2ull << 20) /* UVM's large page: a range may go out in part, in these */
 /* A handle that cannot be created again (the GPU really is full: a
  * process outside nvshare took the memory) is retried this long. */
 #define RECREATE_TRIES 100
@@ -40,6 +41,7 @@ enum { M_RES, M_STAGED, M_PREF };
 struct mr {
 	CUdeviceptr p;
 	uint64_t bytes, off;
+	uint64_t out; /* M_STAGED / M_PREF: bytes from p that went out */
 	int dev, state;
 	unsigned gen; /* the swap-in that last restored it */
 	struct mr *next;
@@ -128,6 +130,7 @@ void nvs_fast_track(int dev, CUdeviceptr p, uint64_t bytes)
 	*pp = e;
 	conv_bytes[dev] += bytes;
 	pthread_mutex_unlock(&nvs_swap_mu);
+	nvs_stage_want(dev, nvs_fast_bytes(dev), NULL); /* grows with it, once started */
 }
 
 void nvs_fast_untrack(CUdeviceptr p)
@@ -257,13 +260,9 @@ struct cand {
 static int by_size_desc(const void *a, const void *b)
 {
 	const struct cand *x = a, *y = b;
-	return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
-}
-
-static int by_addr(const void *a, const void *b)
-{
-	const struct cand *x = a, *y = b;
-	return x->va < y->va ? -1 : x->va > y->va;
+	if (x->bytes != y->bytes)
+		return x->bytes < y->bytes ? 1 : -1;
+	return x->va < y->va ? -1 : x->va > y->va; /* neighbours stay neighbours */
 }
 
 static void cswap(struct cand *c, size_t i, size_t j)
@@ -273,44 +272,38 @@ static void cswap(struct cand *c, size_t i, size_t j)
 	c[j] = t;
 }
 
-/* Moves to the front the candidates that cover `budget` with the fewest
- * bytes it finds: either the smallest single object that covers it, or
- * every object that still fits in what is left (largest first) plus, if
- * that is not enough, the smallest of the rest, whichever moves less.
- * Returns how many. */
+/* Moves to the front the candidates that cover `budget`, largest first:
+ * whole objects while they fit in what is left, then the first managed
+ * range that is larger only in part (a prefix, in 2 MiB granules); a VMM
+ * handle goes whole or not at all, so if only handles larger than what is
+ * left remain, the smallest of them. Returns how many (their `bytes` are
+ * what moves). */
 static size_t select_budget(struct cand *c, size_t n, uint64_t budget)
 {
 	if (budget == UINT64_MAX || !n)
 		return n;
 	qsort(c, n, sizeof *c, by_size_desc);
-	/* The smallest single object that covers the budget (0: none). */
-	uint64_t one = 0;
-	for (size_t i = 0; i < n && c[i].bytes >= budget; i++)
-		one = c[i].bytes;
-	uint64_t left = budget, sum = 0;
+	uint64_t left = budget;
 	size_t k = 0;
-	for (size_t i = 0; i < n && left; i++)
+	for (size_t i = 0; i < n && left; i++) {
 		if (c[i].bytes <= left) {
 			left -= c[i].bytes;
-			sum += c[i].bytes;
-			cswap(c, k++, i);
+		} else if (!c[i].vmm) {
+			uint64_t part = (left + GRAIN - 1) / GRAIN * GRAIN;
+			c[i].bytes = part < c[i].bytes ? part : c[i].bytes;
+			left = 0;
+		} else {
+			continue;
 		}
+		cswap(c, k++, i);
+	}
 	if (left && k < n) {
-		/* The rest are all larger than what is left. */
+		/* Only handles larger than what is left remain. */
 		size_t s = k;
 		for (size_t i = k + 1; i < n; i++)
 			if (c[i].bytes < c[s].bytes)
 				s = i;
-		sum += c[s].bytes;
 		cswap(c, k++, s);
-	}
-	if (one && one <= sum) {
-		/* Cheaper on its own. */
-		for (size_t i = 0; i < n; i++)
-			if (c[i].bytes == one) {
-				cswap(c, 0, i);
-				return 1;
-			}
 	}
 	return k;
 }
@@ -412,10 +405,12 @@ void nvs_fast_out(int dev, uint64_t budget, CUstream st, struct nvs_fast_result 
 	size_t n = 0;
 	struct cand *c = candidates(dev, &n);
 	size_t k = c ? select_budget(c, n, budget) : 0;
-	/* In address order: neighbours in memory are neighbours in staging,
-	 * and their copies merge. */
+	/* Staging goes to the largest first (a big tensor never misses it for
+	 * the sake of small ones); among equal sizes in address order, so
+	 * neighbours in memory (a reservation's handles) are neighbours in
+	 * staging and their copies merge. */
 	if (k)
-		qsort(c, k, sizeof *c, by_addr);
+		qsort(c, k, sizeof *c, by_size_desc);
 	struct ops ops = {0};
 	place(dev, c, k, &ops);
 	CUresult r = issue(&ops, 1, st);
@@ -448,6 +443,7 @@ void nvs_fast_out(int dev, uint64_t budget, CUstream st, struct nvs_fast_result 
 		if (x->how == 0 && discarded) {
 			if (e) {
 				e->off = x->off;
+				e->out = x->bytes;
 				mset(e, M_STAGED);
 			}
 			res->fast += x->bytes;
@@ -456,8 +452,10 @@ void nvs_fast_out(int dev, uint64_t budget, CUstream st, struct nvs_fast_result 
 			   nvs_real.cuMemPrefetchAsync_v2(x->key, (size_t)x->bytes, host, 0, st) ==
 			       CUDA_SUCCESS) {
 			/* No staging for it: today's path (its data stays valid). */
-			if (e)
+			if (e) {
+				e->out = x->bytes;
 				mset(e, M_PREF);
+			}
 			res->prefetched += x->bytes;
 			res->objects++;
 			np++;
@@ -497,7 +495,7 @@ uint64_t nvs_fast_in(int dev, CUdevice cudev, CUstream st)
 		for (struct mr *e = mb[b]; e; e = e->next)
 			if (e->dev == dev && e->state == M_STAGED && k < n) {
 				dp[k] = e->p;
-				ds[k] = (size_t)e->bytes;
+				ds[k] = (size_t)e->out;
 				es[k++] = e;
 			}
 	if (k && nvs_real.cuMemDiscardAndPrefetchBatchAsync) {
@@ -510,8 +508,8 @@ uint64_t nvs_fast_in(int dev, CUdevice cudev, CUstream st)
 				  (int)r);
 	}
 	for (size_t i = 0; i < k; i++) {
-		plan(&ops, dev, es[i]->p, es[i]->bytes, es[i]->off, NULL);
-		moved += es[i]->bytes;
+		plan(&ops, dev, es[i]->p, es[i]->out, es[i]->off, NULL);
+		moved += es[i]->out;
 	}
 	/* Handles: created, mapped and given access again, then copied in. */
 	struct nvs_vcand *vc = NULL;

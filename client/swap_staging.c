@@ -211,14 +211,15 @@ static void start_locked(void)
 
 void nvs_stage_want(int dev, uint64_t bytes, CUcontext ctx)
 {
-	if (!dev_ok(dev) || !ctx)
+	if (!dev_ok(dev))
 		return;
 	pthread_mutex_lock(&smu);
 	configure_locked();
 	struct stg *s = &st[dev];
 	s->want = bytes > s->want ? bytes : s->want;
-	s->ctx = ctx;
-	if (s->want > s->pinned && !failed && total < limit) {
+	if (ctx)
+		s->ctx = ctx;
+	if (s->ctx && s->want > s->pinned && !failed && total < limit) {
 		start_locked();
 		pthread_cond_signal(&scv);
 	}

@@ -29,7 +29,9 @@
 #include <stdint.h>
 
 /* Asks for dev's staging to grow toward `bytes` in the background, pinning
- * in context ctx (any context of the process: the chunks are portable). */
+ * in context ctx (any context of the process: the chunks are portable).
+ * ctx NULL: the one given before; none yet: the target is only noted (the
+ * allocations grew, but nothing says memory is short). */
 void nvs_stage_want(int dev, uint64_t bytes, CUcontext ctx);
 
 /* Takes `bytes` of dev's pinned staging: 0 and *off, or -1 (not enough

@@ -31,6 +31,7 @@
 #include "internal.h"
 #include "real.h"
 #include "sched_client.h"
+#include "swap_staging.h"
 
 #include "log.h"
 #include "parse.h"
@@ -362,6 +363,8 @@ CUresult nvs_svmm_create(CUmemGenericAllocationHandle *h, size_t size,
 		nvs_acct_unreserve(dev, size);
 		return r;
 	}
+	if (o)
+		nvs_stage_want(dev, nvs_fast_bytes(dev), NULL); /* grows with it, once started */
 	char b[32];
 	NVS_DEBUG("cuMemCreate: %s on GPU %d, handle 0x%llx%s", nvs_format_size(size, b, sizeof b),
 		  dev, (unsigned long long)*h,

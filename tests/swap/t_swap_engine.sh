@@ -51,19 +51,20 @@ paths_are() { [ "$(paths 2>/dev/null)" = "$1" ]; }
 
 # 1. The default engine: 120 MiB on the fast path (64 + 16 converted, h1 32,
 # h2 8), the 32 MiB of the application's own managed memory by prefetch.
+# The staging grew to 136 MiB: h3 and h4 were swappable when created.
 run default 120 --trap 0
-want="(112, 32, 24, 120, False, False)"
+want="(112, 32, 24, 136, False, False)"
 wait_for "$hg" paths_are "$want"
 got=$(paths)
 diag "default: fast, prefetch, pinned, staging MiB, pin failed, trap: $got"
-check "default: nvsharectl --json per client: fast 112 MiB (h2 exported since), prefetch 32, pinned 24, staging 120 held" \
+check "default: nvsharectl --json per client: fast 112 MiB (h2 exported since), prefetch 32, pinned 24, staging 136 held (the most its fast path ever had)" \
   [ "$got" = "$want" ]
 "$B/nvsharectl" >"$T/ctl.txt"
 check "default: nvsharectl shows the PATHS table" grep -qE "^PATHS +GPU +FAST +PREFETCH" "$T/ctl.txt"
 scrape >"$T/metrics.txt"
 diag "default: $(grep -E '^nvshare_gpu_swap_(fast|prefetch|pinned|staging)_bytes' "$T/metrics.txt" | tr '\n' ' ')"
-check "default: /metrics nvshare_gpu_swap_staging_bytes = 120 MiB" \
-  awk '/^nvshare_gpu_swap_staging_bytes\{/ && $2 == 125829120 { f = 1 } END { exit !f }' "$T/metrics.txt"
+check "default: /metrics nvshare_gpu_swap_staging_bytes = 136 MiB" \
+  awk '/^nvshare_gpu_swap_staging_bytes\{/ && $2 == 142606336 { f = 1 } END { exit !f }' "$T/metrics.txt"
 check "default: /metrics nvshare_gpu_swap_fast_bytes, _prefetch_bytes, _pinned_bytes" \
   awk '/^nvshare_gpu_swap_fast_bytes\{/ && $2 == 117440512 { a = 1 } /^nvshare_gpu_swap_prefetch_bytes\{/ && $2 == 33554432 { b = 1 } /^nvshare_gpu_swap_pinned_bytes\{/ && $2 == 25165824 { c = 1 } END { exit !(a && b && c) }' "$T/metrics.txt"
 check "default: debug log names the paths of the swap-out (fast 120Mi in 4 objects, prefetch path 32Mi)" \
@@ -74,10 +75,10 @@ touch "$T/default.end"
 
 # 2. Trap mode: converted memory is VMM memory, unmapped while out.
 run trap 120 --trap 1 -- NVSHARE_SWAP_TRAP=1
-wait_for "$hg" paths_are "(112, 32, 24, 120, False, True)"
+wait_for "$hg" paths_are "(112, 32, 24, 136, False, True)"
 got=$(paths)
 diag "trap: $got"
-check "trap: status says trap mode, the same paths" [ "$got" = "(112, 32, 24, 120, False, True)" ]
+check "trap: status says trap mode, the same paths" [ "$got" = "(112, 32, 24, 136, False, True)" ]
 touch "$T/trap.end"
 
 # 3. Staging bounded at 40 MiB: the rest goes by prefetch (converted) or to
