@@ -225,12 +225,17 @@ def run_vmmtrain(R, gpu):
             # Serialized now: both pin their staging in the background. A
             # long training sees its hand-offs with it in place; wait for it
             # (swapspeed does the same) so the run is not its start-up.
-            t1 = time.monotonic()
+            t1, last, since = time.monotonic(), None, time.monotonic()
             while time.monotonic() - t1 < 60:
                 st = _status(sock)
                 gs = [g["gpus"][0]["swap"] for g in st.get("clients", []) if g.get("gpus")]
+                held = [x.get("staging_bytes", 0) for x in gs]
                 if len(gs) == 2 and all(x.get("staging_bytes", 0) >= x.get("fast_bytes", 1) > 0 for x in gs):
                     break
+                if held != last:
+                    last, since = held, time.monotonic()
+                elif len(gs) == 2 and min(held) > 0 and time.monotonic() - since > 3:
+                    break  # grown as far as it will (a bound, or a refusal)
                 time.sleep(0.5)
             out["staging_wait_s"] = time.monotonic() - t1
             t0 = time.monotonic()
