@@ -8,6 +8,8 @@
 #   make test            build and run the test suite (tests/run)
 #   make demo            two clients sharing a GPU (demo/run-demo.sh)
 #   make install         PREFIX=/usr/local DESTDIR= STRIP=1 SYSTEMD_UNIT_DIR=
+#   make man             the man pages into build/man (help2man)
+#   make deb             a Debian package of it all (deploy/deb)
 #   make uninstall       the same variables
 #   make format | lint
 
@@ -62,7 +64,7 @@ ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 TARGETS :=
 TEST_TARGETS :=
 
-.PHONY: all dev clean install uninstall test test-long test-all test-san format lint lint-cppcheck lint-format lint-shell demo
+.PHONY: all dev clean install uninstall man deb test test-long test-all test-san format lint lint-cppcheck lint-format lint-shell demo
 all: targets
 
 # make dev: the build developers and CI use (warnings are errors).
@@ -76,6 +78,8 @@ include ctl/module.mk
 include bench/module.mk
 -include device-plugin/module.mk
 -include deploy/module.mk
+include man/module.mk
+include deploy/deb/module.mk
 include tests/module.mk
 
 targets: $(TARGETS) $(TEST_TARGETS) $(B)/.san-marker
@@ -132,14 +136,20 @@ DOC_DIR = $(PREFIX)/share/doc/nvshare
 UNIT := nvshare-scheduler.service
 # Buildable when pkg-config finds gRPC and protobuf-c (device-plugin/module.mk).
 DP_BUILDABLE := $(if $(DP_LIBS),1)
+MAN_DIR = $(PREFIX)/share/man
+DOCS := $(wildcard docs/*.md)
 INSTALLED = $(PREFIX)/lib/libnvshare.so $(PREFIX)/sbin/nvshare-scheduler \
 	$(PREFIX)/bin/nvsharectl $(PREFIX)/sbin/nvshare-device-plugin \
-	$(SYSTEMD_UNIT_DIR)/$(UNIT) $(addprefix $(DOC_DIR)/,README.md LICENSE NOTICE CHANGELOG.md)
+	$(SYSTEMD_UNIT_DIR)/$(UNIT) $(addprefix $(DOC_DIR)/,README.md LICENSE NOTICE CHANGELOG.md) \
+	$(addprefix $(DOC_DIR)/,$(DOCS)) $(DOC_DIR)/examples/nvshare-scheduler.default \
+	$(MAN_DIR)/man8/nvshare-scheduler.8 $(MAN_DIR)/man1/nvsharectl.1 \
+	$(MAN_DIR)/man8/nvshare-device-plugin.8 $(MAN_DIR)/man7/libnvshare.7
 
 install: $(B)/libnvshare.so $(B)/nvshare-scheduler $(B)/nvsharectl \
-		$(if $(DP_BUILDABLE),$(B)/nvshare-device-plugin)
+		$(if $(DP_BUILDABLE),$(B)/nvshare-device-plugin) $(if $(HAVE_HELP2MAN),man)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin \
-		$(DESTDIR)$(SYSTEMD_UNIT_DIR) $(DESTDIR)$(DOC_DIR)
+		$(DESTDIR)$(SYSTEMD_UNIT_DIR) $(DESTDIR)$(DOC_DIR)/docs $(DESTDIR)$(DOC_DIR)/examples \
+		$(addprefix $(DESTDIR)$(MAN_DIR)/man,1 7 8)
 	$(INSTALL_PROG) $(B)/libnvshare.so $(DESTDIR)$(PREFIX)/lib/libnvshare.so
 	$(INSTALL_PROG) $(B)/nvshare-scheduler $(DESTDIR)$(PREFIX)/sbin/nvshare-scheduler
 	$(INSTALL_PROG) $(B)/nvsharectl $(DESTDIR)$(PREFIX)/bin/nvsharectl
@@ -157,12 +167,30 @@ install: $(B)/libnvshare.so $(B)/nvshare-scheduler $(B)/nvsharectl \
 	install -m 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$(UNIT).tmp $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$(UNIT)
 	rm -f $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$(UNIT).tmp
 	install -m 0644 README.md LICENSE NOTICE CHANGELOG.md $(DESTDIR)$(DOC_DIR)/
+	install -m 0644 $(DOCS) $(DESTDIR)$(DOC_DIR)/docs/
+	install -m 0644 deploy/systemd/nvshare-scheduler.default \
+		$(DESTDIR)$(DOC_DIR)/examples/nvshare-scheduler.default
+	install -m 0644 man/libnvshare.7 $(DESTDIR)$(MAN_DIR)/man7/
+	@if [ -z "$(HAVE_HELP2MAN)" ]; then \
+		echo "make install: the programs' man pages NOT installed: help2man is missing" \
+		     "(apt-get install help2man, or scripts/install-deps.sh, then make install again)" >&2; \
+	else \
+		set -e; \
+		echo "install -m 0644 $(MAN_BUILD)/nvshare-scheduler.8 $(DESTDIR)$(MAN_DIR)/man8/"; \
+		install -m 0644 $(MAN_BUILD)/nvshare-scheduler.8 $(DESTDIR)$(MAN_DIR)/man8/; \
+		echo "install -m 0644 $(MAN_BUILD)/nvsharectl.1 $(DESTDIR)$(MAN_DIR)/man1/"; \
+		install -m 0644 $(MAN_BUILD)/nvsharectl.1 $(DESTDIR)$(MAN_DIR)/man1/; \
+		if [ -f $(B)/nvshare-device-plugin ] && [ -f $(MAN_BUILD)/nvshare-device-plugin.8 ]; then \
+			echo "install -m 0644 $(MAN_BUILD)/nvshare-device-plugin.8 $(DESTDIR)$(MAN_DIR)/man8/"; \
+			install -m 0644 $(MAN_BUILD)/nvshare-device-plugin.8 $(DESTDIR)$(MAN_DIR)/man8/; \
+		fi; \
+	fi
 	@echo "installed under $(DESTDIR)$(PREFIX); start the scheduler with:" \
 	      "systemctl daemon-reload && systemctl enable --now nvshare-scheduler"
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
-	-rmdir $(DESTDIR)$(DOC_DIR) 2>/dev/null
+	-rmdir $(DESTDIR)$(DOC_DIR)/docs $(DESTDIR)$(DOC_DIR)/examples $(DESTDIR)$(DOC_DIR) 2>/dev/null
 
 SOURCES := $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 # Every bash script in the tree: *.sh (libraries that tests source say

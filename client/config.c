@@ -22,6 +22,9 @@ void nvs_config_reload(void)
 	b = 1;
 	if (nvs_env_bool("NVSHARE_UNIFIED_MEMORY", &b) == 1)
 		c.unified_memory = b;
+	b = 0;
+	if (nvs_env_bool("NVSHARE_REQUIRE_SCHEDULER", &b) == 1)
+		c.require_scheduler = b;
 	uint64_t v;
 	if (nvs_env_size("NVSHARE_GPU_MEMORY_LIMIT", 1ull << 20, &v) == 1) {
 		if (v == 0)

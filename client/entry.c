@@ -8,9 +8,11 @@
  */
 #include "client/accounting.h"
 #include "client/internal.h"
+#include "sockpath.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 atomic_int nvs_inited;
@@ -106,6 +108,19 @@ CUresult nvs_unresolved(const char *name)
 	else
 		NVS_DEBUG("%s: unresolved, CUDA_ERROR_NOT_SUPPORTED", name);
 	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult nvs_require_refused(const char *name)
+{
+	char path[256];
+	if (nvs_sock_path(path, sizeof path))
+		snprintf(path, sizeof path, "(NVSHARE_SOCK_DIR too long)");
+	NVS_WARN("NVSHARE_REQUIRE_SCHEDULER=1: %s refused with CUDA_ERROR_SYSTEM_NOT_READY: the "
+		 "nvshare scheduler is not reachable at %s, and this process may not use the GPU "
+		 "ungated; its GPU work fails until the scheduler answers (it is retried in the "
+		 "background)",
+		 name, path);
+	return CUDA_ERROR_SYSTEM_NOT_READY;
 }
 
 CUresult nvs_legacy_refused(const char *name)

@@ -27,6 +27,9 @@ struct nvs_config {
 	 * device memory (CUDA IPC works; no oversubscription for this
 	 * process), still gated, limited and accounted (as pinned). */
 	int unified_memory;
+	/* NVSHARE_REQUIRE_SCHEDULER=1: gated calls fail while the scheduler
+	 * cannot be reached (client/sched_require.c). */
+	int require_scheduler;
 };
 extern struct nvs_config nvs_cfg;
 /* Reads the environment once (idempotent, thread-safe). */
@@ -122,6 +125,8 @@ enum nvs_lib nvs_lib_of_path(const char *path);
 			return nvs_unresolved(#member);                                            \
 		if (nvs_cfg.disable)                                                               \
 			return nvs_real.member args;                                               \
+		if (__builtin_expect(nvs_cfg.require_scheduler, 0) && !nvs_sched_require_ok())     \
+			return nvs_require_refused(#member);                                       \
 		nvs_gate();                                                                        \
 		CUresult r_ = nvs_real.member args;                                                \
 		nvs_gate_done();                                                                   \
@@ -131,5 +136,8 @@ enum nvs_lib nvs_lib_of_path(const char *path);
 /* Logs once per name and returns CUDA_ERROR_NOT_SUPPORTED. */
 CUresult nvs_unresolved(const char *name);
 CUresult nvs_legacy_refused(const char *name);
+/* NVSHARE_REQUIRE_SCHEDULER=1 and no scheduler: warns (rate-limited) and
+ * returns CUDA_ERROR_SYSTEM_NOT_READY. */
+CUresult nvs_require_refused(const char *name);
 
 #endif

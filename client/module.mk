@@ -11,6 +11,11 @@ CLIENT_MAP := $(B)/client/libnvshare.map
 CLIENT_SCHED_OBJS := $(patsubst %.c,$(B)/%.o,$(wildcard client/sched_*.c client/swap_*.c))
 
 $(CLIENT_OBJS): ALL_CFLAGS += -fvisibility=hidden
+# The glibc floor (common/glibc_floor.h): every object of the library binds
+# libdl and libpthread calls to their pre-2.34 versions. The common objects
+# are the scheduler's too, which does not mind.
+$(CLIENT_SRCS:%.c=$(B)/%.o) $(COMMON_OBJS): ALL_CFLAGS += -include common/glibc_floor.h
+$(CLIENT_SRCS:%.c=$(B)/%.o) $(COMMON_OBJS): common/glibc_floor.h
 $(CLIENT_OBJS): client/entry_points.def
 
 $(CLIENT_MAP): client/libnvshare.map.in client/entry_points.def
@@ -20,14 +25,23 @@ $(CLIENT_MAP): client/libnvshare.map.in client/entry_points.def
 $(B)/libnvshare.so: $(CLIENT_OBJS) $(COMMON_OBJS) $(CLIENT_MAP)
 	$(CC) -shared $(LDFLAGS_ALL) -o $@ $(CLIENT_OBJS) $(COMMON_OBJS) \
 	  -Wl,--version-script=$(CLIENT_MAP) -Wl,-z,defs -Wl,-Bsymbolic-functions \
-	  -ldl -lpthread
+	  -Wl,--push-state,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0 -Wl,--pop-state
+
+# The glibc floor: no symbol version above GLIBC_$(GLIBC_FLOOR) (objdump -T).
+# Part of every build, so CI and make test fail on a call that needs more.
+GLIBC_FLOOR := 2.17
+$(B)/client/glibc.checked: $(B)/libnvshare.so client/check_glibc.sh
+	client/check_glibc.sh $(B)/libnvshare.so $(GLIBC_FLOOR)
+	@touch $@
 
 # Build-time consistency check: table vs exports vs the toolkit's stub.
 $(B)/client/exports.checked: $(B)/libnvshare.so client/check_exports.sh client/entry_points.def
 	client/check_exports.sh $(B)/libnvshare.so $(CUDA_HOME)/lib64/stubs/libcuda.so
 	@touch $@
 
-TARGETS += $(B)/libnvshare.so $(B)/client/exports.checked
+# (Not for the sanitizer build, which is never shipped: the ASan runtime
+# it preloads needs the build machine's glibc anyway.)
+TARGETS += $(B)/libnvshare.so $(B)/client/exports.checked $(if $(SANFLAGS),,$(B)/client/glibc.checked)
 
 # make gen: regenerate the mechanical parts of the client from the table
 # and the toolkit's cudaTypedefs.h (client/tools/gen_hooks.py; the output is

@@ -41,6 +41,11 @@ extern atomic_int nvs_gate_inflight;
  * ungated. */
 void nvs_gate_slow(void);
 
+/* NVSHARE_REQUIRE_SCHEDULER=1: 1 while connected to the scheduler; the
+ * first call waits (at most 2 s) for the first connection attempt.
+ * (sched_require.c) */
+int nvs_sched_require_ok(void);
+
 static inline void nvs_gate(void)
 {
 	atomic_fetch_add_explicit(&nvs_gate_inflight, 1, memory_order_seq_cst);

@@ -8,12 +8,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 static const char *component = "nvshare";
 static int debug_enabled = -1; /* -1: not read yet */
 static int json_format;	       /* NVSHARE_LOG_FORMAT=json */
+static int journal_stream;     /* stderr is systemd's journal (JOURNAL_STREAM) */
+
+/*
+ * systemd sets JOURNAL_STREAM="DEV:INODE" of the stream it connected to
+ * stderr. When stderr is still that stream (not redirected by a shell in
+ * between), each line starts with a syslog priority "<N>", which journald
+ * strips and stores as the entry's priority: `journalctl -p warning` then
+ * shows the warnings (sd-daemon(3), SyslogLevelPrefix=).
+ */
+static int stderr_is_journal(void)
+{
+	const char *v = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	/* The system call, not fstat(): glibc's fstat symbol is new in 2.33,
+	 * above the library's glibc floor (common/glibc_floor.h); the
+	 * kernel's struct stat is glibc's on x86-64 and AArch64. */
+	if (!v || sscanf(v, "%llu:%llu", &dev, &ino) != 2 || syscall(SYS_fstat, STDERR_FILENO, &st))
+		return 0;
+	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
 
 void nvs_log_init(const char *name)
 {
@@ -24,15 +47,28 @@ void nvs_log_init(const char *name)
 void nvs_log_reload_env(void)
 {
 	const char *v = getenv("NVSHARE_DEBUG");
-	int on = 0;
-	/* Not nvs_env_bool: a bad value must not recurse into logging. */
-	if (v && nvs_parse_bool(v, &on))
+	int on = 0, bad = 0;
+	/* Not nvs_env_bool: its warning would ask for the debug flag
+	 * before it is set. The flag is set first, then the warning. */
+	if (v && *v && nvs_parse_bool(v, &on)) {
 		on = 0;
+		bad = 1;
+	}
 	debug_enabled = on;
 	/* Anything but "json" is the text format (the scheduler refuses a
 	 * bad value at start; the library must not). */
-	v = getenv("NVSHARE_LOG_FORMAT");
-	json_format = v && !strcmp(v, "json");
+	const char *f = getenv("NVSHARE_LOG_FORMAT");
+	json_format = f && !strcmp(f, "json");
+	journal_stream = stderr_is_journal();
+	if (bad)
+		nvs_log(NVS_LOG_WARN,
+			"ignoring NVSHARE_DEBUG=\"%s\": expected 1 or 0 (debug stays off)", v);
+}
+
+void nvs_log_configure(int debug, int json)
+{
+	debug_enabled = debug != 0;
+	json_format = json != 0;
 }
 
 /* NVSHARE_LOG_FORMAT=json: the text line's message as one JSON object per
@@ -222,6 +258,7 @@ static void vlog(enum nvs_log_level level, unsigned suppressed, const char *fmt,
 {
 	static const char *names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
 	static const char *jnames[] = {"debug", "info", "warn", "error"};
+	static const char *prio[] = {"<7>", "<6>", "<4>", "<3>"}; /* syslog's levels */
 	char line[1024];
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -230,9 +267,10 @@ static void vlog(enum nvs_log_level level, unsigned suppressed, const char *fmt,
 	char stamp[64];
 	snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
 		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
-	int n = json_format ? 0
-			    : snprintf(line, sizeof line, "[nvshare][%s] %s %s ", component, stamp,
-				       names[level]);
+	int n = json_format
+		    ? 0
+		    : snprintf(line, sizeof line, "%s[nvshare][%s] %s %s ",
+			       journal_stream ? prio[level] : "", component, stamp, names[level]);
 	if (n < 0)
 		return;
 	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
@@ -250,7 +288,10 @@ static void vlog(enum nvs_log_level level, unsigned suppressed, const char *fmt,
 	const char *out = line;
 	if (json_format) {
 		line[len - 1] = '\0';
-		len = json_line(jl, sizeof jl, stamp, jnames[level], line);
+		size_t pre = journal_stream ? 3 : 0; /* "<N>" */
+		memcpy(jl, prio[level], pre);
+		len = json_line(jl + pre, sizeof jl - pre, stamp, jnames[level], line);
+		len = len ? len + pre : 0;
 		out = jl;
 	}
 	emit(out, len);

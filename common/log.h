@@ -15,8 +15,10 @@ enum nvs_log_level {
 
 /* Sets the component name shown in each line (a string literal). */
 void nvs_log_init(const char *component);
-/* Re-reads NVSHARE_DEBUG. */
+/* Re-reads NVSHARE_DEBUG (and NVSHARE_LOG_FORMAT). */
 void nvs_log_reload_env(void);
+/* Sets both from a program's own settings instead (the scheduler). */
+void nvs_log_configure(int debug, int json);
 int nvs_log_debug_enabled(void);
 
 void nvs_log(enum nvs_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

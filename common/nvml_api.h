@@ -81,6 +81,7 @@ typedef nvmlReturn_t (*nvs_pfn_nvmlDeviceGetHandleByUUID)(const char *, nvmlDevi
 typedef nvmlReturn_t (*nvs_pfn_nvmlDeviceGetIndex)(nvmlDevice_t, unsigned int *);
 typedef nvmlReturn_t (*nvs_pfn_nvmlDeviceGetUUID)(nvmlDevice_t, char *, unsigned int);
 typedef nvmlReturn_t (*nvs_pfn_nvmlDeviceGetName)(nvmlDevice_t, char *, unsigned int);
+typedef nvmlReturn_t (*nvs_pfn_nvmlDeviceGetMinorNumber)(nvmlDevice_t, unsigned int *);
 typedef nvmlReturn_t (*nvs_pfn_nvmlDeviceGetMemoryInfo)(nvmlDevice_t, nvmlMemory_t *);
 typedef nvmlReturn_t (*nvs_pfn_nvmlDeviceGetMemoryInfo_v2)(nvmlDevice_t, nvmlMemory_v2_t *);
 typedef nvmlReturn_t (*nvs_pfn_nvmlDeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t *);

@@ -390,8 +390,11 @@ int nvs_env_percent(const char *name, unsigned lo, unsigned hi, unsigned *out)
 	const char *v = getenv(name);
 	if (!v || !*v)
 		return 0;
-	if (nvs_parse_percent(v, lo, hi, out))
-		return env_report(name, v, "an integer percentage in range");
+	if (nvs_parse_percent(v, lo, hi, out)) {
+		char what[64];
+		snprintf(what, sizeof what, "an integer percentage from %u to %u", lo, hi);
+		return env_report(name, v, what);
+	}
 	return 1;
 }
 
@@ -400,7 +403,11 @@ int nvs_env_u64(const char *name, uint64_t lo, uint64_t hi, uint64_t *out)
 	const char *v = getenv(name);
 	if (!v || !*v)
 		return 0;
-	if (nvs_parse_u64(v, lo, hi, out))
-		return env_report(name, v, "an integer in range");
+	if (nvs_parse_u64(v, lo, hi, out)) {
+		char what[80];
+		snprintf(what, sizeof what, "an integer from %llu to %llu", (unsigned long long)lo,
+			 (unsigned long long)hi);
+		return env_report(name, v, what);
+	}
 	return 1;
 }

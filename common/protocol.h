@@ -49,7 +49,8 @@ enum nvs_msg_type {
 	NVS_MSG_SWAP_STATS = 6,	     /* bytes/time swapped in and out */
 	NVS_MSG_PING = 7,	     /* are you there? (HELLO flag NVS_HELLO_PING) */
 	NVS_MSG_LIMITS_IN_FORCE = 8, /* limits I enforce (answer to LIMITS_ASK) */
-	NVS_MSG_SWAP_PATHS = 9,	     /* bytes per swap path, staging (after SWAP_PATHS_OK) */
+	NVS_MSG_UNGATED = 9,	     /* I ran ungated (answer to UNGATED_ASK) */
+	NVS_MSG_SWAP_PATHS = 10,     /* bytes per swap path, staging (after SWAP_PATHS_OK) */
 	/* scheduler -> client */
 	NVS_MSG_LOCK_OK = 32,	    /* lock granted */
 	NVS_MSG_DROP_LOCK = 33,	    /* release the lock soon */
@@ -61,7 +62,8 @@ enum nvs_msg_type {
 	NVS_MSG_PONG = 39,	    /* answer to PING (and, once, "I answer PINGs") */
 	NVS_MSG_LIMITS_ASK = 40,    /* which limits do you enforce? (NVS_HELLO_LIMITS) */
 	NVS_MSG_MEMORY_MODE = 41,   /* keep new allocations device memory (NVS_HELLO_MEMORY_MODE) */
-	NVS_MSG_SWAP_PATHS_OK = 42, /* send SWAP_PATHS (NVS_HELLO_SWAP_PATHS) */
+	NVS_MSG_UNGATED_ASK = 42,   /* tell me when you ran ungated (NVS_HELLO_UNGATED) */
+	NVS_MSG_SWAP_PATHS_OK = 43, /* send SWAP_PATHS (NVS_HELLO_SWAP_PATHS) */
 	/* control (nvsharectl) <-> scheduler */
 	NVS_MSG_CTL_SET = 64,	     /* change a GPU setting */
 	NVS_MSG_CTL_SET_CLIENT = 65, /* change a client's limits */
@@ -83,6 +85,10 @@ enum nvs_ctl_field {
 	NVS_CTL_CAPACITY = 3, /* value: bytes, 0 = GPU memory minus reserve */
 	NVS_CTL_IDLE_RELEASE_MS = 4,
 };
+/* Or'ed into CTL_SET's field: return that setting to its configured value
+ * (gpu -1) or GPU gpu to the value for all GPUs; value is ignored
+ * (nvsharectl --reset). */
+#define NVS_CTL_RESET 0x80000000u
 
 /* GPU_MODE values. 2 is serialized too (clients that predate it treat any
  * nonzero value so): a compute quota runs on the GPU, so every client caps
@@ -137,12 +143,18 @@ static inline uint32_t nvs_swap_mib(uint64_t bytes)
  * appears later). Allocations made after it are device memory, as with
  * NVSHARE_UNIFIED_MEMORY=0; earlier ones stay as they are. */
 #define NVS_HELLO_MEMORY_MODE 0x40u
+/* The client reports the runs it made without the scheduler's gate (absent,
+ * lost, silent): a scheduler that knows the flag answers HELLO with one
+ * UNGATED_ASK, and the client then sends one UNGATED per reason with runs
+ * to report, now and after each later episode. Statistics only: counted,
+ * never believed for anything else. */
+#define NVS_HELLO_UNGATED 0x80u
 #define NVS_MEMORY_MODE_DEVICE 1u
 /* The client can report its bytes per swap path and its host staging
  * (docs/swap.md): a scheduler that knows the flag answers HELLO with one
  * SWAP_PATHS_OK, and only then does the client send SWAP_PATHS (whenever
  * they change), so an older scheduler never sees a type it would close on. */
-#define NVS_HELLO_SWAP_PATHS 0x80u
+#define NVS_HELLO_SWAP_PATHS 0x100u
 
 /* LOCK_RELEASED flags. Bit 0: an idle release (not asked). Bits 8..31 (same
  * shift as DROP_LOCK): the MiB an idle release moved to the host, as the
@@ -176,7 +188,7 @@ struct nvs_attach_gpu {
 };
 
 /* REQ_LOCK, WAITERS, GPU_MODE, SWAP_HINT, PING, PONG, LIMITS_ASK,
- * MEMORY_MODE and SWAP_PATHS_OK share this layout. */
+ * MEMORY_MODE, UNGATED_ASK and SWAP_PATHS_OK share this layout. */
 struct nvs_gpu_msg {
 	uint32_t local_gpu; /* PING, PONG: 0 */
 	uint32_t value;	    /* WAITERS: count; GPU_MODE: NVS_GPU_MODE_*; SWAP_HINT: MiB;
@@ -225,6 +237,21 @@ struct nvs_swap_paths {
 };
 #define NVS_SWAP_PATHS_PIN_FAILED 0x1u /* pinning was refused: staging stopped growing */
 #define NVS_SWAP_PATHS_TRAP 0x2u       /* NVSHARE_SWAP_TRAP=1 (a test mode) */
+/* UNGATED: the runs without the scheduler's gate that ended for one reason
+ * since the last report, and how long they lasted together. */
+enum nvs_ungated_reason {
+	NVS_UNGATED_UNREACHABLE = 1,  /* the scheduler's socket could not be reached */
+	NVS_UNGATED_LOST = 2,	      /* the connection was lost (closed, an error) */
+	NVS_UNGATED_NO_ANSWER = 3,    /* no GPU_MODE within the attach wait */
+	NVS_UNGATED_PING_TIMEOUT = 4, /* no answer to a PING (NVSHARE_SCHED_TIMEOUT) */
+	NVS_UNGATED_MODE_WAIT = 5,    /* a limited GPU's wait for GPU_MODE ran out */
+	NVS_UNGATED_REASONS = 5,
+};
+struct nvs_ungated {
+	uint32_t reason; /* enum nvs_ungated_reason */
+	uint32_t runs;
+	uint64_t ns; /* total length */
+};
 
 /* SET_LIMITS and LIMITS_IN_FORCE. */
 struct nvs_set_limits {
@@ -275,6 +302,7 @@ struct nvs_msg {
 		struct nvs_swap_stats swap;
 		struct nvs_swap_paths paths;
 		struct nvs_set_limits limits;
+		struct nvs_ungated ungated;
 		struct nvs_ctl_set ctl_set;
 		struct nvs_ctl_set_client ctl_client;
 		struct nvs_ctl_status ctl_status;
@@ -316,6 +344,9 @@ void nvs_msg_gpu(struct nvs_msg *m, uint16_t type, uint32_t local_gpu, uint32_t 
 void nvs_msg_released(struct nvs_msg *m, uint32_t local_gpu, uint32_t flags, uint64_t drain_ns);
 
 const char *nvs_msg_type_name(unsigned type);
+/* "unreachable", "lost", "no-answer", "ping-timeout", "mode-wait" for
+ * enum nvs_ungated_reason; "?" otherwise. */
+const char *nvs_ungated_reason_name(unsigned reason);
 const char *nvs_mode_name(unsigned mode);
 /* Parses "on", "off", "auto" (also 1/0). Returns -1 if unknown. */
 int nvs_mode_parse(const char *s);

@@ -8,6 +8,7 @@
 #include "sockpath.h"
 #include "status_view.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -68,11 +69,19 @@ static void usage(FILE *f)
 	       "      --socket PATH          use this socket\n"
 	       "      --timeout MS           give up when the scheduler has not answered\n"
 	       "                             within MS (5000; NVSHARE_CTL_TIMEOUT_MS)\n"
+	       "      --settings             every setting: its value and where it comes from\n"
+	       "                             (default, environment, flag, state-file,\n"
+	       "                             nvsharectl); with --json, as JSON\n"
 	       "  -S, --anti-thrash MODE     on (one job at a time), off (all at once),\n"
 	       "                             auto (together while memory fits)\n"
 	       "  -T, --set-tq TIME          time quantum: seconds (30, 0.5) or 300ms\n"
 	       "      --capacity SIZE|auto   schedulable memory (16Gi; auto = memory - reserve)\n"
 	       "      --idle-release MS      idle release for clients connecting from now on\n"
+	       "                             Each of these four takes \"default\": back to the\n"
+	       "                             configured value (with -g N: GPU N back to the\n"
+	       "                             value for all GPUs)\n"
+	       "      --reset NAME|all       the same for a setting by name (mode, tq, capacity,\n"
+	       "                             idle-release-ms: see --settings) or all of them\n"
 	       "  -g, --gpu N                apply to GPU N only (default: all GPUs)\n"
 	       "      --set-client PID       change a running client's limits:\n"
 	       "      --core-limit N|default   compute limit 1..100 %%\n"
@@ -133,23 +142,28 @@ static int open_conn(struct nvs_sconn *c)
 }
 
 /* Sends one request; prints the reply text. Returns the exit code. */
+/* A request's outcome r (1: a reply; 0: none in time; < 0: -errno):
+ * 1 (reported) when there is no reply, else 0. */
+static int no_reply(int r)
+{
+	if (r == 0)
+		fprintf(stderr,
+			"nvsharectl: scheduler not answering: no reply on %s within %d ms (is it "
+			"stopped or hung? --timeout or NVSHARE_CTL_TIMEOUT_MS changes the wait)\n",
+			sock_path, timeout_ms);
+	else if (r < 0)
+		fprintf(stderr, "nvsharectl: lost the connection to the scheduler: %s\n",
+			r == -EPROTO ? "malformed reply" : strerror(-r));
+	return r <= 0;
+}
+
 static int request(struct nvs_sconn *c, struct nvs_msg *req, int quiet_ok, struct nvs_msg *out)
 {
 	struct nvs_msg rep;
 	int64_t left = deadline_ms - mono_ms();
 	int r = left > 0 ? nvs_sconn_request(c, req, &rep, (int)left) : 0;
-	if (r == 0) {
-		fprintf(stderr,
-			"nvsharectl: scheduler not answering: no reply on %s within %d ms (is it "
-			"stopped or hung? --timeout or NVSHARE_CTL_TIMEOUT_MS changes the wait)\n",
-			sock_path, timeout_ms);
+	if (no_reply(r))
 		return 1;
-	}
-	if (r < 0) {
-		fprintf(stderr, "nvsharectl: lost the connection to the scheduler: %s\n",
-			r == -EPROTO ? "malformed reply" : strerror(-r));
-		return 1;
-	}
 	if (rep.reply_status != 0) {
 		/* The scheduler's text names the socket and what to do. */
 		fprintf(stderr, "nvsharectl: %s%.*s\n",
@@ -161,6 +175,75 @@ static int request(struct nvs_sconn *c, struct nvs_msg *req, int quiet_ok, struc
 		*out = rep;
 	else if (!quiet_ok)
 		printf("%.*s\n", (int)rep.reply_len, rep.reply_text);
+	return 0;
+}
+
+/* The whole status (streamed: any size). 0, or the exit code (reported). */
+static int fetch_status(struct nvs_sconn *c, char **text, size_t *len)
+{
+	int32_t st = 0;
+	int64_t left = deadline_ms - mono_ms();
+	int r = left > 0 ? nvs_sconn_status(c, (int)left, &st, text, len) : 0;
+	if (no_reply(r))
+		return 1;
+	if (st != 0) {
+		fprintf(stderr, "nvsharectl: %s%s\n", st == -EPERM ? "" : "refused: ", *text);
+		free(*text);
+		return 1;
+	}
+	return 0;
+}
+
+/* --reset NAME|all: the CTL_SET fields of the run-time settings named,
+ * from the scheduler's own table (its status), so that every run-time
+ * setting it has can be reset by name. 0, or the exit code (reported). */
+static int reset_fields(struct nvs_sconn *c, const char *name, int gpu, uint32_t *fields,
+			unsigned *n, unsigned cap)
+{
+	char *text;
+	size_t len;
+	int rc = fetch_status(c, &text, &len);
+	if (rc)
+		return rc;
+	cJSON *root = cJSON_ParseWithLength(text, len);
+	free(text);
+	const cJSON *set = cJSON_GetObjectItemCaseSensitive(root, "settings"), *e;
+	char names[256] = "";
+	*n = 0;
+	cJSON_ArrayForEach(e, set)
+	{
+		const cJSON *ctl = cJSON_GetObjectItemCaseSensitive(e, "ctl");
+		const cJSON *rt = cJSON_GetObjectItemCaseSensitive(e, "runtime");
+		if (!cJSON_IsNumber(ctl) || !cJSON_IsString(rt))
+			continue;
+		if (strlen(names) + strlen(e->string) + 3 < sizeof names)
+			snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+				 *names ? ", " : "", e->string);
+		int per_gpu = !strcmp(rt->valuestring, "gpu");
+		if (strcmp(name, "all") ? strcmp(name, e->string) != 0 : (gpu >= 0 && !per_gpu))
+			continue;
+		if (gpu >= 0 && !per_gpu) {
+			fprintf(stderr, "nvsharectl: %s is one setting for all GPUs: no -g\n",
+				e->string);
+			cJSON_Delete(root);
+			return 2;
+		}
+		if (*n < cap)
+			fields[(*n)++] = (uint32_t)ctl->valuedouble;
+	}
+	cJSON_Delete(root);
+	if (!set) {
+		fprintf(stderr, "nvsharectl: the scheduler's status has no settings (it is older "
+				"than this nvsharectl: no --reset)\n");
+		return 1;
+	}
+	if (!*n) {
+		fprintf(stderr,
+			"nvsharectl: --reset: no run-time setting \"%s\" (expected one of %s, or "
+			"all)\n",
+			name, names);
+		return 2;
+	}
 	return 0;
 }
 
@@ -186,7 +269,9 @@ int main(int argc, char **argv)
 		O_MEM,
 		O_TENANT,
 		O_SOCKET,
-		O_TIMEOUT
+		O_TIMEOUT,
+		O_SETTINGS,
+		O_RESET
 	};
 	static const struct option opts[] = {
 	    {"json", no_argument, 0, 'j'},
@@ -199,6 +284,8 @@ int main(int argc, char **argv)
 	    {"capacity", required_argument, 0, O_CAPACITY},
 	    {"idle-release", required_argument, 0, O_IDLE},
 	    {"set-client", required_argument, 0, O_SET_CLIENT},
+	    {"settings", no_argument, 0, O_SETTINGS},
+	    {"reset", required_argument, 0, O_RESET},
 	    {"core-limit", required_argument, 0, O_CORE},
 	    {"memory-limit", required_argument, 0, O_MEM},
 	    {"version", no_argument, 0, 'V'},
@@ -207,8 +294,11 @@ int main(int argc, char **argv)
 	};
 	int json = 0, mode = -1, gpu = -1;
 	int have_tq = 0, have_cap = 0, have_idle = 0, have_client = 0, have_core = 0, have_mem = 0;
-	int clear_core = 0, tenant = 0;
-	const char *socket_arg = NULL;
+	int clear_core = 0, tenant = 0, settings = 0;
+	/* "default" for -S, -T, --capacity, --idle-release: reset that field */
+	uint32_t resets[8];
+	unsigned nresets = 0;
+	const char *reset_name = NULL, *socket_arg = NULL;
 	uint64_t tq = 0, cap = 0, idle = 0, pid = 0, core = 0, mem = 0;
 	const char *te = getenv("NVSHARE_CTL_TIMEOUT_MS");
 	if (te && *te && parse_timeout(te, &timeout_ms))
@@ -232,12 +322,26 @@ int main(int argc, char **argv)
 				return usage_err("bad --timeout \"%s\": expected 100 .. 3600000 ms",
 						 optarg);
 			break;
+		case O_SETTINGS:
+			settings = 1;
+			break;
+		case O_RESET:
+			reset_name = optarg;
+			break;
 		case 'S':
+			if (!strcasecmp(optarg, "default")) {
+				resets[nresets++] = NVS_CTL_MODE;
+				break;
+			}
 			if ((mode = nvs_mode_parse(optarg)) < 0)
 				return usage_err("bad mode \"%s\": expected on, off or auto",
 						 optarg);
 			break;
 		case 'T':
+			if (!strcasecmp(optarg, "default")) {
+				resets[nresets++] = NVS_CTL_TQ_MS;
+				break;
+			}
 			if (nvs_parse_tq_ms(optarg, &tq))
 				return usage_err(
 				    "bad time quantum \"%s\": expected seconds (30, 0.5) "
@@ -251,6 +355,10 @@ int main(int argc, char **argv)
 			gpu = (int)v;
 			break;
 		case O_CAPACITY:
+			if (!strcasecmp(optarg, "default")) {
+				resets[nresets++] = NVS_CTL_CAPACITY;
+				break;
+			}
 			if (!strcasecmp(optarg, "auto"))
 				cap = 0;
 			else if (nvs_parse_size(optarg, 1, &cap) || !cap)
@@ -259,6 +367,10 @@ int main(int argc, char **argv)
 			have_cap = 1;
 			break;
 		case O_IDLE:
+			if (!strcasecmp(optarg, "default")) {
+				resets[nresets++] = NVS_CTL_IDLE_RELEASE_MS;
+				break;
+			}
 			if (nvs_parse_duration_ms(optarg, &idle) || idle > UINT32_MAX)
 				return usage_err("bad idle release \"%s\": expected milliseconds",
 						 optarg);
@@ -309,9 +421,16 @@ int main(int argc, char **argv)
 		return usage_err("--core-limit and --memory-limit need --set-client PID");
 	if (have_client && !have_core && !have_mem)
 		return usage_err("--set-client needs --core-limit and/or --memory-limit");
-	int changes = mode >= 0 || have_tq || have_cap || have_idle || have_client;
+	if (nresets > 4)
+		return usage_err("each of -S, -T, --capacity and --idle-release once");
+	int changes =
+	    mode >= 0 || have_tq || have_cap || have_idle || have_client || nresets || reset_name;
 	if (json && changes)
 		return usage_err("--json shows the status; it does not combine with changes");
+	if (settings && changes)
+		return usage_err("--settings shows the settings; it does not combine with changes");
+	if (settings && tenant)
+		return usage_err("--settings needs the admin socket (not --tenant)");
 
 	if (tenant && socket_arg)
 		return usage_err("--tenant and --socket both choose the socket: give one");
@@ -341,36 +460,31 @@ int main(int argc, char **argv)
 	int rc = 0;
 	if (!changes) {
 		/* Streamed: a status of any size (1,000 clients: ~1 MB). */
-		int32_t st = 0;
 		char *text;
 		size_t len;
-		int64_t left = deadline_ms - mono_ms();
-		int r = left > 0 ? nvs_sconn_status(&c, (int)left, &st, &text, &len) : 0;
-		if (r == 0) {
-			fprintf(
-			    stderr,
-			    "nvsharectl: scheduler not answering: no reply on %s within %d ms (is "
-			    "it stopped or hung? --timeout or NVSHARE_CTL_TIMEOUT_MS changes the "
-			    "wait)\n",
-			    sock_path, timeout_ms);
-			rc = 1;
-		} else if (r < 0) {
-			fprintf(stderr, "nvsharectl: lost the connection to the scheduler: %s\n",
-				r == -EPROTO ? "malformed reply" : strerror(-r));
-			rc = 1;
-		} else if (st != 0) {
-			fprintf(stderr, "nvsharectl: %s%s\n",
-				st == -EPERM ? "" : "refused: ", text);
-			rc = 1;
-		} else if (json) {
+		rc = fetch_status(&c, &text, &len);
+		if (rc)
+			;
+		else if (settings)
+			rc = nvs_settings_print(stdout, text, len, json) ? 1 : 0;
+		else if (json)
 			printf("%s\n", text);
-		} else if (nvs_status_print(stdout, text, len)) {
+		else if (nvs_status_print(stdout, text, len))
 			rc = 1;
-		}
-		free(text);
+		if (!rc)
+			free(text);
 		nvs_sconn_close(&c);
 		return rc;
 	}
+	if (reset_name) {
+		unsigned n = 0;
+		rc = reset_fields(&c, reset_name, gpu, resets + nresets, &n,
+				  sizeof resets / sizeof resets[0] - nresets);
+		nresets += n;
+	}
+	for (unsigned i = 0; !rc && i < nresets; i++)
+		rc = set(&c, resets[i] == NVS_CTL_IDLE_RELEASE_MS ? -1 : gpu,
+			 resets[i] | NVS_CTL_RESET, 0);
 	if (!rc && mode >= 0)
 		rc = set(&c, gpu, NVS_CTL_MODE, (uint64_t)mode);
 	if (!rc && have_tq)

@@ -4,6 +4,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 static double numv(const cJSON *o, const char *k)
@@ -135,6 +136,84 @@ static void print_quota(FILE *f, const cJSON *clients)
 	}
 }
 
+/* The value of a per-GPU setting in a GPU's status entry, as text. */
+static const char *gpu_setting(const cJSON *g, const char *name, char *b, size_t cap)
+{
+	if (!strcmp(name, "mode"))
+		return strv(g, "mode");
+	if (!strcmp(name, "tq"))
+		return secs(numv(g, "tq_ms"), b, cap);
+	if (!strcmp(name, "capacity"))
+		return size(g, "capacity", b, cap);
+	return "?";
+}
+
+int nvs_settings_print(FILE *f, const char *json, size_t len, int as_json)
+{
+	cJSON *root = cJSON_ParseWithLength(json, len);
+	const cJSON *set = cJSON_GetObjectItemCaseSensitive(root, "settings"), *e;
+	if (!cJSON_IsObject(set)) {
+		fprintf(stderr, "nvsharectl: the scheduler's status has no settings (not valid "
+				"JSON, or a scheduler older than this nvsharectl)\n");
+		cJSON_Delete(root);
+		return -1;
+	}
+	if (as_json) {
+		char *s = cJSON_PrintUnformatted(set);
+		if (s)
+			fprintf(f, "%s\n", s);
+		free(s);
+		cJSON_Delete(root);
+		return s ? 0 : -1;
+	}
+	fprintf(f, "%-28s %-20s %-12s %s\n", "SETTING", "VALUE", "SOURCE",
+		"CONFIGURED (run-time settings)");
+	cJSON_ArrayForEach(e, set)
+	{
+		char conf[128] = "";
+		if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "configured_text")))
+			snprintf(conf, sizeof conf, "%s (%s)", strv(e, "configured_text"),
+				 strv(e, "configured_source"));
+		const char *t = strv(e, "text");
+		fprintf(f, "%-28s %-20s %-12s %s\n", e->string, *t ? t : "-", strv(e, "source"),
+			conf);
+	}
+	/* GPUs that do not follow the value for all GPUs. */
+	const cJSON *g;
+	cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(root, "gpus"))
+	{
+		const cJSON *src;
+		cJSON_ArrayForEach(src, cJSON_GetObjectItemCaseSensitive(g, "sources"))
+		{
+			char b[32];
+			if (!cJSON_IsString(src) || !strcmp(src->valuestring, "all-gpus"))
+				continue;
+			fprintf(f, "GPU %.0f: %s %s (%s)\n", numv(g, "index"), src->string,
+				gpu_setting(g, src->string, b, sizeof b), src->valuestring);
+		}
+	}
+	cJSON_Delete(root);
+	return 0;
+}
+
+/* One line: the settings whose value is not their default, with where
+ * it comes from (nvsharectl --settings lists all). */
+static void print_changed(FILE *f, const cJSON *root)
+{
+	const cJSON *set = cJSON_GetObjectItemCaseSensitive(root, "settings"), *e;
+	int n = 0;
+	cJSON_ArrayForEach(e, set)
+	{
+		if (!strcmp(strv(e, "source"), "default"))
+			continue;
+		fprintf(f, "%s %s %s (%s)",
+			n++ ? "," : "settings not at their defaults:", e->string, strv(e, "text"),
+			strv(e, "source"));
+	}
+	if (n)
+		fprintf(f, "; nvsharectl --settings lists all\n");
+}
+
 int nvs_status_print(FILE *f, const char *json, size_t len)
 {
 	cJSON *root = cJSON_ParseWithLength(json, len);
@@ -166,6 +245,7 @@ int nvs_status_print(FILE *f, const char *json, size_t len)
 			strv(root, "admin_socket"),
 			cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "nvml")) ? "yes"
 										     : "no");
+		print_changed(f, root);
 	}
 	fprintf(f, "\n%-4s %-5s %-6s %-7s %-9s %-9s %-9s %-12s %-8s %s\n", "GPU", "MODE", "SERIAL",
 		"TQ", "CAPACITY", "ALLOC", "MEMORY", "HOLDER", "HANDOFF", "QUEUE (client/pid)");

@@ -12,6 +12,11 @@
 # PyTorch jobs). Otherwise the simulated GPU of the test suite (tests/sim)
 # and the test application sim_app. NVSHARE_DEMO_SIM=1 forces the simulator.
 #
+# NVSHARE_DEMO_LIBRARY and NVSHARE_DEMO_SCHEDULER run it with installed
+# files instead of the build's (e.g. /usr/lib/libnvshare.so and
+# /usr/sbin/nvshare-scheduler from the Debian package; the simulated GPU
+# still comes from the build).
+#
 # Exit status 0 iff both clients finished correctly. Everything it started is
 # stopped and its temporary directory removed on exit (also on Ctrl-C).
 set -u
@@ -21,7 +26,9 @@ NVS_BUILD=${NVS_BUILD:-build}
 case "$NVS_BUILD" in /*) B=$NVS_BUILD;; *) B=$ROOT/$NVS_BUILD;; esac
 
 die() { echo "demo: $*" >&2; exit 1; }
-for f in "$B/libnvshare.so" "$B/nvshare-scheduler"; do
+LIB=${NVSHARE_DEMO_LIBRARY:-$B/libnvshare.so}
+SCHED=${NVSHARE_DEMO_SCHEDULER:-$B/nvshare-scheduler}
+for f in "$LIB" "$SCHED"; do
   [ -e "$f" ] || die "$f not found: build first (make demo does)"
 done
 
@@ -37,8 +44,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo; echo "demo: interrupted"; exit 130' INT TERM
 
-export NVSHARE_SOCK_DIR=$T/sock NVSHARE_ADMIN_SOCK_DIR=$T/admin
-PRELOAD=$B/libnvshare.so
+# A private state file: the node's saved settings (/var/lib/nvshare/state.json,
+# e.g. a time quantum someone set with nvsharectl -T) must not change the demo.
+export NVSHARE_SOCK_DIR=$T/sock NVSHARE_ADMIN_SOCK_DIR=$T/admin NVSHARE_STATE_FILE=$T/state.json
+PRELOAD=$LIB
 if [ -f "$B/.san" ]; then
   PRELOAD="$(${CC:-gcc} -print-file-name=libasan.so):$PRELOAD"
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
@@ -115,7 +124,7 @@ echo "(they do not fit together, so the GPU is serialized: one holder at a time)
 echo
 
 NVSHARE_SCHED_MODE=auto NVSHARE_GPU_CAPACITY=$CAPACITY NVSHARE_TQ=$TQ \
-  "$B/nvshare-scheduler" >"$T/scheduler.log" 2>&1 &
+  "$SCHED" >"$T/scheduler.log" 2>&1 &
 PIDS+=("$!")
 for _ in $(seq 100); do [ -S "$NVSHARE_SOCK_DIR/scheduler.sock" ] && break; sleep 0.05; done
 [ -S "$NVSHARE_SOCK_DIR/scheduler.sock" ] || { cat "$T/scheduler.log"; die "scheduler did not start"; }

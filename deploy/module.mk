@@ -11,8 +11,10 @@
 #   CONTAINER_TOOL  buildah (default when installed, `build` subcommand),
 #                   else docker; podman works too
 #   REGISTRY        registry host[/path] the images go to (default none:
-#                   local names nvshare/scheduler...)
-#   IMAGE_REPO      image name prefix (default REGISTRY/nvshare, or nvshare)
+#                   local names localhost/nvshare/scheduler...)
+#   IMAGE_REPO      image name prefix (default REGISTRY/nvshare, or
+#                   localhost/nvshare: a name no registry serves, so that
+#                   nothing is ever pulled from a namespace we do not own)
 #   IMAGE_TAG       default: the release in VERSION, as the kustomize base
 #                   (deploy/kubernetes/kustomization.yaml) names it
 #   IMAGE_BASE      base image (default debian:bookworm-slim; glibc >= 2.36)
@@ -21,8 +23,9 @@
 
 CONTAINER_TOOL ?= $(if $(shell command -v buildah 2>/dev/null),buildah,docker)
 REGISTRY ?=
-IMAGE_REPO ?= $(if $(REGISTRY),$(REGISTRY:%/=%)/nvshare,nvshare)
+IMAGE_REPO ?= $(if $(REGISTRY),$(REGISTRY:%/=%)/nvshare,localhost/nvshare)
 IMAGE_TAG ?= $(shell tr -d ' \t\r\n' <VERSION)
+IMAGE_REVISION ?= $(or $(shell git rev-parse HEAD 2>/dev/null),unknown)
 IMAGE_BASE ?= debian:bookworm-slim
 IMAGE_ARCH ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 IMAGE_CONTEXT ?= build/images
@@ -47,9 +50,12 @@ $(IMAGE_CONTEXT)/device-plugin/.staged-$(IMAGE_ARCH): $(B)/nvshare-device-plugin
 # The library goes into arbitrary containers: it must need nothing but glibc,
 # so no dependencies are staged with it.
 $(IMAGE_CONTEXT)/library/.staged-$(IMAGE_ARCH): $(B)/libnvshare.so deploy/images/install-library.sh \
-		deploy/images/stage.sh
+		deploy/images/stage.sh $(NVS_VERSION_H)
+	@mkdir -p $(IMAGE_CONTEXT)/library
+	scripts/gen-version.sh --print >$(IMAGE_CONTEXT)/library/VERSION
 	deploy/images/stage.sh --no-deps $(IMAGE_CONTEXT)/library $(IMAGE_ARCH) \
 		$(B)/libnvshare.so:/usr/local/nvshare/lib/ \
+		$(IMAGE_CONTEXT)/library/VERSION:/usr/local/nvshare/VERSION \
 		deploy/images/install-library.sh:/usr/local/bin/nvshare-install-library
 	@touch $@
 
@@ -57,6 +63,7 @@ image-stage: $(IMAGE_STAGED)
 
 $(IMAGES:%=image-%): image-%: $(IMAGE_CONTEXT)/%/.staged-$(IMAGE_ARCH)
 	$(CONTAINER_TOOL) build --build-arg BASE=$(IMAGE_BASE) --build-arg TARGETARCH=$(IMAGE_ARCH) \
+		--build-arg VERSION=$(IMAGE_TAG) --build-arg REVISION=$(IMAGE_REVISION) \
 		-f deploy/images/Containerfile.$* -t $(IMAGE_REPO)/$*:$(IMAGE_TAG) $(IMAGE_CONTEXT)/$*
 
 images: $(IMAGES:%=image-%)
@@ -97,6 +104,7 @@ images-multiarch:
 		exit 1; }; done; done
 	for i in $(IMAGES); do \
 		docker buildx build --platform $(PLATFORMS) --build-arg BASE=$(IMAGE_BASE) \
+			--build-arg VERSION=$(IMAGE_TAG) --build-arg REVISION=$(IMAGE_REVISION) \
 			-f deploy/images/Containerfile.$$i -t $(IMAGE_REPO)/$$i:$(IMAGE_TAG) --push \
 			$(IMAGE_CONTEXT)/$$i || exit 1; \
 	done

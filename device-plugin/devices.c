@@ -141,6 +141,7 @@ static int nvml_discover(struct nvs_dp_devices *d)
 	LOAD(get_uuid, "nvmlDeviceGetUUID");
 	LOAD(get_name, "nvmlDeviceGetName");
 	LOAD(mem_info, "nvmlDeviceGetMemoryInfo");
+	*(void **)&d->minor_number = dlsym(d->nvml_lib, "nvmlDeviceGetMinorNumber");
 	nvmlReturn_t r = d->init();
 	if (r != NVML_SUCCESS) {
 		NVS_WARN("nvmlInit failed: %s", nvml_err(d, r));
@@ -173,6 +174,9 @@ static int nvml_discover(struct nvs_dp_devices *d)
 			snprintf(g->name, sizeof g->name, "GPU %u", i);
 		g->handle = h;
 		g->healthy = 1;
+		unsigned minor;
+		g->minor =
+		    d->minor_number && d->minor_number(h, &minor) == NVML_SUCCESS ? (int)minor : -1;
 		nvmlMemory_t mem;
 		if (d->mem_info(h, &mem) == NVML_SUCCESS)
 			g->mem_total = mem.total;
@@ -216,6 +220,7 @@ int nvs_dp_devices_init(struct nvs_dp_devices *d, unsigned replicas)
 		memcpy(g->uuid, uuids[i], sizeof g->uuid);
 		snprintf(g->name, sizeof g->name, "GPU");
 		g->healthy = 1;
+		g->minor = -1; /* no NVML: the CDI spec lists no node of its own */
 		if (strncmp(g->uuid, "GPU-", 4) && strncmp(g->uuid, "MIG-", 4))
 			NVS_WARN("NVIDIA_VISIBLE_DEVICES entry \"%s\" is not a UUID; containers"
 				 " will get it as it is",

@@ -45,6 +45,7 @@ struct nvs_dp_gpu {
 	nvmlDevice_t handle; /* NULL without NVML */
 	uint64_t mem_total;  /* bytes: NVML, else --gpu-memory-size; 0 unknown */
 	unsigned units;	     /* memory units advertised */
+	int minor;	     /* /dev/nvidia<minor> (NVML), -1 unknown (the CDI spec) */
 };
 
 struct nvs_dp_devices {
@@ -66,6 +67,7 @@ struct nvs_dp_devices {
 	nvs_pfn_nvmlDeviceGetUUID get_uuid;
 	nvs_pfn_nvmlDeviceGetName get_name;
 	nvs_pfn_nvmlDeviceGetMemoryInfo mem_info;
+	nvs_pfn_nvmlDeviceGetMinorNumber minor_number; /* optional */
 };
 
 /* Finds the GPUs. Returns the number found (0 is not an error: the plugin

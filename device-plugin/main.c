@@ -86,6 +86,19 @@ static void usage(FILE *f)
 		"                             NVIDIA_VISIBLE_DEVICES); default: no units\n"
 		"  --memory-socket-name NAME  its socket in DIR (default nvshare-memory.sock)\n"
 		"  --no-memory-resource       advertise nvshare.com/gpu only\n"
+		"  --device-list-strategy L   how containers are told their GPUs, a comma\n"
+		"                             list of envvar (default), volume-mounts,\n"
+		"                             cdi-annotations, cdi-cri (docs/kubernetes.md);\n"
+		"                             also NVSHARE_DEVICE_LIST_STRATEGY\n"
+		"  --cdi-spec-dir DIR         where the CDI spec nvshare.com-gpu.json is\n"
+		"                             written for cdi-* (default /var/run/cdi)\n"
+		"  --cdi-driver-kind KIND     CDI kind of the driver's devices named beside\n"
+		"                             ours (default nvidia.com/gpu, from nvidia-ctk's\n"
+		"                             spec on the node; none: only ours)\n"
+		"  --cdi-dev-root DIR         where the node's /dev is seen (default /)\n"
+		"  --require-scheduler        containers get NVSHARE_REQUIRE_SCHEDULER=1: CUDA\n"
+		"                             work fails instead of running ungated when\n"
+		"                             the scheduler cannot be reached\n"
 		"  -V, --version              print the version\n"
 		"  -h, --help                 this text\n"
 		"\n"
@@ -255,7 +268,12 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 		O_NOMEM,
 		O_HFILE,
 		O_PROBE,
-		O_PROBE_AGE
+		O_PROBE_AGE,
+		O_LIST,
+		O_CDI_DIR,
+		O_CDI_DRIVER,
+		O_CDI_DEV,
+		O_REQUIRE
 	};
 	static const struct option opts[] = {
 	    {"kubelet-dir", required_argument, 0, O_KDIR},
@@ -278,6 +296,11 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 	    {"health-file", required_argument, 0, O_HFILE},
 	    {"probe", required_argument, 0, O_PROBE},
 	    {"probe-max-age", required_argument, 0, O_PROBE_AGE},
+	    {"device-list-strategy", required_argument, 0, O_LIST},
+	    {"cdi-spec-dir", required_argument, 0, O_CDI_DIR},
+	    {"cdi-driver-kind", required_argument, 0, O_CDI_DRIVER},
+	    {"cdi-dev-root", required_argument, 0, O_CDI_DEV},
+	    {"require-scheduler", no_argument, 0, O_REQUIRE},
 	    {"version", no_argument, 0, 'V'},
 	    {"help", no_argument, 0, 'h'},
 	    {0, 0, 0, 0},
@@ -405,6 +428,37 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 		case O_NOMEM:
 			c->mem_resource_name = NULL;
 			break;
+		case O_LIST:
+			if (nvs_dp_list_parse(optarg, &c->cdi.strategies)) {
+				fprintf(stderr,
+					"--device-list-strategy: expected a comma list of envvar, "
+					"volume-mounts, cdi-annotations, cdi-cri, got \"%s\"\n",
+					optarg);
+				return -1;
+			}
+			break;
+		case O_CDI_DIR:
+			c->cdi.spec_dir = optarg;
+			break;
+		case O_CDI_DRIVER:
+			/* A CDI kind is vendor/class: one '/', no '='. */
+			if (strcmp(optarg, "none") &&
+			    (!strchr(optarg, '/') || strchr(strchr(optarg, '/') + 1, '/') ||
+			     strchr(optarg, '=') || strchr(optarg, ','))) {
+				fprintf(stderr,
+					"--cdi-driver-kind: expected a CDI kind such as "
+					"nvidia.com/gpu, or none, got \"%s\"\n",
+					optarg);
+				return -1;
+			}
+			c->cdi.driver_kind = strcmp(optarg, "none") ? optarg : "";
+			break;
+		case O_CDI_DEV:
+			c->cdi.dev_root = optarg;
+			break;
+		case O_REQUIRE:
+			c->require_scheduler = 1;
+			break;
 		case 'V':
 			printf("nvshare-device-plugin %s\n", NVS_VERSION_FULL);
 			exit(0);
@@ -444,14 +498,33 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 		fprintf(stderr, "--resource-name: an extended resource such as nvshare.com/gpu\n");
 		return -1;
 	}
-	const char *dirs[] = {c->host_lib_dir, c->container_lib_dir, c->host_sock_dir,
-			      c->container_sock_dir, c->kubelet_dir};
+	const char *dirs[] = {c->host_lib_dir,	     c->container_lib_dir, c->host_sock_dir,
+			      c->container_sock_dir, c->kubelet_dir,	   c->cdi.spec_dir,
+			      c->cdi.dev_root};
 	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
 		if (dirs[i][0] != '/') {
 			fprintf(stderr, "directories must be absolute paths: \"%s\"\n", dirs[i]);
 			return -1;
 		}
 	}
+	return 0;
+}
+
+/* The CDI spec of the node's GPUs (cdi.h), once at start: the GPUs do not
+ * change while the plugin runs (a new GPU means a restart, as for the
+ * advertised devices). */
+static int write_cdi_spec(const struct nvs_dp_config *c, struct nvs_dp_devices *dev)
+{
+	struct nvs_dp_cdi_gpu g[NVS_MAX_GPUS];
+	for (unsigned i = 0; i < dev->n; i++)
+		g[i] = (struct nvs_dp_cdi_gpu){dev->gpu[i].uuid, dev->gpu[i].minor};
+	char err[600];
+	if (nvs_dp_cdi_write_spec(&c->cdi, g, dev->n, err, sizeof err)) {
+		NVS_ERROR("CDI spec: %s (--cdi-spec-dir; the runtime reads CDI specs there)", err);
+		return -1;
+	}
+	NVS_INFO("CDI spec %s/%s written: kind %s, %u GPU(s)", c->cdi.spec_dir,
+		 NVS_DP_CDI_SPEC_FILE, NVS_DP_CDI_KIND, dev->n);
 	return 0;
 }
 
@@ -492,7 +565,21 @@ int main(int argc, char **argv)
 	    .mem_socket_name = "nvshare-memory.sock",
 	    .mem_unit = 1ull << 30,
 	    .mem_oversubscription = 1.0,
+	    .cdi = {.strategies = NVS_DP_LIST_ENVVAR,
+		    .spec_dir = NVS_DP_CDI_SPEC_DIR,
+		    .driver_kind = NVS_DP_CDI_DRIVER_KIND,
+		    .dev_root = "/"},
 	};
+	/* The environment first, flags over it (the DaemonSet sets the
+	 * variable, so that a kustomize component can change it). */
+	const char *ls = getenv("NVSHARE_DEVICE_LIST_STRATEGY");
+	if (ls && *ls && nvs_dp_list_parse(ls, &st.cfg.cdi.strategies)) {
+		fprintf(stderr,
+			"NVSHARE_DEVICE_LIST_STRATEGY: expected a comma list of envvar, "
+			"volume-mounts, cdi-annotations, cdi-cri, got \"%s\"\n",
+			ls);
+		return 2;
+	}
 	if (parse_args(argc, argv, &st.cfg))
 		return 2;
 	if (probe) {
@@ -558,6 +645,15 @@ int main(int argc, char **argv)
 				 dev.gpu[i].units);
 		}
 	}
+	char names[64];
+	NVS_INFO("device list strategy %s%s%s",
+		 nvs_dp_list_names(st.cfg.cdi.strategies, names, sizeof names),
+		 st.cfg.cdi.strategies & NVS_DP_LIST_CDI ? ", CDI driver kind " : "",
+		 st.cfg.cdi.strategies & NVS_DP_LIST_CDI
+		     ? (*st.cfg.cdi.driver_kind ? st.cfg.cdi.driver_kind : "none")
+		     : "");
+	if (st.cfg.cdi.strategies & NVS_DP_LIST_CDI && write_cdi_spec(&st.cfg, &dev))
+		return 1;
 	nvs_rpc_init();
 
 	uint64_t next_health = now_ms() + st.cfg.health_interval_ms;

@@ -6,7 +6,7 @@
 
 DP_GEN := $(B)/device-plugin/gen
 DP_SRCS := device-plugin/main.c device-plugin/plugin.c device-plugin/grpc_server.c \
-	device-plugin/devices.c device-plugin/policy.c device-plugin/health.c
+	device-plugin/devices.c device-plugin/policy.c device-plugin/health.c device-plugin/cdi.c
 DP_OBJS := $(DP_SRCS:%.c=$(B)/%.o) $(DP_GEN)/deviceplugin.pb-c.o
 DP_PKGS := grpc libprotobuf-c
 DP_CFLAGS := $(shell pkg-config --cflags $(DP_PKGS) 2>/dev/null) -Idevice-plugin -I$(DP_GEN)
@@ -27,4 +27,4 @@ $(B)/device-plugin/plugin.o: $(DP_GEN)/deviceplugin.pb-c.h
 
 $(B)/nvshare-device-plugin: $(DP_OBJS) $(COMMON_OBJS)
 	@test -n "$(DP_LIBS)" || { echo "pkg-config finds no grpc/libprotobuf-c: apt-get install libgrpc-dev libprotobuf-c-dev" >&2; exit 1; }
-	$(CC) $(LDFLAGS_ALL) $(PIE_LDFLAGS) -o $@ $^ -Wl,--as-needed $(DP_LIBS) -ldl -lpthread
+	$(CC) $(LDFLAGS_ALL) $(PIE_LDFLAGS) -o $@ $^ -Wl,--as-needed $(DP_LIBS) -lcjson -ldl -lpthread

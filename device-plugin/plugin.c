@@ -190,14 +190,20 @@ out:
 
 /* ---- Allocate ---- */
 
-#define MAX_ENVS 5
+#define MAX_ENVS 6
+#define MAX_MOUNTS (2 + NVS_MAX_GPUS) /* library, socket, volume-mounts' list */
 
 struct one_response {
 	V1beta1__ContainerAllocateResponse r;
 	V1beta1__ContainerAllocateResponse__EnvsEntry env[MAX_ENVS];
 	V1beta1__ContainerAllocateResponse__EnvsEntry *envp[MAX_ENVS];
-	V1beta1__Mount mount[2];
-	V1beta1__Mount *mountp[2];
+	V1beta1__Mount mount[MAX_MOUNTS];
+	V1beta1__Mount *mountp[MAX_MOUNTS];
+	/* The device list strategies' part (cdi.c). */
+	struct nvs_dp_list_out list;
+	V1beta1__ContainerAllocateResponse__AnnotationsEntry ann, *annp;
+	V1beta1__CDIDevice cdi[2 * NVS_MAX_GPUS];
+	V1beta1__CDIDevice *cdip[2 * NVS_MAX_GPUS];
 	char preload[512];
 	char visible[NVS_MAX_GPUS * NVS_DP_ID_MAX];
 	char mem_request[24], mem_total[24]; /* decimal bytes */
@@ -222,6 +228,32 @@ static void add_mount(struct one_response *o, const char *host, const char *ctr)
 	o->mount[i].read_only = 1;
 	o->mountp[i] = &o->mount[i];
 	o->r.n_mounts++;
+}
+
+/* How the container learns its GPUs: --device-list-strategy (cdi.h). */
+static void device_list(const struct nvs_dp_plugin *p, struct one_response *r)
+{
+	struct nvs_dp_list_out *l = &r->list;
+	nvs_dp_device_list(&p->cfg->cdi, p->resource_name, r->visible, l);
+	if (l->visible)
+		set_env(r, "NVIDIA_VISIBLE_DEVICES", (char *)l->visible);
+	for (unsigned i = 0; i < l->n_mounts; i++)
+		add_mount(r, "/dev/null", l->mount[i]);
+	if (l->annotation_key[0]) {
+		v1beta1__container_allocate_response__annotations_entry__init(&r->ann);
+		r->ann.key = l->annotation_key;
+		r->ann.value = l->annotation_value;
+		r->annp = &r->ann;
+		r->r.annotations = &r->annp;
+		r->r.n_annotations = 1;
+	}
+	for (unsigned i = 0; i < l->n_cdi; i++) {
+		v1beta1__cdidevice__init(&r->cdi[i]);
+		r->cdi[i].name = l->cdi[i];
+		r->cdip[i] = &r->cdi[i];
+	}
+	r->r.cdi_devices = r->cdip;
+	r->r.n_cdi_devices = l->n_cdi;
 }
 
 /* nvshare.com/gpu: one slice per GPU; every GPU named is visible. */
@@ -325,7 +357,9 @@ static int allocate(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
 		snprintf(r->preload, sizeof r->preload, "%s/%s", cfg->container_lib_dir,
 			 cfg->lib_name);
 		set_env(r, "LD_PRELOAD", r->preload);
-		set_env(r, "NVIDIA_VISIBLE_DEVICES", r->visible);
+		device_list(p, r);
+		if (cfg->require_scheduler)
+			set_env(r, "NVSHARE_REQUIRE_SCHEDULER", (char *)"1");
 		if (strcmp(cfg->container_sock_dir, NVS_DEFAULT_SOCK_DIR))
 			set_env(r, "NVSHARE_SOCK_DIR", (char *)cfg->container_sock_dir);
 		if (p->kind == NVS_DP_KIND_MEMORY) {
@@ -335,8 +369,9 @@ static int allocate(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
 		add_mount(r, cfg->host_lib_dir, cfg->container_lib_dir);
 		add_mount(r, cfg->host_sock_dir, cfg->container_sock_dir);
 		op[i] = &r->r;
-		NVS_INFO("Allocate %s: %zu device(s) -> NVIDIA_VISIBLE_DEVICES=%s%s%s",
-			 p->resource_name, c->n_devices_ids, r->visible,
+		NVS_INFO("Allocate %s: %zu device(s) -> %s%s%s%s", p->resource_name,
+			 c->n_devices_ids, r->visible,
+			 r->list.n_cdi || r->list.annotation_key[0] ? " (CDI)" : "",
 			 p->kind == NVS_DP_KIND_MEMORY ? " NVSHARE_GPU_MEMORY_REQUEST=" : "",
 			 p->kind == NVS_DP_KIND_MEMORY ? r->mem_request : "");
 	}

@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "cdi.h"
 #include "devices.h"
 #include "grpc_server.h"
 #include "policy.h"
@@ -43,7 +44,9 @@ struct nvs_dp_config {
 	const char *mem_socket_name;
 	uint64_t mem_unit; /* bytes per unit */
 	double mem_oversubscription;
-	uint64_t gpu_memory_size; /* GPU size when NVML cannot tell, 0 none */
+	uint64_t gpu_memory_size;  /* GPU size when NVML cannot tell, 0 none */
+	struct nvs_dp_cdi_cfg cdi; /* --device-list-strategy and CDI (cdi.h) */
+	int require_scheduler;	   /* NVSHARE_REQUIRE_SCHEDULER=1 in every container */
 };
 
 struct nvs_dp_plugin {

@@ -4,8 +4,8 @@
  * rate-limited per connection (the excess coalesced: only the latest value
  * is kept and applied when the connection's budget allows), the adaptive
  * quantum uses the median of recent swap times and is bounded, and a GPU's
- * automatic mode switches are rate-limited (hysteresis). Also the settings
- * of all of these.
+ * automatic mode switches are rate-limited (hysteresis). Their settings
+ * are rows of settings.def (S.cfg).
  */
 #ifndef NVSHARE_SCHEDULER_CLAIMS_H
 #define NVSHARE_SCHEDULER_CLAIMS_H
@@ -16,22 +16,8 @@ struct client_gpu;
 struct gpu;
 struct nvs_swap_stats;
 
-#define NVS_DEFAULT_OVERSUB_FACTOR 4u
-#define NVS_DEFAULT_MODE_DWELL_MS 1000u
-#define NVS_DEFAULT_MODE_SWITCH_BURST 4u
-#define NVS_DEFAULT_REPORT_RATE 50u
-#define NVS_DEFAULT_SWAP_TQ_MAX_FACTOR 4u
 /* Recent swap times kept per GPU and direction (median of these). */
 #define NVS_SWAP_SAMPLES NVS_SWAP_RING /* state.h */
-
-/* The settings: NVSHARE_* variable, --flag, range. nvs_claims_config_env
- * applies the variables (defaults are set by nvs_config_defaults); a bad
- * value is an error naming variable, value and range: returns -1.
- * nvs_claims_config_flag does the same for a flag ("--report-rate"). */
-int nvs_claims_config_env(void);
-int nvs_claims_config_flag(const char *flag, const char *value);
-/* The long options' names, NULL-terminated (main.c's getopt table). */
-extern const char *const nvs_claims_flags[];
 
 /* The allocation counted for a claim (bytes): min(claimed, the client's
  * memory limit, capacity x NVSHARE_OVERSUBSCRIPTION_FACTOR). The first

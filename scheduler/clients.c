@@ -1,4 +1,5 @@
 #include "clients.h"
+#include "limits.h"
 
 #include "claims.h"
 #include "conn.h"
@@ -140,6 +141,11 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 	cl->unknown_why = c->peer.unknown_why;
 	cl->id_pidfd = c->peer.pidfd_checked;
 	snprintf(cl->pod_uid, sizeof cl->pod_uid, "%s", c->peer.pod_uid);
+	/* A Pod socket's binding names its Pod (podsock.h); the watch may
+	 * not have named its UID yet (pod_identity.c). */
+	snprintf(cl->pod_namespace, sizeof cl->pod_namespace, "%s", c->peer.pod_ns);
+	snprintf(cl->pod_name, sizeof cl->pod_name, "%s", c->peer.pod_name);
+	snprintf(cl->cg_pod_uid, sizeof cl->cg_pod_uid, "%s", c->peer.cg_pod_uid);
 	cl->reported_pid = h->client_pid;
 	snprintf(cl->name, sizeof cl->name, "%s", h->name);
 	sanitize(cl->name);
@@ -154,9 +160,10 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 		S.clients->prev = cl;
 	S.clients = cl;
 	S.nclients++;
-	nvs_fair_join(cl);	    /* its tenant: turns on the GPUs (fairness.h) */
-	nvs_pod_identify(cl);	    /* the Pod's name and limits, or unknown-tenant limits */
-	nvs_state_apply_client(cl); /* limits nvsharectl set for its Pod (state file) */
+	nvs_limits_client_idle(c, 1); /* no GPU yet: bounded per tenant (limits.h) */
+	nvs_fair_join(cl);	      /* its tenant: turns on the GPUs (fairness.h) */
+	nvs_pod_identify(cl);	      /* the Pod's name and limits, or unknown-tenant limits */
+	nvs_state_apply_client(cl);   /* limits nvsharectl set for its Pod (state file) */
 
 	struct nvs_msg m;
 	memset(&m, 0, sizeof m);
@@ -172,6 +179,11 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 	if (h->flags & NVS_HELLO_LIMITS) {
 		/* "Which limits do you enforce?": only now may it say. */
 		nvs_msg_gpu(&m, NVS_MSG_LIMITS_ASK, 0, 0);
+		conn_send(c, &m);
+	}
+	if (h->flags & NVS_HELLO_UNGATED) {
+		/* "Tell me when you ran ungated": only now may it. */
+		nvs_msg_gpu(&m, NVS_MSG_UNGATED_ASK, 0, 0);
 		conn_send(c, &m);
 	}
 	if (h->flags & NVS_HELLO_SWAP_PATHS) {
@@ -195,6 +207,31 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 		  cl->id, (int)cl->pid, (int)cl->uid, nvs_json_str(cl->name, name, sizeof name),
 		  nvs_json_str(nvs_fair_tenant_label(cl, tenant, sizeof tenant), tj, sizeof tj),
 		  (int)cl->reported_pid); /* display only: the claim */
+}
+
+/* UNGATED: the client ran without the gate (docs/client-lock.md "Failure
+ * behaviour") and says so once it is connected again. Statistics: counted
+ * (status, metrics, an event, a warning), never used for anything else;
+ * one report per reason and connection, values bounded. */
+static void ungated(struct client *cl, const struct nvs_ungated *u)
+{
+	if (!u->reason || u->reason > NVS_UNGATED_REASONS || !u->runs ||
+	    (cl->ungated_reported & (1u << u->reason)))
+		return;
+	cl->ungated_reported |= 1u << u->reason;
+	uint64_t runs = u->runs > 1000000u ? 1000000u : u->runs;
+	uint64_t ns =
+	    u->ns > 86400ull * 1000000000ull * 365 ? 86400ull * 1000000000ull * 365 : u->ns;
+	cl->ungated_runs += runs;
+	cl->ungated_ns += ns;
+	S.ungated_runs[u->reason] += runs;
+	S.ungated_ns[u->reason] += ns;
+	const char *why = nvs_ungated_reason_name(u->reason);
+	NVS_WARN("client=%u pid=%d ran ungated %llu time(s), %.3f s in all, before it was "
+		 "scheduled again: %s",
+		 cl->id, (int)cl->pid, (unsigned long long)runs, (double)ns / 1e9, why);
+	nvs_event("ungated", "\"client\":%u,\"pid\":%d,\"reason\":\"%s\",\"runs\":%llu,\"ms\":%.3f",
+		  cl->id, (int)cl->pid, why, (unsigned long long)runs, (double)ns / 1e6);
 }
 
 static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gpu *a)
@@ -245,6 +282,8 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 	nvs_client_update_limits(cg);
 	cg->allocated = nvs_claims_clamp(cg, cg->claimed);
 	cl->gpus[cl->ngpus++] = cg;
+	if (cl->ngpus == 1)
+		nvs_limits_client_idle(cl->conn, 0);
 	char b[32];
 	NVS_INFO("ATTACH_GPU client=%u pid=%d gpu=%d cuda_dev=%u allocated=%s", cl->id,
 		 (int)cl->pid, g->index, a->local_gpu, nvs_format_size(a->allocated, b, sizeof b));
@@ -273,6 +312,10 @@ void nvs_client_msg(struct conn *c, const struct nvs_msg *m)
 		attach(c, cl, &m->u.attach);
 		return;
 	}
+	if (m->type == NVS_MSG_UNGATED) {
+		ungated(cl, &m->u.ungated);
+		return;
+	}
 	if (m->type == NVS_MSG_PING) {
 		/* A waiting client checks we still answer (docs/client-lock.md
 		 * "A scheduler that stops answering"). One small reply per
@@ -281,7 +324,18 @@ void nvs_client_msg(struct conn *c, const struct nvs_msg *m)
 		struct nvs_msg p;
 		nvs_msg_gpu(&p, NVS_MSG_PONG, 0, m->u.gpu.value);
 		conn_send(c, &p);
-		nvs_event("ping", "\"client\":%u,\"pid\":%d", cl->id, (int)cl->pid);
+		/* One event a second per client, or one per 1,000 PINGs, with
+		 * the PINGs answered since the last one: a flood of PINGs must
+		 * not turn into a flood of event lines (227 MiB in 10 s). */
+		uint64_t now = nvs_now_ns();
+		cl->pings_unreported++;
+		if (!cl->ping_event_ns || now - cl->ping_event_ns >= 1000000000ull ||
+		    cl->pings_unreported >= 1000) {
+			nvs_event("ping", "\"client\":%u,\"pid\":%d,\"answered\":%llu", cl->id,
+				  (int)cl->pid, (unsigned long long)cl->pings_unreported);
+			cl->ping_event_ns = now;
+			cl->pings_unreported = 0;
+		}
 		return;
 	}
 	/* Every other client message names an attached GPU first. */

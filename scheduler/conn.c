@@ -33,7 +33,7 @@ static void process_input(struct conn *c);
 /* Requests handled per connection and turn; the rest wait for the next. */
 #define MSGS_PER_TURN 16u
 
-struct conn *conn_new(int fd, enum conn_role role)
+struct conn *conn_new(int fd, enum conn_role role, const struct nvs_binding *bind)
 {
 	struct conn *c = calloc(1, sizeof *c);
 	if (!c)
@@ -43,6 +43,8 @@ struct conn *conn_new(int fd, enum conn_role role)
 		close(fd);
 		return NULL;
 	}
+	if (bind)
+		nvs_peer_bind(&c->peer, bind);
 	c->fd = fd;
 	c->id = ++next_conn_id;
 	c->role = role;
@@ -296,6 +298,7 @@ static void dispatch(struct conn *c, const struct nvs_msg *m)
 	case NVS_MSG_SWAP_PATHS:
 	case NVS_MSG_PING:
 	case NVS_MSG_LIMITS_IN_FORCE:
+	case NVS_MSG_UNGATED:
 		/* The admin socket is for nvsharectl only: no GPU client is
 		 * ever served there. */
 		if (c->kind == CONN_CTL || c->role == CONN_ROLE_ADMIN) {

@@ -57,9 +57,10 @@ struct conn {
 	/* limits.c's bookkeeping */
 	struct {
 		uint64_t accepted_ns;
-		size_t charged; /* bytes of buffers counted in the budget */
-		void *tenant;	/* its tenant's count (limits.c), NULL: none */
-		int hs_listed;	/* in the handshake FIFO */
+		size_t charged;	  /* bytes of buffers counted in the budget */
+		void *tenant;	  /* its tenant's count (limits.c), NULL: none */
+		int hs_listed;	  /* in the handshake FIFO */
+		int idle_counted; /* in its tenant's idle clients */
 		struct conn *hs_prev, *hs_next;
 	} lim;
 	struct conn *prev, *next;
@@ -67,8 +68,10 @@ struct conn {
 };
 
 /* Creates a connection for an accepted socket (non-blocking already) and
- * pins its peer's identity (peer.h). NULL on failure (fd closed). */
-struct conn *conn_new(int fd, enum conn_role role);
+ * pins its peer's identity (peer.h): bind, when it came in on a Pod
+ * socket (podsock.h), decides the Pod. NULL on failure (fd closed). */
+struct nvs_binding;
+struct conn *conn_new(int fd, enum conn_role role, const struct nvs_binding *bind);
 /* Queues a message; writes at once when possible. A peer whose pending
  * output exceeds NVS_SCHED_OUTBUF_MAX is doomed. */
 void conn_send(struct conn *c, const struct nvs_msg *m);

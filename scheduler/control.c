@@ -99,7 +99,7 @@ static void status(struct conn *c, uint32_t seq, uint32_t flags)
 {
 	uint64_t now = nvs_now_ns();
 	cJSON *j = c->role == CONN_ROLE_ADMIN ? nvs_status_json(now)
-					      : nvs_status_tenant_json(now, &c->peer);
+					      : nvs_status_tenant_json(now, &c->peer, c->client);
 	char *s = j ? cJSON_PrintUnformatted(j) : NULL;
 	cJSON_Delete(j);
 	if (!s) {
@@ -141,88 +141,107 @@ static void apply(struct gpu *g, uint32_t field, uint64_t v)
 	nvs_policy_settings_changed(g);
 }
 
+/* A GPU's value of a per-GPU setting as the value for all GPUs gives it
+ * (what a GPU added now would get: gpus.c). */
+static uint64_t all_gpus_value(uint32_t field, const struct gpu *g)
+{
+	switch (field) {
+	case NVS_CTL_MODE:
+		return S.cfg.mode;
+	case NVS_CTL_TQ_MS:
+		return S.cfg.tq_ms;
+	case NVS_CTL_CAPACITY:
+		return S.cfg.capacity[g->index] ? S.cfg.capacity[g->index] : S.cfg.capacity_all;
+	}
+	return 0;
+}
+
+/* nvsharectl --reset, -T default ...: for all GPUs, the configured value
+ * (flag, variable or default) everywhere; for one GPU, the value for all
+ * GPUs. Either way the state file forgets it. */
+static void ctl_reset(struct conn *c, const struct nvs_msg *m, int id, uint32_t field)
+{
+	const struct nvs_ctl_set *s = &m->u.ctl_set;
+	const char *name = nvs_setting_name(id);
+	char t[96], org[80];
+	if (s->gpu == -1) {
+		nvs_setting_reset(id);
+		if (nvs_setting_flags(id) & SF_GPU)
+			for (unsigned i = 0; i < S.ngpus; i++)
+				apply(&S.gpus[i], field, all_gpus_value(field, &S.gpus[i]));
+		nvs_state_note_reset(-1, field);
+		nvs_setting_text(id, t, sizeof t);
+		nvs_setting_origin(id, org, sizeof org);
+		NVS_INFO("CTL_SET reset %s to its configured value %s (%s) by pid %d uid %d", name,
+			 t, org, (int)c->peer.pid, (int)c->peer.uid);
+		reply(c, m->seq, 0, "%s back to its configured value %s (%s)%s", name, t, org,
+		      (nvs_setting_flags(id) & SF_GPU) ? " on all GPUs" : "");
+		return;
+	}
+	struct gpu *g = &S.gpus[s->gpu];
+	apply(g, field, all_gpus_value(field, g));
+	nvs_setting_note(id, s->gpu, NVS_SRC_INHERIT);
+	nvs_state_note_reset(s->gpu, field);
+	nvs_setting_format(id, all_gpus_value(field, g), t, sizeof t);
+	NVS_INFO("CTL_SET reset gpu=%d %s to the value for all GPUs, %s, by pid %d uid %d", s->gpu,
+		 name, t, (int)c->peer.pid, (int)c->peer.uid);
+	reply(c, m->seq, 0, "%s of GPU %d back to the value for all GPUs: %s", name, s->gpu, t);
+}
+
+/* Every value is checked by its setting's row (settings.def), as the same
+ * value in the configuration would be: the range, and for the capacity
+ * the memory of the GPUs it would apply to. */
 static void ctl_set(struct conn *c, const struct nvs_msg *m)
 {
 	const struct nvs_ctl_set *s = &m->u.ctl_set;
-	char b[32];
-	const char *what;
-	switch (s->field) {
-	case NVS_CTL_MODE:
-		if (s->value > NVS_MODE_AUTO) {
-			reply(c, m->seq, -EINVAL, "mode must be on, off or auto");
-			return;
-		}
-		what = nvs_mode_name((unsigned)s->value);
-		break;
-	case NVS_CTL_TQ_MS:
-		if (s->value < NVS_MIN_TQ_MS || s->value > NVS_MAX_TQ_MS) {
-			reply(c, m->seq, -EINVAL, "TQ must be %u ms to %llu ms", NVS_MIN_TQ_MS,
-			      (unsigned long long)NVS_MAX_TQ_MS);
-			return;
-		}
-		snprintf(b, sizeof b, "%llu ms", (unsigned long long)s->value);
-		what = b;
-		break;
-	case NVS_CTL_CAPACITY:
-		if (s->value > (1ull << 50)) {
-			reply(c, m->seq, -EINVAL, "capacity must be at most 1Pi (0: auto)");
-			return;
-		}
-		what =
-		    s->value ? nvs_format_size(s->value, b, sizeof b) : "auto (memory - reserve)";
-		break;
-	case NVS_CTL_IDLE_RELEASE_MS:
-		if (s->value > UINT32_MAX) {
-			reply(c, m->seq, -EINVAL, "idle release out of range");
-			return;
-		}
-		if (s->gpu != -1) {
-			reply(c, m->seq, -EINVAL,
-			      "idle release is one setting for all GPUs (gpu -1)");
-			return;
-		}
-		S.cfg.idle_release_ms = (uint32_t)s->value;
-		nvs_state_note_set(-1, s->field, s->value);
-		NVS_INFO("CTL_SET idle_release_ms=%u by pid %d uid %d (new clients)",
-			 S.cfg.idle_release_ms, (int)c->peer.pid, (int)c->peer.uid);
-		reply(c, m->seq, 0, "idle release set to %u ms (clients that connect from now on)",
-		      S.cfg.idle_release_ms);
-		return;
-	default:
+	uint32_t field = s->field & ~NVS_CTL_RESET;
+	int id = nvs_setting_by_ctl(field);
+	char what[64], why[320];
+	if (id < 0) {
 		reply(c, m->seq, -EINVAL, "unknown setting %u", s->field);
+		return;
+	}
+	unsigned flags = nvs_setting_flags(id);
+	if (s->gpu != -1 && !(flags & SF_GPU)) {
+		reply(c, m->seq, -EINVAL, "%s is one setting for all GPUs (gpu -1)",
+		      nvs_setting_name(id));
 		return;
 	}
 	if (s->gpu < -1 || (s->gpu >= 0 && !nvs_gpu_by_index(s->gpu))) {
 		reply(c, m->seq, -ENODEV, "no GPU %d (the scheduler knows %u)", s->gpu, S.ngpus);
 		return;
 	}
-	static const char *names[] = {"", "mode", "tq", "capacity"};
+	if (s->field & NVS_CTL_RESET) {
+		ctl_reset(c, m, id, field);
+		return;
+	}
+	if (nvs_setting_check(id, s->value, s->gpu, why, sizeof why)) {
+		reply(c, m->seq, -EINVAL, "%s", why);
+		return;
+	}
+	nvs_setting_format(id, s->value, what, sizeof what);
 	if (s->gpu == -1) {
 		/* Also the default for GPUs learned later. */
-		switch (s->field) {
-		case NVS_CTL_MODE:
-			S.cfg.mode = (unsigned)s->value;
-			break;
-		case NVS_CTL_TQ_MS:
-			S.cfg.tq_ms = s->value;
-			break;
-		case NVS_CTL_CAPACITY:
-			S.cfg.capacity_all = s->value;
-			memset(S.cfg.capacity, 0, sizeof S.cfg.capacity);
-			break;
-		}
-		for (unsigned i = 0; i < S.ngpus; i++)
-			apply(&S.gpus[i], s->field, s->value);
+		nvs_setting_apply(id, s->value);
+		nvs_setting_note(id, -1, NVS_SRC_RUNTIME);
+		if (flags & SF_GPU)
+			for (unsigned i = 0; i < S.ngpus; i++)
+				apply(&S.gpus[i], field, s->value);
 	} else {
-		apply(&S.gpus[s->gpu], s->field, s->value);
+		apply(&S.gpus[s->gpu], field, s->value);
+		nvs_setting_note(id, s->gpu, NVS_SRC_RUNTIME);
 	}
-	nvs_state_note_set(s->gpu, s->field, s->value);
+	nvs_state_note_set(s->gpu, field, s->value);
 	char gname[16];
 	snprintf(gname, sizeof gname, "%d", s->gpu);
 	NVS_INFO("CTL_SET gpu=%s %s=%s by pid %d uid %d", s->gpu == -1 ? "all" : gname,
-		 names[s->field], what, (int)c->peer.pid, (int)c->peer.uid);
-	reply(c, m->seq, 0, "%s set to %s on %s%s", names[s->field], what,
-	      s->gpu == -1 ? "all GPUs" : "GPU ", s->gpu == -1 ? "" : gname);
+		 nvs_setting_name(id), what, (int)c->peer.pid, (int)c->peer.uid);
+	if (!(flags & SF_GPU))
+		reply(c, m->seq, 0, "%s set to %s (clients that connect from now on)",
+		      nvs_setting_name(id), what);
+	else
+		reply(c, m->seq, 0, "%s set to %s on %s%s", nvs_setting_name(id), what,
+		      s->gpu == -1 ? "all GPUs" : "GPU ", s->gpu == -1 ? "" : gname);
 }
 
 static void ctl_set_client(struct conn *c, const struct nvs_msg *m)

@@ -29,12 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct nvs_cosched_config nvs_cosched_cfg = {
-    .enabled = 1,
-    .preempt_ms = 50,
-    .min_slice_ms = 100,
-    .batch_floor_pct = 50,
-};
+/* Rows of settings.def: their defaults are the table's. */
+struct nvs_cosched_config nvs_cosched_cfg;
 
 #define MS 1000000ull
 #define CG_EV "\"client\":%u,\"pid\":%d,\"gpu\":%d"
@@ -47,65 +43,6 @@ struct nvs_cosched_config nvs_cosched_cfg = {
  * the floor, each dip as deep as a drop's drain, and averages below it
  * (48 % for a floor of 50 % under tests/sched/t_coschedule.sh's storm). */
 #define FLOOR_MARGIN_PCT 5u
-
-/* ---- settings ---- */
-
-int nvs_cosched_parse(struct nvs_cosched_config *c, const char *what, const char *v)
-{
-	uint64_t x;
-	unsigned p;
-	if (!strcmp(what, "coschedule")) {
-		int b;
-		if (!strcmp(v, "on"))
-			b = 1;
-		else if (!strcmp(v, "off"))
-			b = 0;
-		else if (nvs_parse_bool(v, &b))
-			return -1;
-		c->enabled = b;
-		return 0;
-	}
-	if (!strcmp(what, "batch-floor")) {
-		if (nvs_parse_percent(v, 0, 100, &p))
-			return -1;
-		c->batch_floor_pct = p;
-		return 0;
-	}
-	if (nvs_parse_duration_ms(v, &x) || x > NVS_COSCHED_MAX_MS)
-		return -1;
-	if (!strcmp(what, "preempt-ms"))
-		c->preempt_ms = (uint32_t)x;
-	else if (!strcmp(what, "min-slice-ms"))
-		c->min_slice_ms = (uint32_t)x;
-	else
-		return -1;
-	return 0;
-}
-
-static const struct {
-	const char *env, *what, *valid;
-} settings[] = {
-    {"NVSHARE_COSCHEDULE", "coschedule", "on or off (1/0)"},
-    {"NVSHARE_PREEMPT_MS", "preempt-ms", "milliseconds 0..60000 (or 50ms, 1s)"},
-    {"NVSHARE_MIN_SLICE_MS", "min-slice-ms", "milliseconds 0..60000 (or 100ms, 1s)"},
-    {"NVSHARE_BATCH_FLOOR_PERCENT", "batch-floor", "a percent 0..100"},
-};
-
-int nvs_cosched_config_from_env(struct nvs_cosched_config *c)
-{
-	for (unsigned i = 0; i < sizeof settings / sizeof settings[0]; i++) {
-		const char *v = getenv(settings[i].env);
-		if (!v || !*v)
-			continue;
-		if (nvs_cosched_parse(c, settings[i].what, v)) {
-			fprintf(stderr,
-				"nvshare-scheduler: bad value for %s: \"%s\" (expected %s)\n",
-				settings[i].env, v, settings[i].valid);
-			return -1;
-		}
-	}
-	return 0;
-}
 
 /* ---- classes ---- */
 

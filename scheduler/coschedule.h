@@ -34,15 +34,6 @@ extern struct nvs_cosched_config nvs_cosched_cfg;
 
 #define NVS_COSCHED_WINDOW_MS 2000u /* batch-floor window (halved each one) */
 #define NVS_COSCHED_BURST_MS 1000u  /* a hold shorter than this ended idle: a burst */
-#define NVS_COSCHED_MAX_MS 60000u
-
-/* Reads the environment; a bad value is printed and returns -1 (the
- * scheduler refuses to start: a misspelt setting must not be silently
- * ignored). */
-int nvs_cosched_config_from_env(struct nvs_cosched_config *c);
-/* A flag's value: "coschedule", "preempt-ms", "min-slice-ms",
- * "batch-floor". 0 ok, -1 bad (usage error). */
-int nvs_cosched_parse(struct nvs_cosched_config *c, const char *what, const char *v);
 
 /* The GPU hands its lock to sets (this file's policy) right now. */
 int nvs_cosched_active(const struct gpu *g);

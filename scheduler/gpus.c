@@ -3,12 +3,14 @@
 #include "log.h"
 #include "nvml_api.h"
 #include "parse.h"
+#include "peer.h"
 #include "state.h"
 #include "state_file.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static struct gpu *gpu_add(const char *uuid, const char *name, uint64_t total, int nvml)
 {
@@ -42,7 +44,21 @@ int nvs_gpus_discover(void)
 	 * handle stays open for the life of the process. */
 	void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
-		NVS_INFO("NVML not available (%s): GPUs will be learned from clients", dlerror());
+		/* On a node with the NVIDIA driver loaded, a missing NVML is a
+		 * broken install (the scheduler image without the driver's
+		 * libraries, a wrong library path): the per-GPU capacity and
+		 * the unmanaged-process check are gone. Elsewhere (the
+		 * simulator, a machine without GPUs) it is expected. */
+		char drv[sizeof nvs_proc_root + 32];
+		snprintf(drv, sizeof drv, "%s/driver/nvidia/version", nvs_proc_root);
+		if (access(drv, F_OK) == 0)
+			NVS_WARN("NVML not available (%s) although the NVIDIA driver is loaded "
+				 "(%s): GPUs will be learned from clients; install the driver's "
+				 "libnvidia-ml.so.1 where the scheduler runs",
+				 dlerror(), drv);
+		else
+			NVS_INFO("NVML not available (%s): GPUs will be learned from clients",
+				 dlerror());
 		return -1;
 	}
 #define SYM(name) nvs_pfn_##name name = (nvs_pfn_##name)dlsym(h, #name)

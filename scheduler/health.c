@@ -11,19 +11,10 @@
 
 #include <stddef.h>
 
-uint32_t nvs_health_stall_ms = NVS_DEFAULT_HEALTH_STALL_MS;
-static uint64_t last_turn_ns; /* atomic; 0: the loop has not run yet */
+uint32_t nvs_health_stall_ms = 3000; /* a row of settings.def sets it at start */
+static uint64_t last_turn_ns;	     /* atomic; 0: the loop has not run yet */
 /* Stalls seen by the loop itself (atomic: the HTTP thread reads them). */
 static uint64_t stalls, stalled_ns, longest_ns;
-
-int nvs_health_parse_stall(const char *s, uint32_t *out)
-{
-	uint32_t v;
-	if (nvs_parse_ms32(s, &v) || v < NVS_MIN_HEALTH_STALL_MS || v > NVS_MAX_HEALTH_STALL_MS)
-		return -1;
-	*out = v;
-	return 0;
-}
 
 /* Loop thread: one turn began at now (CLOCK_MONOTONIC ns). A gap since the
  * previous turn longer than the /healthz limit is a stall: the loop was

@@ -10,14 +10,10 @@
 
 #include <stdint.h>
 
-#define NVS_DEFAULT_HEALTH_STALL_MS 3000u
-#define NVS_MIN_HEALTH_STALL_MS 1500u /* above the loop's 1 s idle wake-up */
-#define NVS_MAX_HEALTH_STALL_MS 600000u
-
+/* NVSHARE_HEALTH_STALL_MS (settings.def: at least 1500 ms, above the
+ * loop's 1 s idle wake-up). */
 extern uint32_t nvs_health_stall_ms;
 
-/* NVSHARE_HEALTH_STALL_MS / --health-stall-ms: 0 or -1 (bad value). */
-int nvs_health_parse_stall(const char *s, uint32_t *out);
 /* Registers the heartbeat with the event loop (loop.h, NVS_LOOP_START):
  * each turn stamps the time it began. */
 void nvs_health_start(void);

@@ -5,6 +5,7 @@
  */
 #include "limits.h"
 
+#include "clients.h"
 #include "conn.h"
 #include "events.h"
 #include "log.h"
@@ -22,98 +23,18 @@
 #include <string.h>
 #include <unistd.h>
 
-struct nvs_limits_config nvs_limits_cfg = {
-    NVS_DEFAULT_MAX_CONNS_PER_TENANT,
-    NVS_DEFAULT_HANDSHAKE_MS,
-    NVS_DEFAULT_CONN_BUFFER_BUDGET,
-    NVS_DEFAULT_ACCEPT_RATE,
-};
+/* Rows of settings.def: their defaults and ranges are the table's. */
+struct nvs_limits_config nvs_limits_cfg;
 struct nvs_limits_stats nvs_limits_stats;
-
-/* ---- settings ---- */
-
-int nvs_limits_set_max_conns(const char *what, const char *v)
-{
-	uint64_t n;
-	if (nvs_parse_u64(v, 0, NVS_MAX_CONNS_PER_TENANT_MAX, &n)) {
-		fprintf(stderr,
-			"nvshare-scheduler: bad value for %s: \"%s\" (expected connections per "
-			"tenant, 0..%u; 0: no cap)\n",
-			what, v, NVS_MAX_CONNS_PER_TENANT_MAX);
-		return -1;
-	}
-	nvs_limits_cfg.max_conns_per_tenant = (unsigned)n;
-	return 0;
-}
-
-int nvs_limits_set_handshake(const char *what, const char *v)
-{
-	uint32_t ms;
-	if (nvs_parse_ms32(v, &ms) ||
-	    (ms && (ms < NVS_MIN_HANDSHAKE_MS || ms > NVS_MAX_HANDSHAKE_MS))) {
-		fprintf(stderr,
-			"nvshare-scheduler: bad value for %s: \"%s\" (expected 0 (none) or %u ms "
-			"to %u ms: 2000, 2s, 500ms)\n",
-			what, v, NVS_MIN_HANDSHAKE_MS, NVS_MAX_HANDSHAKE_MS);
-		return -1;
-	}
-	nvs_limits_cfg.handshake_ms = ms;
-	return 0;
-}
-
-int nvs_limits_set_budget(const char *what, const char *v)
-{
-	uint64_t b;
-	if (nvs_parse_size(v, 1, &b) || b < NVS_MIN_CONN_BUFFER_BUDGET ||
-	    b > NVS_MAX_CONN_BUFFER_BUDGET) {
-		fprintf(stderr,
-			"nvshare-scheduler: bad value for %s: \"%s\" (expected a size from 1Mi to "
-			"4Gi: 16Mi, 64Mi)\n",
-			what, v);
-		return -1;
-	}
-	nvs_limits_cfg.buffer_budget = b;
-	return 0;
-}
-
-int nvs_limits_set_accept_rate(const char *what, const char *v)
-{
-	uint64_t n;
-	if (nvs_parse_u64(v, 0, NVS_MAX_ACCEPT_RATE, &n) || (n && n < NVS_MIN_ACCEPT_RATE)) {
-		fprintf(stderr,
-			"nvshare-scheduler: bad value for %s: \"%s\" (expected connections a "
-			"second, 0 (no cap) or %u..%u)\n",
-			what, v, NVS_MIN_ACCEPT_RATE, NVS_MAX_ACCEPT_RATE);
-		return -1;
-	}
-	nvs_limits_cfg.accept_rate = (unsigned)n;
-	return 0;
-}
-
-int nvs_limits_config_from_env(void)
-{
-	int bad = 0;
-	const char *v;
-	if ((v = getenv("NVSHARE_MAX_CONNS_PER_TENANT")) && *v)
-		bad += !!nvs_limits_set_max_conns("NVSHARE_MAX_CONNS_PER_TENANT", v);
-	if ((v = getenv("NVSHARE_HANDSHAKE_TIMEOUT_MS")) && *v)
-		bad += !!nvs_limits_set_handshake("NVSHARE_HANDSHAKE_TIMEOUT_MS", v);
-	if ((v = getenv("NVSHARE_CONN_BUFFER_BUDGET")) && *v)
-		bad += !!nvs_limits_set_budget("NVSHARE_CONN_BUFFER_BUDGET", v);
-	if ((v = getenv("NVSHARE_ACCEPT_RATE")) && *v)
-		bad += !!nvs_limits_set_accept_rate("NVSHARE_ACCEPT_RATE", v);
-	if ((v = getenv("NVSHARE_LOG_RATE")) && *v)
-		bad += !!nvs_plog_set_rate("NVSHARE_LOG_RATE", v);
-	return bad;
-}
 
 /* ---- connections per tenant ---- */
 
 /* Tenants with at least one connection, chained in a fixed hash table;
  * an entry is freed with its tenant's last connection. */
 struct tenant_count {
-	char key[48];
+	char key[128];
 	unsigned n;
+	unsigned idle; /* registered clients with no GPU attached */
 	struct tenant_count *next;
 };
 #define TBUCKETS 256u
@@ -197,7 +118,7 @@ int nvs_limits_admit(struct conn *c)
 	c->lim.accepted_ns = nvs_now_ns();
 	if (c->role != CONN_ROLE_CLIENT)
 		return 0;
-	char key[48];
+	char key[128];
 	nvs_tenant_key(&c->peer, key, sizeof key);
 	unsigned cap = nvs_limits_cfg.max_conns_per_tenant;
 	struct tenant_count *t = tenant_get(key, 1);
@@ -233,10 +154,107 @@ void nvs_limits_conn_gone(struct conn *c)
 {
 	hs_remove(c);
 	nvs_limits_charge(c, -(long long)c->lim.charged);
+	nvs_limits_client_idle(c, 0);
 	if (c->lim.tenant) {
 		tenant_put(c->lim.tenant);
 		c->lim.tenant = NULL;
 	}
+}
+
+/* ---- idle connections ---- */
+
+/* Connections that cost a descriptor and do nothing: not yet HELLO (the
+ * handshake deadline ends those anyway), a tenant status request, or a
+ * client with no GPU attached, a second after it was accepted (time
+ * enough for a real client's HELLO and first ATTACH_GPU). A client with a
+ * GPU is never idle here, however quiet: a notebook between cells is what
+ * nvshare is for. */
+#define IDLE_MIN_AGE_NS 1000000000ull
+
+static int conn_idle(const struct conn *c, uint64_t now)
+{
+	/* (now may be a little older than a connection accepted this turn) */
+	if (c->doomed || c->role != CONN_ROLE_CLIENT || c->lim.accepted_ns + IDLE_MIN_AGE_NS > now)
+		return 0;
+	return c->kind != CONN_CLIENT || !c->client || c->client->ngpus == 0;
+}
+
+static void cut(struct conn *c, const char *code, const char *why, unsigned n)
+{
+	conn_reason(c, code);
+	conn_doom(c, "%s (%u)", why, n);
+	conn_release_buffers(c);
+}
+
+void nvs_limits_client_idle(struct conn *c, int idle)
+{
+	struct tenant_count *t = c->lim.tenant;
+	if (!t || c->lim.idle_counted == idle)
+		return;
+	c->lim.idle_counted = idle;
+	if (!idle) {
+		t->idle--;
+		return;
+	}
+	t->idle++;
+	unsigned cap = nvs_limits_cfg.max_idle_per_tenant;
+	if (!cap || t->idle <= cap)
+		return;
+	/* Over the cap: the tenant's oldest idle client goes (the one just
+	 * registered is the newest: it stays). */
+	struct conn *old = NULL;
+	for (struct conn *o = conn_list(); o; o = o->next)
+		if (o->lim.tenant == t && o->lim.idle_counted && !o->doomed &&
+		    (!old || o->lim.accepted_ns < old->lim.accepted_ns))
+			old = o;
+	if (!old)
+		return;
+	nvs_limits_stats.idle_cuts++;
+	static char site;
+	unsigned quiet;
+	if (nvs_plog_allow(&site, "idle-limit", &old->peer, &quiet))
+		nvs_log_n(NVS_LOG_WARN, quiet,
+			  "tenant %s has %u registered clients with no GPU, over "
+			  "NVSHARE_MAX_IDLE_CLIENTS_PER_TENANT=%u: closing its oldest, conn %u "
+			  "(pid %d)",
+			  t->key, t->idle, cap, old->id, (int)old->peer.pid);
+	nvs_limits_client_idle(old, 0);
+	cut(old, "idle-limit", "over the tenant's idle clients", cap);
+}
+
+int nvs_limits_evict_idle(uint64_t now)
+{
+	/* The idle connection of the tenant holding the most connections,
+	 * its oldest: whoever fills the descriptor table pays for it. */
+	struct conn *victim = NULL;
+	unsigned victim_n = 0;
+	for (struct conn *c = conn_list(); c; c = c->next) {
+		if (!conn_idle(c, now))
+			continue;
+		const struct tenant_count *t = c->lim.tenant;
+		unsigned n = t ? t->n : 0;
+		if (!victim || n > victim_n ||
+		    (n == victim_n && c->lim.accepted_ns < victim->lim.accepted_ns)) {
+			victim = c;
+			victim_n = n;
+		}
+	}
+	if (!victim)
+		return 0;
+	nvs_limits_stats.fd_evictions++;
+	static char site;
+	unsigned quiet;
+	if (nvs_plog_allow(&site, "fd-pressure", &victim->peer, &quiet)) {
+		char key[128];
+		nvs_tenant_key(&victim->peer, key, sizeof key);
+		nvs_log_n(NVS_LOG_WARN, quiet,
+			  "out of file descriptors (%u connections): closing an idle connection "
+			  "of tenant %s, which holds %u, so that new clients get in",
+			  conn_count(), key, victim_n);
+	}
+	nvs_limits_client_idle(victim, 0);
+	cut(victim, "fd-pressure", "idle, closed for descriptors; connections", conn_count());
+	return 1;
 }
 
 /* ---- buffer budget ---- */

@@ -12,9 +12,12 @@
  *  - a descriptor reserve: when descriptors run out the client socket
  *    stops being accepted (peers wait in the kernel's backlog) while the
  *    admin socket is still served from the reserve;
- *  - an accept rate: the client socket takes at most so many connections a
- *    second (server.c); beyond it new peers wait in the backlog, so that
- *    connect/close churn cannot take the loop from registered clients.
+ *  - an accept rate per tenant (server.c): a Pod socket, or a uid on the
+ *    shared socket, gets at most so many connections a second resolved;
+ *    churn spends the churner's budget, never another tenant's;
+ *  - idle clients: a tenant keeps at most so many registered clients
+ *    without a GPU, and when descriptors run out the idle connections of
+ *    the tenant holding the most are closed first.
  *
  * Everything runs on the loop thread.
  */
@@ -26,23 +29,12 @@
 
 struct conn;
 
-#define NVS_DEFAULT_MAX_CONNS_PER_TENANT 64u
-#define NVS_DEFAULT_HANDSHAKE_MS 2000u
-#define NVS_DEFAULT_CONN_BUFFER_BUDGET (16ull << 20)
-#define NVS_MIN_CONN_BUFFER_BUDGET (1ull << 20)
-#define NVS_MAX_CONN_BUFFER_BUDGET (4ull << 30)
-#define NVS_MAX_HANDSHAKE_MS 600000u
-#define NVS_MIN_HANDSHAKE_MS 100u
-#define NVS_MAX_CONNS_PER_TENANT_MAX 1000000u
-#define NVS_DEFAULT_ACCEPT_RATE 1000u
-#define NVS_MIN_ACCEPT_RATE 10u
-#define NVS_MAX_ACCEPT_RATE 1000000u
-
 struct nvs_limits_config {
 	unsigned max_conns_per_tenant; /* NVSHARE_MAX_CONNS_PER_TENANT; 0: no cap */
 	uint32_t handshake_ms;	       /* NVSHARE_HANDSHAKE_TIMEOUT_MS; 0: none */
 	uint64_t buffer_budget;	       /* NVSHARE_CONN_BUFFER_BUDGET, bytes */
-	unsigned accept_rate;	       /* NVSHARE_ACCEPT_RATE: a second; 0: no cap */
+	unsigned accept_rate;	       /* NVSHARE_ACCEPT_RATE: a second per tenant; 0: no cap */
+	unsigned max_idle_per_tenant;  /* NVSHARE_MAX_IDLE_CLIENTS_PER_TENANT; 0: no cap */
 };
 extern struct nvs_limits_config nvs_limits_cfg;
 
@@ -52,24 +44,16 @@ struct nvs_limits_stats {
 	uint64_t handshake_timeouts; /* no HELLO in time */
 	uint64_t budget_cuts;	     /* closed to keep the buffer budget */
 	uint64_t accept_paused;	     /* client socket paused: out of descriptors */
-	uint64_t rate_paused;	     /* client socket paused: accept rate reached */
+	uint64_t rate_paused;	     /* a Pod socket paused: its accept budget spent */
+	uint64_t refused_rate;	     /* shared socket: closed, too many parked */
+	uint64_t rate_parked;	     /* shared socket: parked over the uid's budget */
+	uint64_t idle_cuts;	     /* closed: over the tenant's idle clients */
+	uint64_t fd_evictions;	     /* idle ones closed when descriptors ran out */
 	uint64_t reserve_accepts;    /* admin connections taken with the reserve */
 	uint64_t buffered;	     /* bytes buffered now (client socket) */
 	uint64_t buffered_max;	     /* high-water mark */
 };
 extern struct nvs_limits_stats nvs_limits_stats;
-
-/* Setters shared by the flags and the environment: 0, or -1 with a
- * message on stderr naming what (the flag or variable), the value and the
- * valid range. */
-int nvs_limits_set_max_conns(const char *what, const char *v);
-int nvs_limits_set_handshake(const char *what, const char *v);
-int nvs_limits_set_budget(const char *what, const char *v);
-int nvs_limits_set_accept_rate(const char *what, const char *v);
-/* Applies NVSHARE_MAX_CONNS_PER_TENANT, NVSHARE_HANDSHAKE_TIMEOUT_MS,
- * NVSHARE_CONN_BUFFER_BUDGET and NVSHARE_ACCEPT_RATE. Returns the number
- * of bad values. */
-int nvs_limits_config_from_env(void);
 
 /* A new connection whose peer is resolved: counts it against its tenant
  * (client socket only). Returns 0, or -1 when the tenant is over its cap
@@ -77,6 +61,15 @@ int nvs_limits_config_from_env(void);
 int nvs_limits_admit(struct conn *c);
 /* The connection is being freed: uncounts it everywhere. */
 void nvs_limits_conn_gone(struct conn *c);
+
+/* A client registered with no GPU (idle 1: HELLO), or attached its first
+ * one (idle 0). Over NVSHARE_MAX_IDLE_CLIENTS_PER_TENANT the tenant's
+ * oldest idle client is closed (logged, rate-limited). */
+void nvs_limits_client_idle(struct conn *c, int idle);
+/* Out of descriptors: closes the oldest idle connection (no HELLO yet, a
+ * status request, a client without a GPU) of the tenant that holds the
+ * most connections. Returns 1 when one was closed (freed at the reap). */
+int nvs_limits_evict_idle(uint64_t now);
 
 /* Its buffers changed size by delta bytes (client socket only). */
 void nvs_limits_charge(struct conn *c, long long delta);

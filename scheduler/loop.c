@@ -25,6 +25,9 @@ struct watch {
 	int again;	/* asked to run again (nvs_loop_again) */
 	int queued;	/* in the again list; kept across remove and add */
 	int again_next; /* the list's next fd, -1: last */
+	/* Skipped when the bulk budget ran out: runs before the bulk that
+	 * was not (dispatch). */
+	int skipped;
 };
 
 static int epfd = -1;
@@ -93,6 +96,7 @@ int nvs_loop_add(int fd, uint32_t events, nvs_loop_fn fn, void *ctx)
 	watches[fd].ctx = ctx;
 	watches[fd].urgent = 0;
 	watches[fd].again = 0;
+	watches[fd].skipped = 0;
 	return 0;
 }
 
@@ -150,6 +154,7 @@ void nvs_loop_remove(int fd)
 	if ((size_t)fd < nwatches) {
 		watches[fd].fn = NULL;
 		watches[fd].urgent = 0;
+		watches[fd].skipped = 0;
 		/* An again entry is skipped once fn is NULL; a descriptor
 		 * added later under the same number starts without one. */
 		watches[fd].again = 0;
@@ -212,31 +217,37 @@ struct ready {
 /* Runs the handlers of r[0..n), urgent ones first, the others until the
  * turn's bulk budget is spent (at least one); the skipped ones that had
  * asked to run again go back on the list (epoll reports the others
- * again). A
- * handler may remove a descriptor (fn NULL) and, in the second pass, an
- * accept may reuse its number: a reused descriptor is not urgent, so each
- * entry runs in one pass at most. */
+ * again). The bulk that an earlier turn skipped runs before the rest:
+ * epoll reports ready descriptors in the same order turn after turn, so a
+ * busy one ahead of them (a listener under churn) would otherwise spend
+ * every turn's budget and starve the ones behind it (a newcomer's HELLO).
+ * A handler may remove a descriptor (fn NULL) and, in a later pass, an
+ * accept may reuse its number: a reused descriptor is neither urgent nor
+ * skipped, so each entry runs in one pass at most. */
 static void dispatch(struct ready *r, int n, const uint8_t *from_again)
 {
 	uint64_t bulk_start = 0;
-	for (int pass = 0; pass < 2; pass++)
+	for (int pass = 0; pass < 3; pass++)
 		for (int i = 0; i < n && stop_rc < 0; i++) {
 			int fd = r[i].fd;
 			if (fd < 0 || (size_t)fd >= nwatches || !watches[fd].fn)
 				continue;
-			if (watches[fd].urgent != (pass == 0))
+			struct watch *w = &watches[fd];
+			if (pass == 0 ? !w->urgent : w->urgent || (pass == 1) != (w->skipped != 0))
 				continue;
-			if (pass == 1) {
+			if (pass > 0) {
 				uint64_t now = nvs_now_ns();
 				if (!bulk_start) {
 					bulk_start = now;
 				} else if (now - bulk_start >= NVS_LOOP_BULK_NS) {
+					w->skipped = 1;
 					if (from_again[i])
 						nvs_loop_again(fd);
 					continue;
 				}
 			}
-			watches[fd].fn(watches[fd].ctx, r[i].events);
+			w->skipped = 0;
+			w->fn(w->ctx, r[i].events);
 			r[i].fd = -1;
 		}
 }

@@ -19,6 +19,7 @@
 #include "nvml_api.h"
 #include "parse.h"
 #include "plog.h"
+#include "podsock.h"
 #include "policy.h"
 #include "quota.h"
 #include "gpus.h"
@@ -44,8 +45,8 @@
 /* Compute-quota throttling (quota.c): time kept from the lock. */
 #define CG_THROTTLED_NS(cg) nvs_quota_throttled_ns((cg), nvs_now_ns())
 
-struct nvs_metrics_config nvs_metrics_cfg = {0, NVS_METRICS_DEFAULT_PORT, NVS_METRICS_DEFAULT_ADDR,
-					     0};
+/* Rows of settings.def: their defaults are the table's. */
+struct nvs_metrics_config nvs_metrics_cfg;
 
 static struct MHD_Daemon *daemon_;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -55,19 +56,6 @@ static uint64_t publish_seq;
 static int pending;    /* state may have changed since the last publish */
 static int any_holder; /* in the last snapshot */
 static double start_time_s;
-
-/* ---- settings ---- */
-
-int nvs_metrics_set_port(struct nvs_metrics_config *mc, const char *s)
-{
-	uint64_t v;
-	if (!s || nvs_parse_u64(s, 0, 65535, &v)) {
-		NVS_WARN("bad metrics port \"%s\": expected 0..65535", s ? s : "");
-		return -1;
-	}
-	mc->port = (unsigned)v;
-	return 0;
-}
 
 /* Accepts an IPv4 or IPv6 literal, the latter optionally in brackets. */
 static int parse_addr(const char *s, unsigned port, struct sockaddr_storage *ss)
@@ -93,46 +81,6 @@ static int parse_addr(const char *s, unsigned port, struct sockaddr_storage *ss)
 		return AF_INET6;
 	}
 	return -1;
-}
-
-int nvs_metrics_set_addr(struct nvs_metrics_config *mc, const char *s)
-{
-	struct sockaddr_storage ss;
-	if (!s || strlen(s) >= sizeof mc->addr || parse_addr(s, 0, &ss) < 0) {
-		NVS_WARN("bad metrics address \"%s\": expected an IPv4 or IPv6 address "
-			 "(0.0.0.0, 127.0.0.1, ::)",
-			 s ? s : "");
-		return -1;
-	}
-	size_t n = strlen(s);
-	if (s[0] == '[') /* keep the bare literal */
-		snprintf(mc->addr, sizeof mc->addr, "%.*s", (int)(n - 2), s + 1);
-	else
-		snprintf(mc->addr, sizeof mc->addr, "%s", s);
-	return 0;
-}
-
-int nvs_metrics_config_from_env(struct nvs_metrics_config *mc)
-{
-	int errors = 0;
-	int b;
-	int r = nvs_env_bool("NVSHARE_METRICS_ENABLE", &b);
-	if (r > 0)
-		mc->enable = b;
-	else if (r < 0)
-		errors++;
-	const char *v = getenv("NVSHARE_METRICS_PORT");
-	if (v && *v && nvs_metrics_set_port(mc, v))
-		errors++;
-	v = getenv("NVSHARE_METRICS_ADDR");
-	if (v && *v && nvs_metrics_set_addr(mc, v))
-		errors++;
-	r = nvs_env_bool("NVSHARE_METRICS_PROCESS_LABELS", &b);
-	if (r > 0)
-		mc->process_labels = b;
-	else if (r < 0)
-		errors++;
-	return errors;
 }
 
 /* ---- snapshots (loop thread) ---- */
@@ -171,6 +119,12 @@ static struct msnap *snap_build(uint64_t now)
 	nvs_health_stalls(&hs);
 	s->loop_stalls = hs.count;
 	s->loop_stalled_ns = hs.stalled_ns;
+	s->refused_rate = nvs_limits_stats.refused_rate;
+	s->idle_cuts = nvs_limits_stats.idle_cuts;
+	s->fd_evictions = nvs_limits_stats.fd_evictions;
+	s->pod_sockets = nvs_podsock_count();
+	memcpy(s->ungated_runs, S.ungated_runs, sizeof s->ungated_runs);
+	memcpy(s->ungated_ns, S.ungated_ns, sizeof s->ungated_ns);
 	s->ngpus = S.ngpus;
 	s->nentries = nentries;
 	s->gpus = (struct msnap_gpu *)(s + 1);

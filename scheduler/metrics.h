@@ -18,22 +18,17 @@
 
 #include <stdint.h>
 
-#define NVS_METRICS_DEFAULT_PORT 9402u
-/* Outside Kubernetes only this host can scrape by default: the series
- * describe every tenant's GPU use. The DaemonSet sets the Pod IP
- * (deploy/kubernetes/scheduler.yaml) and a NetworkPolicy limits who may
- * connect (deploy/kubernetes/metrics-networkpolicy.yaml). */
-#define NVS_METRICS_DEFAULT_ADDR "127.0.0.1"
 /* Snapshots are published at most this often (after state changes). */
 #define NVS_METRICS_PUBLISH_MS 200u
 /* ... and at least this often while some GPU has a lock holder, so hold
  * time counters advance without events. */
 #define NVS_METRICS_REFRESH_MS 1000u
 
+/* Rows of settings.def (defaults, ranges, variables, flags). */
 struct nvs_metrics_config {
 	int enable;
 	unsigned port; /* 0: any free port (logged) */
-	char addr[64]; /* IPv4 or IPv6 literal */
+	char addr[64]; /* IPv4 or IPv6 literal, without brackets */
 	/* Client series per process (pid, host_pid, program name) instead of
 	 * per tenant: NVSHARE_METRICS_PROCESS_LABELS=1, --metrics-process-labels.
 	 * Off: those are tenants' private details, and their churn makes
@@ -42,15 +37,6 @@ struct nvs_metrics_config {
 };
 
 extern struct nvs_metrics_config nvs_metrics_cfg;
-
-/* Starts as the defaults: off, NVS_METRICS_DEFAULT_ADDR:NVS_METRICS_DEFAULT_PORT. */
-/* NVSHARE_METRICS_ENABLE, NVSHARE_METRICS_PORT, NVSHARE_METRICS_ADDR,
- * NVSHARE_METRICS_PROCESS_LABELS. Bad
- * values are logged and ignored; returns their number. */
-int nvs_metrics_config_from_env(struct nvs_metrics_config *mc);
-/* Flag values (--metrics-port, --metrics-addr). 0 or -1 (logged). */
-int nvs_metrics_set_port(struct nvs_metrics_config *mc, const char *s);
-int nvs_metrics_set_addr(struct nvs_metrics_config *mc, const char *s);
 
 /* Starts the HTTP server when nvs_metrics_cfg.enable (after the GPUs are
  * discovered) and registers the snapshot's timer with the event loop. A

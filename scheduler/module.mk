@@ -2,10 +2,11 @@
 SCHED_SRCS := scheduler/main.c scheduler/loop.c scheduler/server.c scheduler/conn.c scheduler/clients.c \
 	scheduler/policy.c scheduler/control.c scheduler/gpus.c scheduler/settings.c \
 	scheduler/status_json.c scheduler/quota.c scheduler/metrics.c scheduler/metrics_render.c \
-	scheduler/metrics_tenant.c scheduler/peer.c \
+	scheduler/metrics_tenant.c scheduler/peer.c scheduler/podsock.c \
 	scheduler/events.c scheduler/unmanaged.c scheduler/fairness.c \
 	scheduler/claims.c scheduler/limits.c scheduler/plog.c scheduler/coschedule.c \
-	scheduler/state_file.c scheduler/health.c scheduler/config_check.c scheduler/devmem.c
+	scheduler/state_file.c scheduler/health.c scheduler/config_check.c scheduler/devmem.c \
+	scheduler/sd_notify.c
 # Kubernetes (K8S_SRCS, K8S_LIBS: the Pod watch and libcurl unless K8S=0).
 include scheduler/k8s/module.mk
 SCHED_SRCS += $(K8S_SRCS)
@@ -14,3 +15,16 @@ TARGETS += $(B)/nvshare-scheduler
 
 $(B)/nvshare-scheduler: $(SCHED_OBJS) $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) $(PIE_LDFLAGS) -o $@ $^ -lcjson $(K8S_LIBS) -lmicrohttpd -lpthread -ldl
+
+# The settings table (settings.def) also writes docs/scheduler.md's table
+# (make gen rewrites the table, make check-gen (CI) fails when it is
+# stale). The man page is help2man's from --help, which the table writes
+# (man/module.mk); `nvshare-scheduler --help-table=man` prints the table
+# alone as man source.
+.PHONY: gen-settings check-gen-settings
+gen: gen-settings
+check-gen: check-gen-settings
+gen-settings: $(B)/nvshare-scheduler
+	scripts/gen-settings-doc.sh $(B)/nvshare-scheduler docs/scheduler.md
+check-gen-settings: $(B)/nvshare-scheduler
+	scripts/gen-settings-doc.sh --check $(B)/nvshare-scheduler docs/scheduler.md

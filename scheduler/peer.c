@@ -2,6 +2,7 @@
 
 #include "log.h"
 #include "parse.h"
+#include "podsock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -106,6 +107,47 @@ static const char *history_find(pid_t pid)
 	return NULL;
 }
 
+/*
+ * Was the process exiting when we looked? The kernel's own view, from
+ * /proc whatever --proc-root says (a fact about the live process, which
+ * tests do not fake). do_exit() sets PF_EXITING before it moves the task
+ * out of its cgroups (cgroup_exit(): on cgroup v1 /proc/<pid>/cgroup then
+ * shows the root of every hierarchy, "/"), so a read of the cgroup that is
+ * followed by a look at a process that is neither PF_EXITING nor a zombie
+ * read the cgroup the process lived in. A thread-group leader that called
+ * pthread_exit() is a zombie with live threads: exiting too, for this.
+ * Returns 1 exiting (or gone), 0 live.
+ */
+#define NVS_PF_EXITING 0x00000004u
+static int exiting(pid_t pid)
+{
+	char path[48], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	ssize_t n;
+	do
+		n = read(fd, buf, sizeof buf - 1);
+	while (n < 0 && errno == EINTR);
+	close(fd);
+	if (n <= 0)
+		return 1;
+	buf[n] = '\0';
+	/* "pid (comm) S ppid pgrp session tty_nr tpgid flags ...": comm may
+	 * hold anything, ')' included: the fields start after the last ')'. */
+	char *p = strrchr(buf, ')');
+	if (!p || p[1] != ' ')
+		return 1;
+	char state = p[2];
+	if (state == 'Z' || state == 'X' || state == 'x' || state == '\0')
+		return 1;
+	unsigned long flags = 0;
+	if (sscanf(p + 3, " %*d %*d %*d %*d %*d %lu", &flags) != 1)
+		return 1;
+	return (flags & NVS_PF_EXITING) != 0;
+}
+
 /* 1: the process is still alive, 0: gone. */
 static int alive(int pidfd, pid_t pid)
 {
@@ -156,13 +198,19 @@ int nvs_peer_resolve(int fd, struct nvs_peer *p)
 			return 0;
 		}
 	}
+	/* Read, then look: the cgroup counts only if, after the read, the
+	 * process was neither exiting (exiting(), above) nor gone or replaced
+	 * (alive(): through the pidfd, the same process). */
 	int r = read_cgroup(p->pid, p->pod_uid, sizeof p->pod_uid);
+	int leaving = exiting(p->pid);
 	int live = alive(pidfd, p->pid);
 	p->pidfd_checked = pidfd >= 0;
 	if (pidfd >= 0)
 		close(pidfd);
 	if (!live || r == -ENOENT || r == -ESRCH) {
 		unknown(p, "peer process exited before the connection was accepted");
+	} else if (leaving) {
+		unknown(p, "peer process was exiting when the connection was accepted");
 	} else if (r < 0) {
 		unknown(p, "peer's cgroup cannot be read");
 	} else if (r == 1) {
@@ -175,6 +223,25 @@ int nvs_peer_resolve(int fd, struct nvs_peer *p)
 		p->pod_uid[0] = '\0';
 	}
 	return 0;
+}
+
+void nvs_peer_bind(struct nvs_peer *p, const struct nvs_binding *b)
+{
+	char cg[NVS_POD_UID_LEN] = "";
+	if (p->kind == NVS_TENANT_POD && p->source == NVS_ID_CGROUP)
+		snprintf(cg, sizeof cg, "%s", p->pod_uid);
+	if (cg[0] && b->uid[0] && strcmp(cg, b->uid))
+		NVS_WARN("pid %d connected on the socket of pod %s/%s (uid %s) but its cgroup "
+			 "names pod uid %s: the socket decides",
+			 (int)p->pid, b->ns, b->name, b->uid, cg);
+	p->kind = NVS_TENANT_POD;
+	p->source = NVS_ID_SOCKET;
+	p->unknown_why = NULL;
+	snprintf(p->cg_pod_uid, sizeof p->cg_pod_uid, "%s", cg);
+	snprintf(p->pod_uid, sizeof p->pod_uid, "%s", b->uid);
+	snprintf(p->bind_key, sizeof p->bind_key, "%s", b->key);
+	snprintf(p->pod_ns, sizeof p->pod_ns, "%s", b->ns);
+	snprintf(p->pod_name, sizeof p->pod_name, "%s", b->name);
 }
 
 int nvs_peer_pod_uid_of_pid(pid_t pid, char *out, unsigned cap)
@@ -196,7 +263,9 @@ int nvs_peer_same_tenant(const struct nvs_peer *viewer, enum nvs_tenant_kind kin
 		return 0;
 	switch (kind) {
 	case NVS_TENANT_POD:
-		return pod_uid && !strcmp(viewer->pod_uid, pod_uid);
+		/* A Pod not yet named by the watch ("", podsock.h) is no
+		 * tenant to share a view with. */
+		return pod_uid && pod_uid[0] && !strcmp(viewer->pod_uid, pod_uid);
 	case NVS_TENANT_UID:
 		return viewer->uid == uid;
 	default:
@@ -211,5 +280,8 @@ const char *nvs_tenant_kind_name(enum nvs_tenant_kind k)
 
 const char *nvs_id_source_name(enum nvs_id_source s)
 {
-	return s == NVS_ID_CGROUP ? "cgroup" : s == NVS_ID_PID_HISTORY ? "pid-history" : "none";
+	return s == NVS_ID_CGROUP	 ? "cgroup"
+	       : s == NVS_ID_PID_HISTORY ? "pid-history"
+	       : s == NVS_ID_SOCKET	 ? "socket"
+					 : "none";
 }

@@ -35,6 +35,7 @@ enum nvs_id_source {
 	NVS_ID_NONE = 0,
 	NVS_ID_CGROUP = 1,	/* the connecting process's own cgroup */
 	NVS_ID_PID_HISTORY = 2, /* unknown now; its pid was last seen in this Pod */
+	NVS_ID_SOCKET = 3,	/* it connected on its Pod's own socket (podsock.h) */
 };
 
 struct nvs_peer {
@@ -46,6 +47,13 @@ struct nvs_peer {
 	char pod_uid[NVS_POD_UID_LEN]; /* kind POD: 36 chars, dashes */
 	const char *unknown_why;       /* kind UNKNOWN: static text for logs/status */
 	int pidfd_checked;	       /* the read was confirmed through a pidfd */
+	/* Source SOCKET: the Pod socket's binding (podsock.h). pod_uid may be
+	 * "" until the Pod watch names the Pod (pod_identity.c). */
+	char bind_key[17];
+	char pod_ns[NVS_K8S_NS_LEN];
+	char pod_name[NVS_K8S_NAME_LEN];
+	/* Source SOCKET: the Pod a sound cgroup read named, "" none. */
+	char cg_pod_uid[NVS_POD_UID_LEN];
 };
 
 /* /proc, or NVSHARE_PROC_ROOT / --proc-root: set only by whoever starts
@@ -57,6 +65,14 @@ int nvs_peer_set_proc_root(const char *dir);
 /* Resolves the peer of an accepted socket. Returns 0 (p filled, possibly
  * kind UNKNOWN), or -1 when not even SO_PEERCRED works (logged). */
 int nvs_peer_resolve(int fd, struct nvs_peer *p);
+
+/* A connection accepted on a Pod socket (podsock.h) belongs to that
+ * socket's Pod, whatever its process did: the binding overrides what
+ * nvs_peer_resolve found (kind POD, source SOCKET; the binding's UID, or
+ * "" until the watch names the Pod, pod_identity.c). What a sound cgroup
+ * read said is kept in cg_pod_uid, so that a disagreement is logged. */
+struct nvs_binding;
+void nvs_peer_bind(struct nvs_peer *p, const struct nvs_binding *b);
 
 /* The Pod UID of any host process (its cgroup, outermost pod<uid>), e.g.
  * one NVML lists on a GPU. 0 with out filled (cap >= 37), -1 when it is in

@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
-unsigned nvs_plog_rate = NVS_DEFAULT_LOG_RATE;
+unsigned nvs_plog_rate = 10; /* a row of settings.def sets it at start */
 uint64_t nvs_plog_suppressed_total;
 
 #define NSLOTS 512u
@@ -41,24 +41,12 @@ struct slot {
 static struct slot slots[NSLOTS];
 static unsigned pending; /* slots with suppressed > 0 */
 
-int nvs_plog_set_rate(const char *what, const char *v)
-{
-	uint64_t n;
-	if (nvs_parse_u64(v, 0, NVS_MAX_LOG_RATE, &n)) {
-		fprintf(stderr,
-			"nvshare-scheduler: bad value for %s: \"%s\" (expected lines per second "
-			"per tenant and kind, 0..%u; 0: no limit)\n",
-			what, v, NVS_MAX_LOG_RATE);
-		return -1;
-	}
-	nvs_plog_rate = (unsigned)n;
-	return 0;
-}
-
 const char *nvs_tenant_key(const struct nvs_peer *p, char *buf, size_t cap)
 {
-	if (p->kind == NVS_TENANT_POD)
+	if (p->kind == NVS_TENANT_POD && p->pod_uid[0])
 		snprintf(buf, cap, "pod:%s", p->pod_uid);
+	else if (p->kind == NVS_TENANT_POD) /* a Pod socket's, not yet named */
+		snprintf(buf, cap, "pod:%s/%s", p->pod_ns, p->pod_name);
 	else if (p->kind == NVS_TENANT_UID)
 		snprintf(buf, cap, "uid:%u", (unsigned)p->uid);
 	else

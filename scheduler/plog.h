@@ -16,12 +16,8 @@
 
 struct nvs_peer;
 
-#define NVS_DEFAULT_LOG_RATE 10u
-#define NVS_MAX_LOG_RATE 100000u
-
 /* Lines per second per key; 0: no limit. */
-extern unsigned nvs_plog_rate;
-int nvs_plog_set_rate(const char *what, const char *v);
+extern unsigned nvs_plog_rate; /* NVSHARE_LOG_RATE (settings.def) */
 
 /* The tenant of a peer as a short key ("pod:<uid>", "uid:<n>",
  * "unknown") for logs and counting. */

@@ -85,21 +85,7 @@ static int oversubscribed(const struct gpu *g)
  * median of the last swaps in each direction (claims.c), so one client's
  * forged SWAP_STATS do not set it; the result is bounded by
  * NVSHARE_SWAP_TQ_MAX_FACTOR x TQ (default 4) and 60 s. */
-#define SWAP_TQ_FACTOR_DEFAULT 33u
 #define SWAP_TQ_MAX_NS (60ull * 1000000000ull)
-
-static unsigned swap_tq_factor(void)
-{
-	static int read;
-	static unsigned f = SWAP_TQ_FACTOR_DEFAULT;
-	if (!read) {
-		uint64_t v;
-		if (nvs_env_u64("NVSHARE_SWAP_TQ_FACTOR", 0, 1000, &v) == 1)
-			f = (unsigned)v;
-		read = 1;
-	}
-	return f;
-}
 
 uint64_t nvs_policy_tq_ns(const struct gpu *g)
 {
@@ -109,7 +95,7 @@ uint64_t nvs_policy_tq_ns(const struct gpu *g)
 	uint64_t cap = nvs_claims_tq_bound_ns(g);
 	if (cap > SWAP_TQ_MAX_NS)
 		cap = SWAP_TQ_MAX_NS;
-	uint64_t f = swap_tq_factor(), med = nvs_claims_swap_median(g);
+	uint64_t f = S.cfg.swap_tq_factor, med = nvs_claims_swap_median(g);
 	uint64_t k = f && med > cap / f ? cap : f * med;
 	return k > tq ? k : tq;
 }
@@ -171,23 +157,13 @@ static void evict_others(struct gpu *g, struct client_gpu *cg)
 /* Bytes the holder should move to the host on release so that `next`
  * fits: next's non-resident bytes beyond the free capacity, at most what
  * the holder has resident. 0 when memory is not short. */
-/* NVSHARE_SWAP_OUT: needed (default) | all | none, for measurements. */
+/* NVSHARE_SWAP_OUT: needed (default) | all | none, for measurements; the
+ * positions of its choices in settings.def. */
 enum { SWAP_OUT_NEEDED, SWAP_OUT_ALL, SWAP_OUT_NONE };
 
 static int swap_out_policy(void)
 {
-	static int p = -1;
-	if (p < 0) {
-		const char *v = getenv("NVSHARE_SWAP_OUT");
-		p = SWAP_OUT_NEEDED;
-		if (v && !strcmp(v, "all"))
-			p = SWAP_OUT_ALL;
-		else if (v && !strcmp(v, "none"))
-			p = SWAP_OUT_NONE;
-		else if (v && *v && strcmp(v, "needed"))
-			NVS_WARN("NVSHARE_SWAP_OUT=%s: not needed|all|none; using needed", v);
-	}
-	return p;
+	return (int)S.cfg.swap_out;
 }
 
 uint64_t nvs_policy_swap_out_need(const struct gpu *g, const struct client_gpu *h,

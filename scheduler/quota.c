@@ -41,38 +41,8 @@
 #define CG_FMT "client=%u pid=%d gpu=%d"
 #define CG_ARGS(cg) (cg)->client->id, (int)(cg)->client->pid, (cg)->gpu->index
 
-static int inited;
-
-static uint32_t env_clamped(const char *name, uint32_t def, uint32_t lo, uint32_t hi)
-{
-	const char *v = getenv(name);
-	if (!v || !*v)
-		return def;
-	uint64_t x;
-	if (nvs_parse_u64(v, 0, UINT32_MAX, &x)) {
-		NVS_WARN("ignoring %s=\"%s\": expected an integer; using %u", name, v, def);
-		return def;
-	}
-	if (x < lo || x > hi) {
-		uint32_t c = x < lo ? lo : hi;
-		NVS_WARN("%s=%s out of range %u..%u; using %u", name, v, lo, hi, c);
-		return c;
-	}
-	return (uint32_t)x;
-}
-
-void nvs_quota_init(void)
-{
-	if (inited)
-		return;
-	inited = 1;
-	S.cfg.q_window_ms = env_clamped("NVSHARE_COMPUTE_WINDOW_MS", 2000, 500, 20000);
-	S.cfg.q_sample_ms = env_clamped("NVSHARE_QUOTA_SAMPLE_INTERVAL_MS", 50, 10, 1000);
-	S.cfg.q_carry_pct = env_clamped("NVSHARE_QUOTA_CARRYOVER_PERCENT", 25, 0, 100);
-	S.cfg.q_tail_pct = env_clamped("NVSHARE_DROP_TAIL_BILLING_PERCENT", 70, 0, 100);
-	S.cfg.q_slice_ms =
-	    env_clamped("NVSHARE_QUOTA_SLICE_MS", S.cfg.q_window_ms / 20, 10, S.cfg.q_window_ms);
-}
+/* The window, sample interval, carry-over, tail share and slice are rows
+ * of settings.def (S.cfg, validated there). */
 
 static uint64_t window_ns(void)
 {
@@ -128,7 +98,9 @@ static uint64_t quota_ns(const struct gpu *g, const struct client_gpu *cg, uint6
 
 static uint64_t slice_ns(void)
 {
-	return (uint64_t)S.cfg.q_slice_ms * 1000000ull;
+	/* 0: not set, window / 20 */
+	uint32_t ms = S.cfg.q_slice_ms ? S.cfg.q_slice_ms : S.cfg.q_window_ms / 20;
+	return (uint64_t)ms * 1000000ull;
 }
 
 static uint64_t holding_ns(const struct client_gpu *cg, uint64_t now)
@@ -497,7 +469,6 @@ static const struct nvs_policy_hook quota_hook = {
  * limits changed. Returns 1 if g must be serialized for quotas. */
 static int q_refresh(struct gpu *g, uint64_t now)
 {
-	nvs_quota_init();
 	int want = 0;
 	if (g->mode != NVS_MODE_OFF)
 		for (const struct client_gpu *cg = g->ahead; cg; cg = cg->anext)

@@ -25,11 +25,6 @@ struct gpu;
 struct client;
 struct client_gpu;
 
-/* Reads NVSHARE_COMPUTE_WINDOW_MS, NVSHARE_QUOTA_SAMPLE_INTERVAL_MS,
- * NVSHARE_QUOTA_CARRYOVER_PERCENT, NVSHARE_DROP_TAIL_BILLING_PERCENT into
- * S.cfg once (idempotent). */
-void nvs_quota_init(void);
-
 /* Registers the quota policy with policy.c (nvs_policy_set_ops): its mode
  * evaluation then installs or removes the quota hook on a GPU after its
  * clients or their limits changed, and serializes a GPU with a limited

@@ -180,6 +180,9 @@ struct client {
 	char pod_uid[NVS_POD_UID_LEN];
 	char pod_name[NVS_K8S_NAME_LEN];
 	char pod_namespace[NVS_K8S_NS_LEN];
+	/* Identified by its Pod socket (source SOCKET): the Pod its cgroup
+	 * named, when that read was sound ("" none): only compared, logged. */
+	char cg_pod_uid[NVS_POD_UID_LEN];
 	uint64_t connected_ns;
 	struct conn *conn;
 	struct client_gpu *gpus[NVS_MAX_GPUS];
@@ -190,6 +193,12 @@ struct client {
 	 * kept (coalesced) because it was spent. */
 	uint64_t report_tat_ns;
 	uint64_t reports_coalesced;
+	/* The ping event (clients.c): when last written, PINGs since. */
+	uint64_t ping_event_ns, pings_unreported;
+	/* UNGATED reports (clients.c): its runs without the gate and their
+	 * length, as it said; one report per reason per connection. */
+	uint64_t ungated_runs, ungated_ns;
+	unsigned ungated_reported; /* bit per reason */
 	struct client *prev, *next;
 };
 
@@ -289,6 +298,12 @@ struct sched_config {
 	uint32_t mode_switch_burst;  /* NVSHARE_MODE_SWITCH_BURST, 4 */
 	uint32_t report_rate;	     /* NVSHARE_REPORT_RATE, 50 per s */
 	uint32_t swap_tq_max_factor; /* NVSHARE_SWAP_TQ_MAX_FACTOR, 4 */
+	/* swap (policy.c, docs/swap.md) */
+	unsigned swap_out;	 /* NVSHARE_SWAP_OUT: needed, all, none */
+	uint32_t swap_tq_factor; /* NVSHARE_SWAP_TQ_FACTOR, 33 */
+	/* logs and events (main.c) */
+	int debug, log_json;
+	char events_path[500]; /* NVSHARE_EVENTS, "": off */
 };
 
 struct sched {
@@ -304,6 +319,8 @@ struct sched {
 	char sock_path[NVS_SOCK_PATH_LEN];
 	char admin_sock_path[NVS_SOCK_PATH_LEN];
 	/* connection counters */
+	/* UNGATED reports of all clients, by reason (clients.c). */
+	uint64_t ungated_runs[NVS_UNGATED_REASONS + 1], ungated_ns[NVS_UNGATED_REASONS + 1];
 	uint64_t conns_accepted, conns_closed_bad, conns_closed_slow;
 	/* faults survived (docs/reliability.md) */
 	uint64_t accept_refused; /* out of fds: refused through the spare fd */

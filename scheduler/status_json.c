@@ -11,7 +11,9 @@
 #include "plog.h"
 #include "policy.h"
 #include "peer.h"
+#include "podsock.h"
 #include "quota.h"
+#include "settings.h"
 #include "state.h"
 #include "unmanaged.h"
 
@@ -141,6 +143,8 @@ static cJSON *gpu_json(const struct gpu *g, uint64_t now)
 	/* What the adaptive quantum uses: median recent in + out. */
 	num(sw, "median_ns", nvs_claims_swap_median(g));
 	cJSON_AddStringToObject(o, "policy", g->hook ? g->hook->name : "fcfs");
+	/* Where its mode, TQ and capacity come from (settings.h). */
+	cJSON_AddItemToObject(o, "sources", nvs_settings_gpu_sources(g->index));
 	uint64_t held = g->st.held_ns + (g->holder ? now - g->holder->held_since_ns : 0);
 	cJSON_AddItemToObject(o, "stats", stats(&g->st, held));
 	return o;
@@ -168,7 +172,12 @@ static cJSON *client_json(const struct client *cl, uint64_t now)
 	limit(o, "mem_limit", cl->hello_mem_limit);
 	/* Its allocations are device memory: counted as pinned (policy.h). */
 	cJSON_AddBoolToObject(o, "device_memory", cl->device_memory);
-	if (cl->pod_uid[0]) {
+	/* What it reported of runs without the gate (UNGATED: a claim). */
+	cJSON *ug = cJSON_AddObjectToObject(o, "ungated");
+	num(ug, "runs", cl->ungated_runs);
+	cJSON_AddNumberToObject(ug, "seconds", (double)cl->ungated_ns / 1e9);
+	/* (a Pod socket's Pod may be named before the watch gives its UID) */
+	if (cl->pod_uid[0] || cl->pod_name[0]) {
 		/* From the cgroup and the API watch, never from the client
 		 * (tenant unknown: the Pod its pid was last seen in). */
 		cJSON *p = cJSON_AddObjectToObject(o, "pod");
@@ -275,6 +284,10 @@ cJSON *nvs_status_json(uint64_t now)
 	num(lp, "stalled_ns", hs.stalled_ns);
 	num(lp, "longest_stall_ns", hs.longest_ns);
 	cJSON_AddBoolToObject(root, "nvml", S.nvml_ok);
+	/* Every setting: value, text, source (settings.def; docs/scheduler.md
+	 * "Where a setting comes from"). "defaults" and "limits" below are
+	 * the older views of some of them, kept for existing readers. */
+	cJSON_AddItemToObject(root, "settings", nvs_settings_json());
 	cJSON *d = cJSON_AddObjectToObject(root, "defaults");
 	cJSON_AddStringToObject(d, "mode", nvs_mode_name(S.cfg.mode));
 	num(d, "tq_ms", S.cfg.tq_ms);
@@ -285,7 +298,6 @@ cJSON *nvs_status_json(uint64_t now)
 	num(d, "preempt_ms", nvs_cosched_cfg.preempt_ms);
 	num(d, "min_slice_ms", nvs_cosched_cfg.min_slice_ms);
 	num(d, "batch_floor_percent", nvs_cosched_cfg.batch_floor_pct);
-	nvs_quota_init();
 	num(d, "compute_window_ms", S.cfg.q_window_ms);
 	num(d, "quota_sample_interval_ms", S.cfg.q_sample_ms);
 	num(d, "quota_carryover_percent", S.cfg.q_carry_pct);
@@ -309,6 +321,18 @@ cJSON *nvs_status_json(uint64_t now)
 	num(c, "handshake_timeouts", nvs_limits_stats.handshake_timeouts);
 	num(c, "buffer_budget_cuts", nvs_limits_stats.budget_cuts);
 	num(c, "accept_rate_pauses", nvs_limits_stats.rate_paused);
+	num(c, "accept_rate_parked", nvs_limits_stats.rate_parked);
+	num(c, "accept_rate_refusals", nvs_limits_stats.refused_rate);
+	num(c, "idle_client_cuts", nvs_limits_stats.idle_cuts);
+	num(c, "fd_pressure_closes", nvs_limits_stats.fd_evictions);
+	num(c, "pod_sockets", nvs_podsock_count());
+	/* Clients' reports of runs without the gate, by reason. */
+	cJSON *ug = cJSON_AddObjectToObject(root, "ungated");
+	for (unsigned r = 1; r <= NVS_UNGATED_REASONS; r++) {
+		cJSON *e = cJSON_AddObjectToObject(ug, nvs_ungated_reason_name(r));
+		num(e, "runs", S.ungated_runs[r]);
+		cJSON_AddNumberToObject(e, "seconds", (double)S.ungated_ns[r] / 1e9);
+	}
 	num(c, "admin_from_reserve", nvs_limits_stats.reserve_accepts);
 	num(c, "buffered_bytes", nvs_limits_stats.buffered);
 	num(c, "buffered_max_bytes", nvs_limits_stats.buffered_max);
@@ -316,6 +340,7 @@ cJSON *nvs_status_json(uint64_t now)
 	num(lim, "max_conns_per_tenant", nvs_limits_cfg.max_conns_per_tenant);
 	num(lim, "handshake_timeout_ms", nvs_limits_cfg.handshake_ms);
 	num(lim, "accept_rate", nvs_limits_cfg.accept_rate);
+	num(lim, "max_idle_clients_per_tenant", nvs_limits_cfg.max_idle_per_tenant);
 	num(lim, "conn_buffer_budget", nvs_limits_cfg.buffer_budget);
 	num(lim, "log_rate", nvs_plog_rate);
 	num(lim, "log_lines_suppressed", nvs_plog_suppressed_total);
@@ -351,7 +376,8 @@ static cJSON *gpu_tenant_json(const struct gpu *g)
 	return o;
 }
 
-cJSON *nvs_status_tenant_json(uint64_t now, const struct nvs_peer *viewer)
+cJSON *nvs_status_tenant_json(uint64_t now, const struct nvs_peer *viewer,
+			      const struct client *self)
 {
 	cJSON *root = cJSON_CreateObject();
 	if (!root)
@@ -376,7 +402,9 @@ cJSON *nvs_status_tenant_json(uint64_t now, const struct nvs_peer *viewer)
 	while (last && last->next)
 		last = last->next;
 	for (const struct client *cl = last; cl; cl = cl->prev)
-		if (nvs_peer_same_tenant(viewer, cl->tenant, cl->uid, cl->pod_uid))
+		/* An unknown viewer belongs to no tenant: it sees only the
+		 * client of its own connection (if it registered one). */
+		if (cl == self || nvs_peer_same_tenant(viewer, cl->tenant, cl->uid, cl->pod_uid))
 			cJSON_AddItemToArray(cs, client_json(cl, now));
 	return root;
 }

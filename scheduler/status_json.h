@@ -17,7 +17,10 @@ struct nvs_peer;
 cJSON *nvs_status_json(uint64_t now);
 /* The tenant view (client socket, docs/security.md): GPU facts that name
  * no one, and only the clients of viewer's own tenant (same Pod; outside
- * Kubernetes same uid; an unknown viewer sees none). NULL on OOM. */
-cJSON *nvs_status_tenant_json(uint64_t now, const struct nvs_peer *viewer);
+ * Kubernetes same uid; an unknown viewer sees only self, the client of its
+ * own connection, or none). NULL on OOM. */
+struct client;
+cJSON *nvs_status_tenant_json(uint64_t now, const struct nvs_peer *viewer,
+			      const struct client *self);
 
 #endif

@@ -17,56 +17,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-struct nvs_unmanaged_config nvs_unmanaged_cfg = {NVS_UNMANAGED_REPORT,
-						 NVS_UNMANAGED_DEFAULT_INTERVAL_MS};
+/* Rows of settings.def: their defaults are the table's. */
+struct nvs_unmanaged_config nvs_unmanaged_cfg;
 
 static const char *const policy_names[] = {"report", "serialize"};
-
-/* ---- settings ---- */
-
-int nvs_unmanaged_parse_policy(const char *s)
-{
-	for (unsigned i = 0; i < sizeof policy_names / sizeof *policy_names; i++)
-		if (s && !strcmp(s, policy_names[i]))
-			return (int)i;
-	return -1;
-}
-
-int nvs_unmanaged_parse_interval(const char *s, uint32_t *out)
-{
-	uint64_t v;
-	if (!s || nvs_parse_duration_ms(s, &v))
-		return -1;
-	if (v != 0 && (v < NVS_UNMANAGED_MIN_INTERVAL_MS || v > 3600000u))
-		return -1;
-	*out = (uint32_t)v;
-	return 0;
-}
-
-int nvs_unmanaged_config_from_env(struct nvs_unmanaged_config *uc)
-{
-	const char *v = getenv("NVSHARE_UNMANAGED");
-	if (v && *v) {
-		int p = nvs_unmanaged_parse_policy(v);
-		if (p < 0) {
-			fprintf(stderr,
-				"nvshare-scheduler: bad value for NVSHARE_UNMANAGED: \"%s\" "
-				"(expected report or serialize)\n",
-				v);
-			return -1;
-		}
-		uc->policy = (unsigned)p;
-	}
-	v = getenv("NVSHARE_UNMANAGED_INTERVAL_MS");
-	if (v && *v && nvs_unmanaged_parse_interval(v, &uc->interval_ms)) {
-		fprintf(stderr,
-			"nvshare-scheduler: bad value for NVSHARE_UNMANAGED_INTERVAL_MS: \"%s\" "
-			"(expected 0 (off) or %u ms .. 1 h: 2000, 2s, 500ms)\n",
-			v, NVS_UNMANAGED_MIN_INTERVAL_MS);
-		return -1;
-	}
-	return 0;
-}
 
 /* ---- NVML ---- */
 

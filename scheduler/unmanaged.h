@@ -25,8 +25,6 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
-#define NVS_UNMANAGED_DEFAULT_INTERVAL_MS 2000u
-#define NVS_UNMANAGED_MIN_INTERVAL_MS 100u
 /* A process must be seen without a connection this long before it counts:
  * longer than a client's reconnect period (1 s +- 25 %), so clients
  * reconnecting after a scheduler restart are not reported. */
@@ -42,22 +40,13 @@ enum nvs_unmanaged_policy {
 	NVS_UNMANAGED_SERIALIZE = 1,
 };
 
+/* NVSHARE_UNMANAGED, NVSHARE_UNMANAGED_INTERVAL_MS (settings.def). */
 struct nvs_unmanaged_config {
 	unsigned policy;      /* enum nvs_unmanaged_policy */
 	uint32_t interval_ms; /* 0: detection off */
 };
 
 extern struct nvs_unmanaged_config nvs_unmanaged_cfg;
-
-/* "report" / "serialize" -> policy, -1 otherwise. */
-int nvs_unmanaged_parse_policy(const char *s);
-/* "2000", "2s", "500ms"; 0 (off) or NVS_UNMANAGED_MIN_INTERVAL_MS..1h.
- * Returns 0 or -1. */
-int nvs_unmanaged_parse_interval(const char *s, uint32_t *out);
-/* NVSHARE_UNMANAGED, NVSHARE_UNMANAGED_INTERVAL_MS. A bad value is printed
- * to stderr naming the variable and its valid values; returns -1 (the
- * scheduler refuses to start), else 0. */
-int nvs_unmanaged_config_from_env(struct nvs_unmanaged_config *uc);
 
 /* After the GPUs are discovered: finds NVML's process query, runs the
  * first check and registers the next ones with the event loop (loop.h,

@@ -23,6 +23,10 @@ PKGS=(
   util-linux procps psmisc # setpriv, pkill, fuser in tests
   yamllint buildah         # manifest lint, image builds in tests
   openssl curl             # fake API server certificates, scrapes in tests
+  help2man                 # man pages of the programs (make man, install, deb)
+  binutils dpkg-dev        # objdump (the library's glibc floor), dpkg-deb/dpkg-shlibdeps (make deb)
+  systemd systemd-container  # the unit under a real systemd in a container (tests/system)
+  jq                       # JSON in tests
 )
 # kubectl renders the kustomize manifests; Debian's kubernetes-client provides
 # it, but conflicts with a kubectl package already installed from elsewhere.

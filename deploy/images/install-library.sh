@@ -13,6 +13,7 @@ NAME=libnvshare.so
 usage() {
   cat <<USAGE
 Usage: nvshare-install-library [DEST_DIR]
+       nvshare-install-library --version
 
 Copies $SRC_DIR/$NAME to DEST_DIR/$NAME (default: \$NVSHARE_LIB_DEST, else
 /host/var/lib/nvshare/lib), atomically; does nothing when DEST_DIR already
@@ -22,6 +23,12 @@ USAGE
 
 case "${1:-}" in
   -h|--help) usage; exit 0 ;;
+  -V|--version)
+    # The version of the library in this image (written when it was staged).
+    v=$(cat "${NVSHARE_VERSION_FILE:-/usr/local/nvshare/VERSION}" 2>/dev/null) || v=unknown
+    echo "nvshare-install-library $v"
+    exit 0
+    ;;
   -*) usage >&2; exit 2 ;;
 esac
 dest=${1:-${NVSHARE_LIB_DEST:-/host/var/lib/nvshare/lib}}

@@ -10,7 +10,9 @@
 # every glibc base image has (glibc itself, libgcc_s, libstdc++) are left
 # to the base image, which must therefore be glibc >= the build host's
 # (Debian bookworm or newer). The Debian packages the copied libraries come
-# from are listed in usr/share/doc/nvshare/bundled-packages.txt.
+# from are listed in usr/share/doc/nvshare/bundled-packages.txt, and their
+# copyright files copied to usr/share/doc/<package>/copyright; nvshare's
+# LICENSE and NOTICE go to usr/share/doc/nvshare in every image.
 #
 # ARCH is a Debian/OCI architecture name: amd64, arm64. Extra library
 # directories to search: STAGE_LIB_DIRS (colon-separated; for a cross
@@ -42,6 +44,10 @@ for spec in "$@"; do
   cp -L "$src" "$root$dest"
   if head -c 4 "$src" | grep -q 'ELF'; then elfs="$elfs $root$dest"; fi
 done
+# nvshare's license texts in every image.
+top=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$root/usr/share/doc/nvshare"
+cp "$top/LICENSE" "$top/NOTICE" "$root/usr/share/doc/nvshare/"
 [ $nodeps = 1 ] && exit 0
 
 # Provided by the base image.
@@ -92,5 +98,16 @@ while [ -n "$todo" ]; do
   done
   todo=$next
 done
-mkdir -p "$root/usr/share/doc/nvshare"
 for p in $pkgs; do echo "$p"; done | sort -u >"$root/usr/share/doc/nvshare/bundled-packages.txt"
+# The license of each bundled library: its Debian package's copyright file,
+# where Debian keeps it (/usr/share/doc/<package>/copyright).
+while read -r p; do
+  [ -n "$p" ] || continue
+  if [ -f "/usr/share/doc/$p/copyright" ]; then
+    mkdir -p "$root/usr/share/doc/$p"
+    cp "/usr/share/doc/$p/copyright" "$root/usr/share/doc/$p/copyright"
+  else
+    echo "stage.sh: no /usr/share/doc/$p/copyright for bundled package $p" >&2
+    exit 1
+  fi
+done <"$root/usr/share/doc/nvshare/bundled-packages.txt"

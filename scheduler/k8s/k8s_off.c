@@ -65,6 +65,15 @@ const struct nvs_k8s_cached_pod *nvs_k8s_pod_lookup(const char *cgroup_uid)
 	return NULL;
 }
 
+const struct nvs_k8s_cached_pod *nvs_k8s_pod_by_name(const char *ns, const char *name)
+{
+	return NULL;
+}
+
+void nvs_k8s_foreach_pod(void (*fn)(const struct nvs_k8s_cached_pod *p, void *arg), void *arg)
+{
+}
+
 const char *nvs_k8s_state(void)
 {
 	return "not-built";

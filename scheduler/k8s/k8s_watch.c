@@ -787,6 +787,20 @@ const struct nvs_k8s_cached_pod *nvs_k8s_pod_lookup(const char *cgroup_uid)
 	return NULL;
 }
 
+const struct nvs_k8s_cached_pod *nvs_k8s_pod_by_name(const char *ns, const char *name)
+{
+	for (struct nvs_k8s_cached_pod *p = cache; p; p = p->next)
+		if (!strcmp(p->ns, ns) && !strcmp(p->name, name))
+			return p;
+	return NULL;
+}
+
+void nvs_k8s_foreach_pod(void (*fn)(const struct nvs_k8s_cached_pod *p, void *arg), void *arg)
+{
+	for (struct nvs_k8s_cached_pod *p = cache; p; p = p->next)
+		fn(p, arg);
+}
+
 static struct nvs_k8s_cached_pod *find(const char *uid)
 {
 	for (struct nvs_k8s_cached_pod *p = cache; p; p = p->next)

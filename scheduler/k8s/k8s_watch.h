@@ -28,10 +28,6 @@ struct nvs_k8s_config {
 
 extern struct nvs_k8s_config nvs_k8s_cfg;
 
-/* Fills the config from the environment (NODE_NAME, NVSHARE_KUBE,
- * NVSHARE_GPU_MEMORY_UNIT). */
-void nvs_k8s_config_from_env(struct nvs_k8s_config *kc);
-
 /* Resolves the configuration (in-cluster when NODE_NAME is set and
  * KUBERNETES_SERVICE_HOST + the service-account token exist, or the
  * explicit flags) and starts the thread. Returns 0 when started or not
@@ -63,6 +59,11 @@ struct nvs_k8s_cached_pod {
 	struct nvs_k8s_cached_pod *next;
 };
 const struct nvs_k8s_cached_pod *nvs_k8s_pod_lookup(const char *cgroup_uid);
+/* The cached Pod namespace/name (a Pod socket's binding names its Pod so:
+ * the kubelet's PodResources API has no UID). NULL when not cached. */
+const struct nvs_k8s_cached_pod *nvs_k8s_pod_by_name(const char *ns, const char *name);
+/* Calls fn for every cached Pod. Loop thread. */
+void nvs_k8s_foreach_pod(void (*fn)(const struct nvs_k8s_cached_pod *p, void *arg), void *arg);
 
 /* Who is told, on the loop thread, when a cached Pod changed (added,
  * modified, listed) or is gone (pod_identity.c; main.c wires it before

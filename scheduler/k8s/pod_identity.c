@@ -74,36 +74,124 @@ static void apply(struct client *cl, const struct nvs_k8s_cached_pod *p)
 	nvs_devmem_pod(cl, p->has_unified && p->unified == 1);
 }
 
-/* Unknown tenants (peer.h): the process was gone or its cgroup unreadable
- * when it connected. Never "no Pod, no limits": the limits of the Pod its
- * pid was last seen in, when that Pod is known, else the configured
- * unknown-tenant limits. */
-static void apply_unknown(struct client *cl)
+/*
+ * Unknown tenants (peer.h): the process was gone, exiting or invisible,
+ * or its cgroup unreadable, when it connected. Never "no Pod, no
+ * limits", and never looser than the Pod it may really be in: per field,
+ * the most restrictive limit in force on the node, that is the smallest
+ * of the unknown-tenant settings (NVSHARE_UNKNOWN_TENANT_*) and of every
+ * cached Pod's annotation limits and memory request. The Pod its pid was
+ * last seen in (source pid-history) is only shown, never applied.
+ */
+struct strictest {
+	uint32_t core;			       /* percent, 0: none */
+	uint64_t mem;			       /* bytes, 0: none */
+	const struct nvs_k8s_cached_pod *skip; /* being removed */
+};
+
+static void tighten(uint32_t *core, uint64_t *mem, uint32_t c, uint64_t m)
 {
-	NVS_WARN("client=%u pid=%d uid=%d: unknown tenant (%s): unknown-tenant limits apply",
-		 cl->id, (int)cl->pid, (int)cl->uid, cl->unknown_why ? cl->unknown_why : "?");
-	set_annotation_limits(cl, S.cfg.unknown_core_limit,
-			      S.cfg.unknown_mem_limit == NVS_NO_LIMIT ? 0
-								      : S.cfg.unknown_mem_limit);
+	if (c && (!*core || c < *core))
+		*core = c;
+	if (m && (!*mem || m < *mem))
+		*mem = m;
+}
+
+static void tighten_pod(const struct nvs_k8s_cached_pod *p, void *arg)
+{
+	struct strictest *s = arg;
+	if (p == s->skip)
+		return;
+	tighten(&s->core, &s->mem, p->has_core ? (uint32_t)p->core : 0, p->has_mem ? p->mem : 0);
+	tighten(&s->core, &s->mem, 0, p->mem_request);
+}
+
+static struct strictest strictest_limits(const struct nvs_k8s_cached_pod *skip)
+{
+	/* (a core limit of 100 % is none) */
+	struct strictest s = {S.cfg.unknown_core_limit == 100 ? 0 : S.cfg.unknown_core_limit,
+			      S.cfg.unknown_mem_limit == NVS_NO_LIMIT ? 0 : S.cfg.unknown_mem_limit,
+			      skip};
+	nvs_k8s_foreach_pod(tighten_pod, &s);
+	return s;
+}
+
+static void apply_unknown(struct client *cl, const struct strictest *lim, int loud)
+{
+	if (loud)
+		NVS_WARN("client=%u pid=%d uid=%d: unknown tenant (%s): the most restrictive "
+			 "limits on the node apply",
+			 cl->id, (int)cl->pid, (int)cl->uid,
+			 cl->unknown_why ? cl->unknown_why : "?");
+	set_annotation_limits(cl, lim->core, lim->mem);
+}
+
+/* Every unknown client again, after a Pod changed the strictest limits
+ * (gone: skip, which the cache still holds). */
+static void reapply_unknown(const struct nvs_k8s_cached_pod *skip)
+{
+	struct strictest lim = strictest_limits(skip);
+	for (struct client *cl = S.clients; cl; cl = cl->next)
+		if (cl->tenant == NVS_TENANT_UNKNOWN)
+			apply_unknown(cl, &lim, 0);
+}
+
+/* A Pod socket's client whose UID the watch had not given yet. */
+static int named_pod(const struct client *cl, const struct nvs_k8s_cached_pod *p)
+{
+	return cl->tenant == NVS_TENANT_POD && !cl->pod_uid[0] &&
+	       !strcmp(cl->pod_namespace, p->ns) && !strcmp(cl->pod_name, p->name);
+}
+
+/* The socket's Pod is p: its UID, and a word when the process's own
+ * cgroup named another Pod (a misplaced mount, or a tenant's trick). */
+static void socket_pod_is(struct client *cl, const struct nvs_k8s_cached_pod *p)
+{
+	snprintf(cl->pod_uid, sizeof cl->pod_uid, "%s", p->uid);
+	if (cl->cg_pod_uid[0] && strcmp(cl->cg_pod_uid, p->uid) &&
+	    (!p->mirror[0] || strcmp(cl->cg_pod_uid, p->mirror)))
+		NVS_WARN("client=%u pid=%d connected on the socket of pod %s/%s (uid %s) but its "
+			 "cgroup names pod uid %s: the socket decides",
+			 cl->id, (int)cl->pid, p->ns, p->name, p->uid, cl->cg_pod_uid);
 }
 
 void nvs_pod_identify(struct client *cl)
 {
-	if (!cl->pod_uid[0]) {
-		if (cl->tenant == NVS_TENANT_UNKNOWN)
-			apply_unknown(cl);
+	if (cl->tenant == NVS_TENANT_UNKNOWN) {
+		const struct nvs_k8s_cached_pod *p =
+		    cl->pod_uid[0] ? nvs_k8s_pod_lookup(cl->pod_uid) : NULL;
+		if (p) {
+			/* Shown (status "pod"), not applied. */
+			snprintf(cl->pod_name, sizeof cl->pod_name, "%s", p->name);
+			snprintf(cl->pod_namespace, sizeof cl->pod_namespace, "%s", p->ns);
+		}
+		struct strictest lim = strictest_limits(NULL);
+		apply_unknown(cl, &lim, 1);
 		return;
 	}
+	if (!cl->pod_uid[0] && cl->pod_name[0]) {
+		/* A Pod socket's client: its binding named the Pod, the watch
+		 * gives the UID. Until it does, the most restrictive limits
+		 * (nvs_pod_changed applies the Pod's once it appears). */
+		const struct nvs_k8s_cached_pod *p =
+		    nvs_k8s_pod_by_name(cl->pod_namespace, cl->pod_name);
+		if (p) {
+			socket_pod_is(cl, p);
+			apply(cl, p);
+			return;
+		}
+		NVS_INFO("client=%u pid=%d is in pod %s/%s by its socket (not known to the watch "
+			 "yet): the most restrictive limits until it is",
+			 cl->id, (int)cl->pid, cl->pod_namespace, cl->pod_name);
+		struct strictest lim = strictest_limits(NULL);
+		set_annotation_limits(cl, lim.core, lim.mem);
+		return;
+	}
+	if (!cl->pod_uid[0])
+		return;
 	const struct nvs_k8s_cached_pod *p = nvs_k8s_pod_lookup(cl->pod_uid);
 	if (p) {
-		if (cl->tenant == NVS_TENANT_UNKNOWN)
-			NVS_WARN("client=%u pid=%d: unknown tenant (%s); its pid was last seen in "
-				 "pod %s/%s: that Pod's limits apply",
-				 cl->id, (int)cl->pid, cl->unknown_why ? cl->unknown_why : "?",
-				 p->ns, p->name);
 		apply(cl, p);
-	} else if (cl->tenant == NVS_TENANT_UNKNOWN) {
-		apply_unknown(cl);
 	} else {
 		NVS_INFO("client=%u pid=%d is in pod uid %s (not known to the watch yet)", cl->id,
 			 (int)cl->pid, cl->pod_uid);
@@ -122,24 +210,30 @@ static int in_pod(const struct client *cl, const struct nvs_k8s_cached_pod *p)
 
 void nvs_pod_changed(const struct nvs_k8s_cached_pod *p)
 {
-	for (struct client *cl = S.clients; cl; cl = cl->next)
-		if (in_pod(cl, p))
+	for (struct client *cl = S.clients; cl; cl = cl->next) {
+		if (named_pod(cl, p)) {
+			socket_pod_is(cl, p);
+			NVS_INFO("client=%u pid=%d: its socket's pod %s/%s is uid %s", cl->id,
+				 (int)cl->pid, p->ns, p->name, p->uid);
+		}
+		if (cl->tenant != NVS_TENANT_UNKNOWN && in_pod(cl, p))
 			apply(cl, p);
+	}
+	reapply_unknown(NULL);
 }
 
 void nvs_pod_removed(const struct nvs_k8s_cached_pod *p)
 {
 	for (struct client *cl = S.clients; cl; cl = cl->next) {
-		if (!in_pod(cl, p))
+		if (cl->tenant == NVS_TENANT_UNKNOWN || !in_pod(cl, p))
 			continue;
 		NVS_INFO("client=%u pid=%d: pod %s/%s deleted; its annotation limits and "
 			 "memory request no longer apply",
 			 cl->id, (int)cl->pid, p->ns, p->name);
 		set_request(cl, 0);
 		cl->annot_prio = 0;
-		if (cl->tenant == NVS_TENANT_UNKNOWN)
-			apply_unknown(cl); /* it was only attributed to that Pod */
-		else
-			set_annotation_limits(cl, 0, 0);
+		set_annotation_limits(cl, 0, 0);
 	}
+	/* The cache no longer holds p (k8s_watch.c frees it after this). */
+	reapply_unknown(p);
 }

@@ -66,4 +66,11 @@ stale=$(git ls-files '*.c' '*.h' '*.mk' 'Makefile' 'deploy/*' 2>/dev/null |
   xargs grep -nF -e "\"$want\"" -e "$want" -e '0.1.0' 2>/dev/null)
 check "no hard-coded version outside VERSION and the kustomize base" [ -z "$stale" ]
 [ -z "$stale" ] || echo "$stale" | sed 's/^/# /'
+
+# CHANGELOG.md has a dated section for the release VERSION names (the
+# images and the package carry that number), below [Unreleased].
+check "CHANGELOG.md: a section '## [$want] - YYYY-MM-DD' below '## [Unreleased]'" bash -c "
+  u=\$(grep -n '^## \\[Unreleased\\]' CHANGELOG.md | cut -d: -f1)
+  r=\$(grep -nE '^## \\[$want\\] - [0-9]{4}-[0-9]{2}-[0-9]{2}\$' CHANGELOG.md | cut -d: -f1)
+  [ -n \"\$r\" ] && { [ -z \"\$u\" ] || [ \"\$u\" -lt \"\$r\" ]; }"
 echo "1..$_tap_n"

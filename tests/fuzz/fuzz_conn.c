@@ -105,7 +105,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 static void reset(uint8_t setup)
 {
 	memset(&S, 0, sizeof S);
-	nvs_config_defaults(&S.cfg);
+	nvs_settings_defaults();
 	S.cfg.use_nvml = 0;
 	S.cfg.mode = (setup & 3) > NVS_MODE_AUTO ? NVS_MODE_AUTO : (setup & 3);
 	S.cfg.drop_grace_ms = 100;
@@ -132,7 +132,7 @@ static void open_slot(int i, uint8_t setup)
 		return;
 	/* Bit 4: the admin socket (control messages accepted), else the
 	 * client socket (refused). */
-	struct conn *c = conn_new(sv[0], (setup & 16) ? CONN_ROLE_ADMIN : CONN_ROLE_CLIENT);
+	struct conn *c = conn_new(sv[0], (setup & 16) ? CONN_ROLE_ADMIN : CONN_ROLE_CLIENT, NULL);
 	if (!c) {
 		close(sv[1]);
 		return;

@@ -265,6 +265,14 @@ def main():
                 if ":" not in img.rsplit("/", 1)[-1] or img.endswith(":latest"):
                     untagged.append(img)
     check("images carry a version tag", not untagged, untagged)
+    # No default image from a registry namespace the project does not own
+    # (issue 34): the base names localhost/nvshare/*, which the user
+    # builds (make images) and points at their registry (make
+    # deploy-images); a bare nvshare/x would be pulled from docker.io.
+    imgs = sorted({c["image"] for o in deploy if o["kind"] == "DaemonSet"
+                   for c in pod_spec(o).get("containers", []) + pod_spec(o).get("initContainers", [])})
+    check("default images are local names (localhost/nvshare/*), from no public registry",
+          imgs and all(i.startswith("localhost/nvshare/") for i in imgs), imgs)
 
     # Examples.
     jobs = [o for o in examples if o["kind"] == "Job"]

@@ -380,20 +380,181 @@ def scenario_memory():
     return p, kl
 
 
-def scenario_flags():
-    """Memory flags out of range are refused before anything starts."""
-    bad = [["--memory-unit", "0"], ["--memory-unit", "512Ki"], ["--memory-unit", "2Ti"],
-           ["--memory-oversubscription", "0"], ["--memory-oversubscription", "65"],
-           ["--memory-oversubscription", "1.5x"], ["--gpu-memory-size", "0"],
-           ["--memory-socket-name", "nvshare.sock"], ["--memory-socket-name", "a/b.sock"]]
+def refused_flags(bad, also=None):
+    """The flag sets in bad that do not stop the plugin with exit 2 and a
+    message naming the flag (or the words also)."""
     res = []
     for a in bad:
         r = subprocess.run([PLUGIN, "--kubelet-dir", os.path.join(T, "noflags")] + a,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                            timeout=guard(10))
-        if r.returncode != 2 or a[0] not in r.stderr:
+        if r.returncode != 2 or (a[0] not in r.stderr and not (also and also in r.stderr)):
             res.append((a, r.returncode, r.stderr[-200:]))
+    return res
+
+
+def scenario_flags():
+    """Memory flags out of range are refused before anything starts."""
+    res = refused_flags([["--memory-unit", "0"], ["--memory-unit", "512Ki"],
+                         ["--memory-unit", "2Ti"], ["--memory-oversubscription", "0"],
+                         ["--memory-oversubscription", "65"],
+                         ["--memory-oversubscription", "1.5x"], ["--gpu-memory-size", "0"],
+                         ["--memory-socket-name", "nvshare.sock"],
+                         ["--memory-socket-name", "a/b.sock"]])
     ok(not res, "bad --memory-* / --gpu-memory-size values: exit 2 naming the flag", res)
+
+
+def scenario_strategies():
+    """--device-list-strategy: envvar (default, above), volume-mounts,
+    cdi-annotations, cdi-cri, and the CDI spec; --require-scheduler."""
+    import json
+    import re
+    res = []
+    # volume-mounts: the list as mounts of /dev/null, the variable names the directory.
+    d = os.path.join(T, "dp-vm")
+    os.makedirs(d)
+    kl = FakeKubelet(d, pb)
+    kl.start()
+    p = start_plugin("plugin-vm", d, ["--host-lib-dir", libdir, "--device-list-strategy",
+                                      "volume-mounts", "--require-scheduler"],
+                     {"LD_LIBRARY_PATH": FAKE_NVML_DIR, "FAKE_NVML_GPUS": GA + "," + GB})
+    got = kl.wait(lambda: kl.regs(GPU) and kl.regs(MEM), 5)
+    ok(got, "volume-mounts: registered", log_of(p))
+    if got:
+        a = kl.allocate([GB + "__2", GA + "__1"])
+        e, m = envs_of(a), mounts_of(a)
+        root = "/var/run/nvidia-container-devices"
+        ok(e.get("NVIDIA_VISIBLE_DEVICES") == root
+           and ("/dev/null", root + "/" + GB, True) in m and ("/dev/null", root + "/" + GA, True) in m
+           and (libdir, "/usr/local/nvshare/lib", True) in m and not a.cdi_devices
+           and not a.annotations,
+           "volume-mounts: NVIDIA_VISIBLE_DEVICES=%s and /dev/null mounted at %s/<uuid> per GPU"
+           % (root, root), (e, m))
+        ok(e.get("NVSHARE_REQUIRE_SCHEDULER") == "1" and e.get("LD_PRELOAD"),
+           "--require-scheduler: containers get NVSHARE_REQUIRE_SCHEDULER=1", e)
+        a = kl.allocate([GA + "__3"], resource=MEM)
+        ok(envs_of(a).get("NVIDIA_VISIBLE_DEVICES") == root
+           and ("/dev/null", root + "/" + GA, True) in mounts_of(a),
+           "volume-mounts for nvshare.com/gpu-memory too", mounts_of(a))
+    res.append((p, kl))
+
+    # CDI: a device root with /dev/nvidia10 (GA's minor in the fake NVML),
+    # nvidiactl and nvidia-uvm, not GB's node nor nvidia-uvm-tools.
+    devroot = os.path.join(T, "devroot")
+    os.makedirs(os.path.join(devroot, "dev"))
+    for n_ in ("nvidia10", "nvidiactl", "nvidia-uvm"):
+        open(os.path.join(devroot, "dev", n_), "w").close()
+    spec_dir = os.path.join(T, "cdi", "run")
+    d = os.path.join(T, "dp-cdi")
+    os.makedirs(d)
+    kl = FakeKubelet(d, pb)
+    kl.start()
+    p = start_plugin("plugin-cdi", d, ["--host-lib-dir", libdir, "--device-list-strategy",
+                                       "cdi-annotations,cdi-cri", "--cdi-spec-dir", spec_dir,
+                                       "--cdi-dev-root", devroot],
+                     {"LD_LIBRARY_PATH": FAKE_NVML_DIR, "FAKE_NVML_GPUS": GA + "," + GB})
+    got = kl.wait(lambda: kl.regs(GPU) and kl.regs(MEM), 5)
+    ok(got, "cdi-annotations,cdi-cri: registered", log_of(p))
+    spec_path = os.path.join(spec_dir, "nvshare.com-gpu.json")
+    spec = None
+    try:
+        with open(spec_path) as f:
+            spec = json.load(f)
+    except (OSError, ValueError) as ex:
+        spec = None
+        ok(False, "CDI spec written to --cdi-spec-dir/nvshare.com-gpu.json", ex)
+    if spec is not None:
+        devs = {x["name"]: x for x in spec.get("devices", [])}
+        name_re = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+        ok(spec.get("cdiVersion") == "0.5.0" and spec.get("kind") == "nvshare.com/gpu"
+           and set(devs) == {GA, GB, "0", "1", "all"} and all(name_re.match(k) for k in devs),
+           "CDI spec: kind nvshare.com/gpu, devices by UUID, by index and all (as nvidia-ctk)",
+           spec)
+        nodes = lambda k: devs.get(k, {}).get("containerEdits", {}).get("deviceNodes")
+        g10 = {"path": "/dev/nvidia10", "hostPath": os.path.join(devroot, "dev", "nvidia10")}
+        ctl = [{"path": "/dev/" + x, "hostPath": os.path.join(devroot, "dev", x)}
+               for x in ("nvidiactl", "nvidia-uvm")]
+        ok(nodes(GA) == [g10] and nodes("0") == [g10] and nodes("all") == [g10],
+           "CDI spec: each GPU's /dev/nvidia<minor> (NVML's minor), only where the node exists",
+           devs)
+        ok(nodes(GB) == ctl and nodes("1") == ctl,
+           "CDI spec: a GPU whose node is missing edits the control nodes (no empty device)",
+           devs.get(GB))
+        common = [x["path"] for x in spec.get("containerEdits", {}).get("deviceNodes", [])]
+        ok(common == ["/dev/nvidiactl", "/dev/nvidia-uvm"],
+           "CDI spec: the control nodes that exist (nvidiactl, nvidia-uvm) for every device",
+           common)
+    if got:
+        a = kl.allocate([GB + "__2", GA + "__1"])
+        want = ["nvshare.com/gpu=" + GB, "nvidia.com/gpu=" + GB,
+                "nvshare.com/gpu=" + GA, "nvidia.com/gpu=" + GA]
+        ok([c.name for c in a.cdi_devices] == want,
+           "cdi-cri: CDIDevices name ours and the driver's (nvidia.com/gpu) per GPU",
+           [c.name for c in a.cdi_devices])
+        ann = dict(a.annotations)
+        ok(ann == {"cdi.k8s.io/nvshare-device-plugin_nvshare.com_gpu": ",".join(want)},
+           "cdi-annotations: cdi.k8s.io/nvshare-device-plugin_<resource> lists the same", ann)
+        e = envs_of(a)
+        ok("NVIDIA_VISIBLE_DEVICES" not in e and e.get("LD_PRELOAD")
+           and (libdir, "/usr/local/nvshare/lib", True) in mounts_of(a)
+           and "NVSHARE_REQUIRE_SCHEDULER" not in e,
+           "CDI only: no NVIDIA_VISIBLE_DEVICES; the library and socket still come with "
+           "the response (the kubelet applies them on every runtime)", (e, mounts_of(a)))
+        a = kl.allocate([GA + "__2"], resource=MEM)
+        ok(dict(a.annotations).get("cdi.k8s.io/nvshare-device-plugin_nvshare.com_gpu-memory")
+           == "nvshare.com/gpu=%s,nvidia.com/gpu=%s" % (GA, GA),
+           "nvshare.com/gpu-memory: its own annotation key, the unit's GPU", dict(a.annotations))
+    res.append((p, kl))
+
+    # Only our kind, and envvar beside CDI.
+    d = os.path.join(T, "dp-cdi2")
+    os.makedirs(d)
+    kl = FakeKubelet(d, pb)
+    kl.start()
+    p = start_plugin("plugin-cdi2", d, ["--host-lib-dir", libdir, "--device-list-strategy",
+                                        "envvar,cdi-cri", "--cdi-spec-dir", spec_dir + "2",
+                                        "--cdi-dev-root", devroot,
+                                        "--cdi-driver-kind", "none", "--no-memory-resource"],
+                     {"LD_LIBRARY_PATH": FAKE_NVML_DIR, "FAKE_NVML_GPUS": GA})
+    got = kl.wait(lambda: kl.regs(GPU), 5)
+    if got:
+        a = kl.allocate([GA + "__1"])
+        ok([c.name for c in a.cdi_devices] == ["nvshare.com/gpu=" + GA]
+           and envs_of(a).get("NVIDIA_VISIBLE_DEVICES") == GA,
+           "envvar,cdi-cri with --cdi-driver-kind none: the variable and our CDI device only",
+           (envs_of(a), [c.name for c in a.cdi_devices]))
+    else:
+        ok(False, "envvar,cdi-cri: registered", log_of(p))
+    res.append((p, kl))
+
+    # Bad values: exit 2 naming the flag.
+    wrong = refused_flags([["--device-list-strategy", "envvars"], ["--device-list-strategy", ""],
+                           ["--device-list-strategy", "envvar,"],
+                           ["--cdi-driver-kind", "nvidia.com"], ["--cdi-driver-kind", "a/b=c"],
+                           ["--cdi-spec-dir", "relative/dir"]], also="absolute")
+    ok(not wrong, "bad --device-list-strategy / --cdi-* values: exit 2 naming the flag", wrong)
+    # An unwritable spec directory stops the plugin at start (a file in its way).
+    blocker = os.path.join(T, "cdi-blocked")
+    open(blocker, "w").close()
+    r = subprocess.run([PLUGIN, "--kubelet-dir", os.path.join(T, "noflags"), "--host-lib-dir",
+                        libdir, "--device-list-strategy", "cdi-cri", "--cdi-spec-dir",
+                        os.path.join(blocker, "sub")],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=guard(30), env=dict(os.environ, LD_LIBRARY_PATH=FAKE_NVML_DIR,
+                                                   FAKE_NVML_GPUS=GA))
+    ok(r.returncode == 1 and "CDI spec" in r.stdout and "cdi-blocked" in r.stdout,
+       "CDI spec directory not writable: exit 1 naming it", r.stdout[-300:])
+    empty = os.path.join(T, "devroot-empty")
+    os.makedirs(os.path.join(empty, "dev"))
+    r = subprocess.run([PLUGIN, "--kubelet-dir", os.path.join(T, "noflags"), "--host-lib-dir",
+                        libdir, "--device-list-strategy", "cdi-annotations", "--cdi-spec-dir",
+                        os.path.join(T, "cdi-empty"), "--cdi-dev-root", empty],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=guard(30), env=dict(os.environ, LD_LIBRARY_PATH=FAKE_NVML_DIR,
+                                                   FAKE_NVML_GPUS=GA))
+    ok(r.returncode == 1 and "no NVIDIA device node" in r.stdout,
+       "CDI without the driver's device nodes: exit 1 saying so", r.stdout[-300:])
+    return res
 
 
 def shutdown(p, d, desc):
@@ -456,6 +617,7 @@ def main():
         p4, k4 = scenario_sim()
         p5, k5 = scenario_memory()
         scenario_flags()
+        strat = scenario_strategies()
         shutdown(p1, os.path.join(T, "dp1"), "SIGTERM: clean exit 0, both sockets removed")
         for p in (p2, p3, p4, p5):
             if p is not None:
@@ -464,6 +626,10 @@ def main():
         for k in (k1, k2, k3, k4, k5):
             if k is not None:
                 k.stop()
+        for p, k in strat:
+            p.terminate()
+            p.wait(guard(EXIT_GUARD))
+            k.stop()
     finally:
         for p in procs:
             if p.poll() is None:

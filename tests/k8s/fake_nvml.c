@@ -8,6 +8,8 @@
  *                                answer NVML_ERROR_GPU_IS_LOST, re-read on
  *                                every call
  *   FAKE_NVML_INIT_FAIL=1        nvmlInit_v2 fails (NVML "absent")
+ *   (nvmlDeviceGetMinorNumber: 10 + the GPU's index, so that a test tells
+ *   a minor number from an index)
  *
  * The colleague-owned tests/sim fake NVML is the general one; this one
  * exists for health-failure injection.
@@ -169,5 +171,14 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *m)
 	m->total = 16ULL << 30;
 	m->used = 0;
 	m->free = m->total;
+	return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t h, unsigned int *minor)
+{
+	struct fake_gpu *g = from_handle(h);
+	if (!g)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*minor = 10u + (unsigned)g->index;
 	return NVML_SUCCESS;
 }

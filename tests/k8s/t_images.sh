@@ -86,6 +86,18 @@ for img in scheduler device-plugin library; do
     not_ok "make image-$img"; tail -n 20 "$T/build-$img.log" | sed 's/^/# /'
     continue
   fi
+  labels=$(bh inspect --type image --format '{{range $k, $v := .OCIv1.Config.Labels}}{{$k}}={{$v}}
+{{end}}' "localhost/nvshare/$img:test" 2>/dev/null)
+  check "nvshare/$img: OCI labels (title, version, revision, licenses)" bash -c "
+    grep -qx 'org.opencontainers.image.title=nvshare-$img' <<<\"\$1\" &&
+    grep -qx 'org.opencontainers.image.version=test' <<<\"\$1\" &&
+    grep -qx 'org.opencontainers.image.revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)' <<<\"\$1\" &&
+    grep -qx 'org.opencontainers.image.licenses=Apache-2.0' <<<\"\$1\"" _ "$labels"
+  st=$(echo "$T/ctx/$img/rootfs-"*)
+  lic_missing=$(while read -r p; do [ -z "$p" ] || [ -f "$st/usr/share/doc/$p/copyright" ] || echo "$p"; done \
+    <"$st/usr/share/doc/nvshare/bundled-packages.txt" 2>/dev/null)
+  check "nvshare/$img: LICENSE, NOTICE and each bundled package's copyright file${lic_missing:+ (missing: $lic_missing)}" \
+    bash -c "[ -f '$st/usr/share/doc/nvshare/LICENSE' ] && [ -f '$st/usr/share/doc/nvshare/NOTICE' ] && [ -z '$lic_missing' ]"
   ep=$(bh inspect --type image --format '{{range .OCIv1.Config.Entrypoint}}{{.}} {{end}}' \
        "localhost/nvshare/$img:test" 2>/dev/null)
   ep=${ep% }
@@ -119,7 +131,10 @@ for img in scheduler device-plugin library; do
         ok "nvshare/library: installs libnvshare.so into a directory, then finds it up to date"
       else
         not_ok "nvshare/library install"; echo "$out" | sed 's/^/# /'
-      fi ;;
+      fi
+      out=$(bh run "$ctr" -- /usr/local/bin/nvshare-install-library --version 2>&1)
+      check "nvshare/library: nvshare-install-library --version names the library's version ($out)" \
+        bash -c "[ '$out' = 'nvshare-install-library $(scripts/gen-version.sh --print)' ]" ;;
     device-plugin)
       st=$(echo "$T/ctx/device-plugin/rootfs-"*)
       if compgen -G "$st/usr/lib/*/libgrpc.so.29" >/dev/null &&

@@ -19,16 +19,20 @@ ART=(libnvshare.so nvshare-scheduler nvsharectl nvshare-device-plugin)
 mk() {
   local o=() a
   for a in "${ART[@]}"; do o+=(-o "$B/$a"); done
-  make -s --no-print-directory B="$B" SAN=$SANV "${o[@]}" "$@"
+  make -s --no-print-directory B="$B" SAN=$SANV MAN_BUILD="$T/man" "${o[@]}" "$@"
 }
 
 R=$T/root
 expect=(usr/local/lib/libnvshare.so usr/local/sbin/nvshare-scheduler usr/local/bin/nvsharectl
   usr/local/lib/systemd/system/nvshare-scheduler.service
   usr/local/share/doc/nvshare/README.md usr/local/share/doc/nvshare/LICENSE
-  usr/local/share/doc/nvshare/NOTICE usr/local/share/doc/nvshare/CHANGELOG.md)
+  usr/local/share/doc/nvshare/NOTICE usr/local/share/doc/nvshare/CHANGELOG.md
+  usr/local/share/doc/nvshare/examples/nvshare-scheduler.default
+  usr/local/share/man/man8/nvshare-scheduler.8 usr/local/share/man/man1/nvsharectl.1
+  usr/local/share/man/man7/libnvshare.7)
+for d in docs/*.md; do expect+=("usr/local/share/doc/nvshare/$d"); done
 if [ -x "$B/nvshare-device-plugin" ]; then
-  expect+=(usr/local/sbin/nvshare-device-plugin)
+  expect+=(usr/local/sbin/nvshare-device-plugin usr/local/share/man/man8/nvshare-device-plugin.8)
 fi
 if mk install DESTDIR="$R" >"$T/install.log" 2>&1; then
   ok "make install DESTDIR=... succeeds"
@@ -43,12 +47,30 @@ check "programs executable, unit and documents 0644" bash -c "
   [ -x '$R/usr/local/sbin/nvshare-scheduler' ] && [ -x '$R/usr/local/bin/nvsharectl' ] &&
   [ \"\$(stat -c %a '$R/usr/local/lib/systemd/system/nvshare-scheduler.service')\" = 644 ] &&
   [ \"\$(stat -c %a '$R/usr/local/share/doc/nvshare/LICENSE')\" = 644 ]"
+# Man pages: the programs' generated from their --help (every long option
+# there is in the page), the library's names every client variable of the
+# README's "Client" table.
+M=$R/usr/local/share/man
+for pg in "nvshare-scheduler man8/nvshare-scheduler.8" "nvsharectl man1/nvsharectl.1" \
+  "nvshare-device-plugin man8/nvshare-device-plugin.8"; do
+  read -r prog page <<<"$pg"
+  [ -x "$B/$prog" ] || continue
+  opts=$("$B/$prog" --help | grep -oE -- '--[a-z][a-z0-9-]+' | sort -u)
+  miss=$(for o in $opts; do grep -qF -- "${o//-/\\-}" "$M/$page" || echo "$o"; done | tr '\n' ' ')
+  check "man $page: every option of $prog --help${miss:+ (missing: $miss)}" [ -z "$miss" ]
+done
+check "the man pages render without groff warnings" bash -c "
+  for f in '$M'/man*/*; do out=\$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l \"\$f\" 2>&1 >/dev/null); [ -z \"\$out\" ] || { echo \"\$f: \$out\"; exit 1; }; done"
+vars=$(sed -n '/^\*\*Client\*\*/,/^\*\*Scheduler/p' README.md | grep -oE '^\| `NVSHARE_[A-Z_]+`(, `NVSHARE_[A-Z_]+`)*' | grep -oE 'NVSHARE_[A-Z_]+' | sort -u)
+miss=$(for v in $vars; do grep -qF "$v" "$M/man7/libnvshare.7" || echo "$v"; done | tr '\n' ' ')
+check "man libnvshare(7) names every client variable of the README ($(echo $vars | wc -w))${miss:+ (missing: $miss)}" \
+  bash -c "[ -n '$vars' ] && [ -z '$miss' ]"
 out=$("$R/usr/local/sbin/nvshare-scheduler" --version 2>&1)
 check "the installed scheduler runs (--version: $out)" bash -c "[[ '$out' == 'nvshare-scheduler $want'* ]]"
 U=$R/usr/local/lib/systemd/system/nvshare-scheduler.service
 check "unit: ExecStart is the installed scheduler" grep -qx 'ExecStart=/usr/local/sbin/nvshare-scheduler' "$U"
 check "unit: /var/run/nvshare as RuntimeDirectory (0755), no ProtectProc/PrivateUsers/PrivateDevices" \
-  bash -c "grep -qx 'RuntimeDirectory=nvshare' '$U' && grep -qx 'RuntimeDirectoryMode=0755' '$U' &&
+  bash -c "grep -qx 'RuntimeDirectory=nvshare nvshare-admin' '$U' && grep -qx 'RuntimeDirectoryMode=0755' '$U' &&
     ! grep -qE '^(ProtectProc=invisible|PrivateUsers=yes|PrivateDevices=yes)' '$U'"
 if command -v systemd-analyze >/dev/null; then
   # verify wants ExecStart to exist on this machine: check a copy that
@@ -99,6 +121,16 @@ rc=$?
 check "without the plugin: install still succeeds (rc $rc) with the other files" \
   bash -c "[ $rc -eq 0 ] && [ -x '$T/root3/usr/local/sbin/nvshare-scheduler' ] &&
     [ ! -e '$T/root3/usr/local/sbin/nvshare-device-plugin' ]"
+# Without help2man: the rest installed, the programs' pages left out, said so.
+make -s --no-print-directory B="$NB" DP_LIBS= HELP2MAN=/nonexistent/help2man MAN_BUILD="$T/man4" \
+  -o "$NB/libnvshare.so" -o "$NB/nvshare-scheduler" -o "$NB/nvsharectl" install DESTDIR="$T/root4" \
+  >/dev/null 2>"$T/install4.err"
+rc=$?
+check "without help2man: install succeeds (rc $rc), says the man pages were NOT installed and how to get them" \
+  bash -c "[ $rc -eq 0 ] && [ -x '$T/root4/usr/local/sbin/nvshare-scheduler' ] &&
+    [ -f '$T/root4/usr/local/share/man/man7/libnvshare.7' ] &&
+    [ ! -e '$T/root4/usr/local/share/man/man8/nvshare-scheduler.8' ] &&
+    grep -q 'man pages NOT installed: help2man is missing' '$T/install4.err'"
 check "without the plugin: stderr says it was NOT installed, why, and how to get it" \
   bash -c "grep -q 'nvshare-device-plugin NOT installed: it was not built' '$T/install3.err' &&
     grep -q 'libgrpc-dev' '$T/install3.err'"
@@ -114,6 +146,9 @@ check "make images REGISTRY=R: three buildah builds tagged R/nvshare/<image>:$wa
 n=$(make -s -n --no-print-directory images-push REGISTRY=reg.example:5000/team CONTAINER_TOOL=buildah \
   IMAGE_ARCH=amd64 2>/dev/null | grep -c 'buildah push reg.example:5000/team/nvshare/$i:'"$want")
 check "make images-push REGISTRY=R pushes those names" [ "$n" = 1 ]
+n=$(make -s -n --no-print-directory images CONTAINER_TOOL=buildah IMAGE_ARCH=amd64 2>/dev/null |
+  grep -cE -- "-t localhost/nvshare/(scheduler|device-plugin|library):$want ")
+check "make images without REGISTRY: local names localhost/nvshare/<image> ($n)" [ "$n" = 3 ]
 if make -s -n images-push >/dev/null 2>"$T/push.err"; then
   not_ok "images-push without REGISTRY refused"
 else
@@ -123,8 +158,9 @@ fi
 # kustomize: the base names VERSION; deploy-images points it at a registry.
 if command -v kubectl >/dev/null; then
   imgs=$(kubectl kustomize deploy/kubernetes 2>&1 | sed -n 's/^ *image: *//p' | sort -u | tr '\n' ' ')
-  check "kubectl kustomize deploy/kubernetes: nvshare/*:$want ($imgs)" \
-    [ "$imgs" = "nvshare/device-plugin:$want nvshare/library:$want nvshare/scheduler:$want " ]
+  l=localhost/nvshare
+  check "kubectl kustomize deploy/kubernetes: $l/*:$want, no registry's namespace ($imgs)" \
+    [ "$imgs" = "$l/device-plugin:$want $l/library:$want $l/scheduler:$want " ]
   cp -r deploy/kubernetes "$T/k"
   make -s --no-print-directory deploy-images REGISTRY=reg.example:5000/team \
     KUSTOMIZATION="$T/k/kustomization.yaml" >/dev/null 2>&1

@@ -27,6 +27,8 @@ scrape_configs:
   - job_name: nvshare
     static_configs:
       - targets: ['127.0.0.1:$MPORT']
+        labels:
+          node: test-node
 YML
 bg prometheus --config.file="$T/prometheus.yml" --storage.tsdb.path="$T/tsdb" \
   --web.listen-address="127.0.0.1:$PPORT" --log.level=warn >"$T/prometheus.log" 2>&1
@@ -112,14 +114,14 @@ d = json.load(open(sys.argv[1]))
 def walk(ps):
     for p in ps:
         for t in p.get("targets", []):
-            e = t["expr"].replace("$__rate_interval", "10s").replace("$instance", ".*").replace("$gpu", ".*")
+            e = t["expr"].replace("$__rate_interval", "10s").replace("$node", "test-node").replace("$gpu", ".*")
             print(e)
         walk(p.get("panels", []))
 walk(d["panels"])
 for v in d["templating"]["list"]:
     q = v.get("query")
     if isinstance(q, dict):
-        print(q["query"].replace("label_values(", "count by (x) (").replace(", instance)", ")").replace(", gpu)", ")").replace("$instance", ".*"))
+        print(q["query"].replace("label_values(", "count by (x) (").replace(", node)", ")").replace(", gpu)", ")").replace("$node", "test-node"))
 PY
   n=0 bad=0
   while IFS= read -r e; do
@@ -128,6 +130,8 @@ PY
     if [ "$r" = error ]; then bad=$((bad + 1)); diag "dashboard query fails: $e"; fi
   done <"$T/exprs"
   check "all $n dashboard queries evaluate" test "$bad" = 0 -a "$n" -gt 10
+  check "the dashboard's node selector lists the node's name (not the target's address)" \
+    bash -c "curl -s --max-time 5 '$PURL/api/v1/label/node/values' | grep -q '\"test-node\"'"
   hq=$(grep -F 'state="holding"' "$T/exprs" | head -1)
   check "dashboard 'lock holder' panel shows one holder" pq_wait 5 "sum($hq)" 1
 fi

@@ -3,8 +3,12 @@
 # (docs/client-lock.md "A scheduler that stops answering"): a client waiting
 # for the lock pings, and after NVSHARE_SCHED_TIMEOUT without an answer runs
 # ungated, warns once, finishes with correct results, and registers again
-# when the scheduler answers. Also: a scheduler flooding DROP_LOCK does not
-# flood the application's stderr.
+# when the scheduler answers; the run without the gate is then reported to
+# the scheduler (status, event, metrics: issue 31 item 2). Also (issue 31
+# item 9): a scheduler that never announced PONG is pinged all the same (it
+# held the application forever), and one that never answers at all is
+# warned about after the attach wait, not run ungated silently. A scheduler
+# flooding DROP_LOCK does not flood the application's stderr.
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../e2e/e2e_lib.sh"
@@ -42,6 +46,10 @@ check "B registers again once the scheduler answers" \
   wait_events 10 $((n_hello + 1)) hello pid="$PID_B"
 check "... and is gated again (waits behind A)" \
   wait_events 10 2 req_lock pid="$PID_B"
+check "... and reports its run without the gate (ungated event, ping-timeout, 1 run)" \
+  wait_event 10 ungated pid="$PID_B" reason='"ping-timeout"' runs=1
+ung() { "$B/nvsharectl" --json | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["ungated"]["ping-timeout"]["runs"], [c["ungated"]["runs"] for c in j["clients"] if c["pid"]==int(sys.argv[1])])' "$PID_B"; }
+check "... counted in the status (scheduler-wide and B's own)" test "$(ung)" = "1 [1]"
 kill -KILL "$PID_A"
 check "B finishes" app_wait B 30
 check "B's results are correct" app_ok B
@@ -50,21 +58,38 @@ check "B exits 0" test $? = 0
 kill -TERM "$SCHED_PID"
 wait "$SCHED_PID" 2>/dev/null
 
+# against_fake MODE NAME WARNING WHAT: a misbehaving scheduler
+# (fake_sched.py MODE) and an application NAME, which must run ungated,
+# finish with correct results, warn once (WARNING, a grep pattern) and
+# exit 0.
+against_fake() {
+  local mode=$1 n=$2 warn=$3 what=$4 fake pid
+  rm -f "$NVSHARE_SOCK_DIR/scheduler.sock"
+  mkdir -p "$NVSHARE_SOCK_DIR"
+  bg python3 "$FAKE" "$NVSHARE_SOCK_DIR/scheduler.sock" "$mode" --ready "$T/fake-$mode"
+  fake=${_pids[-1]}
+  wait_for 5 test -e "$T/fake-$mode"
+  app "$n" --alloc 16Mi --kernels 50 --kernel-us 2000
+  pid=${_pids[-1]}
+  check "$n, $what, runs ungated and finishes" app_wait "$n" 10
+  check "$n's results are correct" app_ok "$n"
+  check "$n warned once ($warn)" test "$(grep -c "$warn" "$T/$n.err")" = 1
+  wait "$pid"
+  check "$n exits 0" test $? = 0
+  kill -TERM "$fake" 2>/dev/null
+}
+
 # 2. A scheduler that says "serialized" and never grants nor answers.
-rm -f "$NVSHARE_SOCK_DIR/scheduler.sock"
-mkdir -p "$NVSHARE_SOCK_DIR"
-bg python3 "$FAKE" "$NVSHARE_SOCK_DIR/scheduler.sock" silent --ready "$T/fake1"
-wait_for 5 test -e "$T/fake1"
-app C --alloc 16Mi --kernels 50 --kernel-us 2000
-check "C, told serialized and never granted, runs ungated and finishes" app_wait C 10
-check "C's results are correct" app_ok C
-check "C warned once" test "$(grep -c 'no answer to a ping' "$T/C.err")" = 1
+against_fake silent C 'no answer to a ping' "told serialized and never granted"
 silence=$(grep -oE 'no answer to a ping for [0-9.]+ s' "$T/C.err" | grep -oE '[0-9.]+' | head -1)
 check "C ran ungated after the timeout, within a second more (${silence:-?} s of silence)" \
   awk -v s="${silence:-99}" 'BEGIN { exit !(s >= 1 && s < 2) }'
-wait "$PID_C"
-check "C exits 0" test $? = 0
-kill -TERM "${_pids[-2]}" 2>/dev/null
+# 2b. The same from a scheduler that never announced PONG (3e0f2f1's
+# client never pinged it, and the application hung until killed).
+against_fake nopong P 'no answer to a ping' "told serialized by a scheduler that never announced PONG"
+# 2c. A scheduler that accepts and never says a word: the application runs
+# after the attach wait, saying so (3e0f2f1: silently).
+against_fake mute M 'no answer from the scheduler within 200 ms' "never answered at all"
 
 # 3. A DROP_LOCK flood: the application's stderr stays short.
 rm -f "$NVSHARE_SOCK_DIR/scheduler.sock"

@@ -31,7 +31,7 @@ check "the first connection after the client path appeared succeeded" test "$rc"
 [ "$rc" = 0 ] || diag "nvsharectl --tenant: $out"
 check "tenant status answered" sh -c "echo '$out' | grep -q '\"view\":\"tenant\"'"
 check "no temporary socket left in the directory" \
-  sh -c "[ \$(ls -A '$NVSHARE_SOCK_DIR' | grep -vc -e '^scheduler.sock\$' -e '^scheduler.lock\$') = 0 ]"
+  sh -c "[ \$(ls -A '$NVSHARE_SOCK_DIR' | grep -vc -e '^scheduler.sock\$' -e '^scheduler.lock\$' -e '^bindings\$' -e '^pods\$') = 0 ]"
 check "no temporary socket left in the admin directory" \
   sh -c "[ \$(ls -A '$NVSHARE_ADMIN_SOCK_DIR' | grep -vc -e '^admin.sock\$' -e '^scheduler.lock\$') = 0 ]"
 check "the socket is 0666" test "$(stat -c %a "$SOCK")" = 666

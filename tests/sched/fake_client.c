@@ -633,6 +633,10 @@ int main(int argc, char **argv)
 		}
 	}
 	int r = 0;
+	/* From here to WELCOME is what a new client waits to be served
+	 * (t_hostile_churn): connect() included, which waits while the
+	 * scheduler's backlog is full. */
+	EV("CONNECTING");
 	if (fd != UINT64_MAX) {
 		memset(&C, 0, sizeof C);
 		C.fd = (int)fd;
@@ -643,6 +647,7 @@ int main(int argc, char **argv)
 		EV("CONNECT_FAILED %s", strerror(-r));
 		return 1;
 	}
+	EV("CONNECTED");
 	if (no_hello)
 		goto script;
 	struct nvs_msg m;

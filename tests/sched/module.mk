@@ -14,8 +14,11 @@ $(B)/tests/sched/t_kill_handoff: $(B)/tests/sched/t_kill_handoff.o $(SCHED_TEST_
 $(B)/tests/sched/t_slow_reader: $(B)/tests/sched/t_slow_reader.o $(SCHED_TEST_COMMON)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^
 
-$(B)/tests/sched/t_settings: $(B)/tests/sched/t_settings.o $(B)/scheduler/settings.o $(COMMON_OBJS)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^
+# The settings table in process: every scheduler object but main.o (the
+# rows name variables all over the scheduler).
+$(B)/tests/sched/t_settings: $(B)/tests/sched/t_settings.o \
+		$(filter-out $(B)/scheduler/main.o,$(SCHED_OBJS)) $(COMMON_OBJS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcjson $(K8S_LIBS) -lmicrohttpd -lpthread -ldl
 
 $(B)/tests/sched/t_plog: $(B)/tests/sched/t_plog.o $(B)/scheduler/plog.o $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^

@@ -3,8 +3,9 @@
 # value for every scheduler variable and its flag. Each one, through the
 # environment and through the flag, stops the start with exit 2 and a
 # message naming the variable (or flag), the value and the valid range.
-# Then impossible combinations, and that the table covers every variable
-# the scheduler's sources read.
+# Then impossible combinations, and that this table covers every variable
+# of the scheduler's settings table (scheduler/settings.def), the only
+# place the scheduler reads variables from.
 . "$(dirname "$0")/../lib.sh"
 S=$B/nvshare-scheduler
 LONG=$(printf 'x%.0s' $(seq 1 600))
@@ -47,6 +48,7 @@ NVSHARE_MAX_CONNS_PER_TENANT|--max-conns-per-tenant|lots
 NVSHARE_HANDSHAKE_TIMEOUT_MS|--handshake-timeout-ms|50
 NVSHARE_CONN_BUFFER_BUDGET|--conn-buffer-budget|1Ki
 NVSHARE_ACCEPT_RATE|--accept-rate|5
+NVSHARE_MAX_IDLE_CLIENTS_PER_TENANT|--max-idle-clients-per-tenant|some
 NVSHARE_LOG_RATE|--log-rate|-1
 NVSHARE_COSCHEDULE|--coschedule|sometimes
 NVSHARE_PREEMPT_MS|--preempt-ms|2h
@@ -82,11 +84,17 @@ while IFS='|' read -r var flag val; do
 done <<<"$TABLE"
 diag "$n variables tried"
 
-# The table covers every variable the scheduler reads.
-read_vars=$(grep -ohE '"(NVSHARE_[A-Z0-9_]+|NODE_NAME)"' "$NVS_ROOT"/scheduler/*.c "$NVS_ROOT"/common/log.c \
-  "$NVS_ROOT"/common/sockpath.c | tr -d '"' | sort -u)
+# This table covers every variable of the scheduler's settings table, and
+# no scheduler source reads a variable of its own beside it.
+read_vars=$(grep -ohE '"(NVSHARE_[A-Z0-9_]+|NODE_NAME)"' "$NVS_ROOT"/scheduler/settings.def |
+  tr -d '"' | sort -u)
 missing=$(for v in $read_vars; do echo "$TABLE" | grep -q "^$v|" || echo "$v"; done | tr '\n' ' ')
-check "every variable in scheduler/*.c is in the table (missing: ${missing:-none})" [ -z "$missing" ]
+nvars=$(echo "$read_vars" | wc -w)
+check "every variable of scheduler/settings.def ($nvars) has a bad value here (missing: ${missing:-none})" \
+  test -z "$missing" -a "$nvars" -ge 50
+own=$(grep -lE 'getenv\("(NVSHARE_|NODE_NAME)' "$NVS_ROOT"/scheduler/*.c "$NVS_ROOT"/scheduler/k8s/*.c |
+  tr '\n' ' ')
+check "no scheduler source reads a setting's variable itself (found in: ${own:-none})" [ -z "$own" ]
 # ... and every flag of the table is in --help.
 nohelp=$(echo "$TABLE" | awk -F'|' '$2 ~ /^--/ {print $2}' | while read -r f; do
   "$S" --help | grep -qF -- "$f" || echo "$f"; done | tr '\n' ' ')

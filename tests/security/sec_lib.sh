@@ -31,3 +31,21 @@ sys.exit(0 if v else 1)' "$1" "$2"
 pids_of() { "$PY" -c 'import json,sys; print(" ".join(str(p) for p in sorted(c["pid"] for c in json.loads(sys.argv[1])["clients"])))' "$1"; }
 # sorted_pids PID...: the same form, for comparing.
 sorted_pids() { printf '%s\n' "$@" | sort -n | tr '\n' ' ' | sed 's/ $//'; }
+
+# pods_api UID:NAMESPACE/NAME:CORE:MEM_MIB...: the fake API server (token
+# token-S, $T/token) knowing these Pods, each with its annotation limits.
+pods_api() {
+  mkcerts || { not_ok "openssl makes a CA and a server certificate"; return 1; }
+  printf 'token-S\n' >"$T/token"
+  "$PY" - "$T/pods.json" "$@" <<'EOF_PY'
+import json, sys
+pods = []
+for spec in sys.argv[2:]:
+    uid, nsname, core, mem = spec.split(":")
+    ns, name = nsname.split("/")
+    pods.append({"uid": uid, "name": name, "namespace": ns, "annotations": {
+        "nvshare.com/gpu-core-limit": core, "nvshare.com/gpu-memory-limit": mem}})
+json.dump(pods, open(sys.argv[1], "w"))
+EOF_PY
+  start_api token-S "$T/pods.json" || { not_ok "fake API server starts"; return 1; }
+}

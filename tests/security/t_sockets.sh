@@ -102,7 +102,7 @@ if [ "$(id -u)" = 0 ]; then
   "$B/nvshare-scheduler" --no-nvml --no-kube --sock-dir "$T/c3" --admin-sock-dir "$T/theirs" \
     >"$T/bad2.log" 2>&1; rc=$?
   check "admin directory owned by another uid: refused (exit 1)" \
-    sh -c "test $rc = 1 && grep -q 'must be a directory owned by uid 0' '$T/bad2.log'"
+    sh -c "test $rc = 1 && grep -q 'must be a directory (not a symlink) owned by uid 0' '$T/bad2.log'"
 else
   ok "admin directory owned by another uid # skip needs root to chown"
 fi
