@@ -257,11 +257,19 @@ static void note_ctx(int dev)
 		return;
 	pthread_mutex_lock(&nvs_sc.mu);
 	struct sc_gpu *g = &nvs_sc.gpus[dev];
-	if (cd == g->cudev && !g->ctx)
+	int stage = 0;
+	if (cd == g->cudev && !g->ctx) {
 		g->ctx = cur;
+		/* Told serialized before a context was known (the GPU_MODE
+		 * came first): the staging starts now, not at the first
+		 * hand-off, whose swap-out would find none. */
+		stage = g->serialized;
+	}
 	if (g->ctx)
 		atomic_store_explicit(&ctx_known[dev], 1, memory_order_release);
 	pthread_mutex_unlock(&nvs_sc.mu);
+	if (stage)
+		nvs_swap_prepare(dev); /* only asks the staging thread */
 }
 
 void nvs_sched_note_ctx(int dev)

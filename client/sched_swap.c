@@ -178,12 +178,14 @@ void nvs_swap_restore(int dev, CUdevice cudev)
 {
 	if (!dev_ok(dev) || !nvs_fast_pending(dev))
 		return;
+	CUstreamCaptureMode cm = nvs_capture_relax();
 	CUstream st = private_stream(dev);
+	uint64_t t0 = now_ns();
+	uint64_t b = st ? restore(dev, cudev, st) : 0;
+	uint64_t dt = now_ns() - t0;
+	nvs_capture_restore(cm);
 	if (!st)
 		return;
-	uint64_t t0 = now_ns();
-	uint64_t b = restore(dev, cudev, st);
-	uint64_t dt = now_ns() - t0;
 	pthread_mutex_lock(&mu);
 	struct swap_dev *s = &sd[dev];
 	s->tot.bytes_in += b;
@@ -193,10 +195,19 @@ void nvs_swap_restore(int dev, CUdevice cudev)
 	pthread_mutex_unlock(&mu);
 }
 
+static void swap_in(int dev, CUdevice cudev);
+
 void nvs_swap_in(int dev, CUdevice cudev)
 {
 	if (!dev_ok(dev) || !nvs_real.cuMemPrefetchAsync_v2 || !nvs_real.cuStreamSynchronize)
 		return;
+	CUstreamCaptureMode cm = nvs_capture_relax(); /* at the gate: maybe capturing */
+	swap_in(dev, cudev);
+	nvs_capture_restore(cm);
+}
+
+static void swap_in(int dev, CUdevice cudev)
+{
 	CUstream st = private_stream(dev);
 	if (!st)
 		return;
@@ -238,11 +249,21 @@ void nvs_swap_in(int dev, CUdevice cudev)
 		NVS_WARN("GPU %d: swap-in: stream synchronize failed (%d)", dev, (int)r);
 }
 
+static uint64_t swap_out(int dev, uint64_t bytes);
+
 uint64_t nvs_swap_out(int dev, uint64_t bytes)
 {
 	if (!dev_ok(dev) || bytes == 0 || !nvs_real.cuMemPrefetchAsync_v2 ||
 	    !nvs_real.cuStreamSynchronize)
 		return 0;
+	CUstreamCaptureMode cm = nvs_capture_relax();
+	uint64_t moved = swap_out(dev, bytes);
+	nvs_capture_restore(cm);
+	return moved;
+}
+
+static uint64_t swap_out(int dev, uint64_t bytes)
+{
 	CUstream st = private_stream(dev);
 	if (!st)
 		return 0;

@@ -128,9 +128,27 @@ static void pin_failed(uint64_t len, CUresult r)
 			 nvs_format_size(have, b, sizeof b));
 }
 
+CUstreamCaptureMode nvs_capture_relax(void)
+{
+	CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+	if (!nvs_real.cuThreadExchangeStreamCaptureMode ||
+	    nvs_real.cuThreadExchangeStreamCaptureMode(&m) != CUDA_SUCCESS)
+		return CU_STREAM_CAPTURE_MODE_RELAXED; /* nothing to give back */
+	return m;
+}
+
+void nvs_capture_restore(CUstreamCaptureMode m)
+{
+	if (m != CU_STREAM_CAPTURE_MODE_RELAXED && nvs_real.cuThreadExchangeStreamCaptureMode)
+		(void)nvs_real.cuThreadExchangeStreamCaptureMode(&m);
+}
+
 static void *pin_main(void *arg)
 {
 	(void)arg;
+	/* This thread's pinning must not meet an application's graph capture
+	 * (swap_engine.h): relaxed for good, it never captures. */
+	int relaxed = 0;
 	for (;;) {
 		int dev = -1;
 		pthread_mutex_lock(&smu);
@@ -139,6 +157,10 @@ static void *pin_main(void *arg)
 			pthread_cond_wait(&scv, &smu);
 		CUcontext ctx = st[dev].ctx;
 		pthread_mutex_unlock(&smu);
+		if (!relaxed) {
+			(void)nvs_capture_relax();
+			relaxed = 1;
+		}
 		void *p =
 		    mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		CUresult r = CUDA_ERROR_OUT_OF_MEMORY;

@@ -28,6 +28,18 @@
 #include <cuda.h>
 #include <stdint.h>
 
+/* The engine's driver calls (pinning, copies, prefetches, synchronizes)
+ * are "potentially unsafe" while a stream capture is under way: made from a
+ * thread in the default (global) capture mode while the application
+ * captures a CUDA graph in global mode (PyTorch's torch.cuda.graph) they
+ * fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate the
+ * application's capture. None of them joins a capture (they use the
+ * engine's own streams), so the engine's calls are made in relaxed mode:
+ * nvs_capture_relax() switches the calling thread, nvs_capture_restore()
+ * gives it back its mode (application threads, at the gate). */
+CUstreamCaptureMode nvs_capture_relax(void);
+void nvs_capture_restore(CUstreamCaptureMode m);
+
 /* Asks for dev's staging to grow toward `bytes` in the background, pinning
  * in context ctx (any context of the process: the chunks are portable).
  * ctx NULL: the one given before; none yet: the target is only noted (the

@@ -225,20 +225,24 @@ static void inform_holder(struct gpu *g)
 	if (!h)
 		return;
 	nvs_cosched_inform(g); /* the guests of the running set */
+	/* The hint first: WAITERS is what lets an idle holder release, and a
+	 * client that read WAITERS alone (the two writes apart, the client
+	 * quick) would release without knowing what to move out. */
+	if (h->client->hello_flags & NVS_HELLO_SWAP_HINT) {
+		uint32_t mib = nvs_swap_mib(nvs_cosched_hint_bytes(g, h));
+		if (h->hint_sent_mib != mib) {
+			h->hint_sent_mib = mib;
+			send_gpu(h, NVS_MSG_SWAP_HINT, mib);
+			NVS_DEBUG("SWAP_HINT " CG_FMT " mib=%u waiters=%u", CG_ARGS(h), mib,
+				  g->qlen);
+			nvs_event("swap_hint", CG_EV ",\"mib\":%u,\"waiters\":%u", CG_ARGS(h), mib,
+				  g->qlen);
+		}
+	}
 	uint32_t w = nvs_cosched_waiters(g, h);
 	if (h->waiters_sent != w) {
 		h->waiters_sent = w;
 		send_gpu(h, NVS_MSG_WAITERS, w);
-	}
-	if (!(h->client->hello_flags & NVS_HELLO_SWAP_HINT))
-		return;
-	uint32_t mib = nvs_swap_mib(nvs_cosched_hint_bytes(g, h));
-	if (h->hint_sent_mib != mib) {
-		h->hint_sent_mib = mib;
-		send_gpu(h, NVS_MSG_SWAP_HINT, mib);
-		NVS_DEBUG("SWAP_HINT " CG_FMT " mib=%u waiters=%u", CG_ARGS(h), mib, g->qlen);
-		nvs_event("swap_hint", CG_EV ",\"mib\":%u,\"waiters\":%u", CG_ARGS(h), mib,
-			  g->qlen);
 	}
 }
 

@@ -341,6 +341,9 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 	SIM_REQUIRE_INIT();
 	if (!p || !bytesize)
 		return CUDA_ERROR_INVALID_VALUE;
+	CUresult cr = sim_capture_unsafe_call("cuMemHostRegister");
+	if (cr != CUDA_SUCCESS)
+		return cr;
 	pthread_mutex_lock(&sim_mu);
 	int dup = sim_alloc_find_locked((uint64_t)(uintptr_t)p) != NULL;
 	int over = sim_cfg.pin_limit && pinned_bytes + bytesize > sim_cfg.pin_limit;

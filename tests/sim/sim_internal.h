@@ -163,8 +163,10 @@ struct sim_stream {
 	uint64_t launches; /* launches recorded in `done` so far */
 	unsigned flags;
 	int prio;
-	int kind;      /* 0 created, 1 legacy, 2 per-thread */
-	int capturing; /* CUstreamCaptureStatus */
+	int kind;		  /* 0 created, 1 legacy, 2 per-thread */
+	int capturing;		  /* CUstreamCaptureStatus */
+	int capture_mode;	  /* CUstreamCaptureMode it began with */
+	pthread_t capture_thread; /* the thread that began it */
 	uint64_t capture_id;
 	struct sim_graph *capture_graph;
 };
@@ -186,6 +188,13 @@ void sim_ctx_tail_all(struct sim_ctx *ctx, uint64_t *max_tail);
 /* Any stream of ctx capturing? Invalidates those captures (a context-wide
  * sync during capture is illegal) and returns 1. */
 int sim_ctx_capture_violation(struct sim_ctx *ctx);
+/* A "potentially unsafe" call (cuMemHostRegister) during capture, as CUDA
+ * rules it (cuThreadExchangeStreamCaptureMode): refused when the calling
+ * thread is not in relaxed mode and a capture begun in global mode is under
+ * way in the process (any thread's), or one of the thread's own not begun
+ * in relaxed mode. Those captures are invalidated; returns
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, else CUDA_SUCCESS. */
+CUresult sim_capture_unsafe_call(const char *what);
 int sim_phys(CUdevice d);
 CUdevice sim_ordinal(int phys);
 struct sim_graph *sim_graph_new(void);
