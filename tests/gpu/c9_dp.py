@@ -62,8 +62,14 @@ env.pop("NVIDIA_VISIBLE_DEVICES", None)
 if args.plugin_libs:
     env["LD_LIBRARY_PATH"] = args.plugin_libs + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
 log = open(os.path.join(args.dir, "plugin.log"), "w")
+# Private socket directory and PodResources socket: Allocate makes
+# <sock-dir>/pods/<key> (Pod sockets), never in the machine's /var/run/nvshare.
 plugin = subprocess.Popen([args.plugin, "--kubelet-dir", kdir, "--replicas", str(args.replicas),
-                           "--host-lib-dir", args.lib_dir, "--memory-unit", "1Gi"],
+                           "--host-lib-dir", args.lib_dir, "--memory-unit", "1Gi",
+                           "--host-socket-dir", os.path.join(args.dir, "sock"),
+                           "--container-socket-dir", "/var/run/nvshare",
+                           "--pod-resources-socket",
+                           os.path.join(args.dir, "pod-resources", "kubelet.sock")],
                           env=env, stdout=log, stderr=subprocess.STDOUT)
 kl = FakeKubelet(kdir, pb)
 visible = {}
