@@ -89,6 +89,11 @@ static void usage(FILE *f)
 		"                             (default 30s; 100ms..1h)\n"
 		"  --pod-socket-wait T        PreStartContainer waits up to T for the\n"
 		"                             scheduler's Pod socket (default 3s; 0..20s)\n"
+		"  --state-dir DIR            copies of the allocation records on the\n"
+		"                             node's disk, so that a reboot, which empties\n"
+		"                             the socket directory, does not lose the\n"
+		"                             mounts the kubelet checkpointed (default\n"
+		"                             %s; \"none\": not kept)\n"
 		"  --memory-unit SIZE         bytes per unit of nvshare.com/gpu-memory\n"
 		"                             (default 1Gi; at least 1Mi)\n"
 		"  --memory-oversubscription F  units advertised per GPU = its memory x F /\n"
@@ -114,7 +119,7 @@ static void usage(FILE *f)
 		"  -h, --help                 this text\n"
 		"\n"
 		"Environment: NVIDIA_VISIBLE_DEVICES (GPUs without NVML), NVSHARE_DEBUG=1.\n",
-		NVS_DP_MAX_REPLICAS, NVS_DP_PODRES_SOCKET);
+		NVS_DP_MAX_REPLICAS, NVS_DP_PODRES_SOCKET, NVS_DP_STATE_DIR);
 }
 
 /* Probes (health.h): --health-file, --probe live|ready, --probe-max-age. */
@@ -297,7 +302,8 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 		O_REQUIRE,
 		O_PODRES,
 		O_PODRES_INT,
-		O_POD_WAIT
+		O_POD_WAIT,
+		O_STATE_DIR
 	};
 	static const struct option opts[] = {
 	    {"kubelet-dir", required_argument, 0, O_KDIR},
@@ -328,6 +334,7 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 	    {"pod-resources-socket", required_argument, 0, O_PODRES},
 	    {"pod-resources-interval", required_argument, 0, O_PODRES_INT},
 	    {"pod-socket-wait", required_argument, 0, O_POD_WAIT},
+	    {"state-dir", required_argument, 0, O_STATE_DIR},
 	    {"version", no_argument, 0, 'V'},
 	    {"help", no_argument, 0, 'h'},
 	    {0, 0, 0, 0},
@@ -500,6 +507,9 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 				return -1;
 			}
 			break;
+		case O_STATE_DIR:
+			c->state_dir = strcmp(optarg, "none") ? optarg : NULL;
+			break;
 		case O_POD_WAIT:
 			/* Below the kubelet's 30 s PreStartContainer timeout, with
 			 * room for the PodResources calls before it. */
@@ -568,6 +578,13 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 			return -1;
 		}
 	}
+	if (c->state_dir && (c->state_dir[0] != '/' || strlen(c->state_dir) > 200)) {
+		fprintf(stderr,
+			"--state-dir: an absolute path of at most 200 bytes, or \"none\": "
+			"\"%s\"\n",
+			c->state_dir);
+		return -1;
+	}
 	return 0;
 }
 
@@ -624,6 +641,7 @@ int main(int argc, char **argv)
 	    .podres_socket = NVS_DP_PODRES_SOCKET,
 	    .podres_interval_ms = 30000,
 	    .pod_socket_wait_ms = 3000,
+	    .state_dir = NVS_DP_STATE_DIR,
 	    .check_library = 1,
 	    .mem_resource_name = "nvshare.com/gpu-memory",
 	    .mem_socket_name = "nvshare-memory.sock",
@@ -724,6 +742,7 @@ int main(int argc, char **argv)
 	struct nvs_dp_bind_cfg bind = {
 	    .sock_dir = st.cfg.host_sock_dir,
 	    .podres_sock = st.cfg.podres_socket,
+	    .state_dir = st.cfg.state_dir,
 	    .resources = {st.cfg.resource_name, st.cfg.mem_resource_name},
 	    .wait_ms = st.cfg.pod_socket_wait_ms,
 	    .list_timeout_ms = 5000,

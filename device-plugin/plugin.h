@@ -42,7 +42,8 @@ struct nvs_dp_config {
 	const char *podres_socket; /* the kubelet's PodResources API */
 	uint64_t podres_interval_ms;
 	uint64_t pod_socket_wait_ms;
-	int check_library; /* Allocate fails if host_lib_dir/lib_name is missing */
+	const char *state_dir; /* copies of the allocation records; NULL: none */
+	int check_library;     /* Allocate fails if host_lib_dir/lib_name is missing */
 	/* nvshare.com/gpu-memory (docs/kubernetes.md) */
 	const char *mem_resource_name; /* NULL: not advertised */
 	const char *mem_socket_name;

@@ -23,7 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dptap import done, guard, ok, wait_until  # noqa: E402
-from fake_kubelet import GPU, MEM, SPEED, FakeKubelet, dp_key, load_messages  # noqa: E402
+from fake_kubelet import GPU, MEM, SPEED, FakeKubelet, load_messages  # noqa: E402
 
 ROOT = os.environ["NVS_ROOT"]
 B = os.environ["B"]
@@ -38,6 +38,7 @@ PROC = os.environ["PROC"]
 SHARED = os.path.join(SOCK, "scheduler.sock")
 BIND = os.path.join(SOCK, "bindings")
 PODS = os.path.join(SOCK, "pods")
+STATE = os.path.join(T, "state")
 STALE_LISTS = 10  # NVS_DP_STALE_LISTS (device-plugin/bindings.h)
 
 GA = "GPU-aaaaaaaa-1111-4000-8000-000000000001"
@@ -114,12 +115,17 @@ def client(pid):
     return found[-1] if found else None
 
 
-def fc(name, sock_dir):
+def fc(name, sock_dir, cgroup=None):
     """A fake client connecting in sock_dir (what NVSHARE_SOCK_DIR is in a
-    container: the mounted directory), with no cgroup file: nothing but
-    the socket can say who it is. Returns its status entry."""
+    container: the mounted directory), with no cgroup file (nothing but the
+    socket can say who it is), or with cgroup written as its
+    <proc-root>/<pid>/cgroup before it connects. Returns its status entry."""
     env = dict(os.environ, NVSHARE_SOCK_DIR=sock_dir)
-    p = start(name, [FC, "--gpu-uuid", "GPU-id", "--name", name, "--script", "stay"], env)
+    argv = [FC, "--gpu-uuid", "GPU-id", "--name", name, "--script", "stay"]
+    if cgroup is not None:
+        argv = ["sh", "-c", 'd=$1/$$; mkdir -p "$d"; printf "%s\\n" "$2" >"$d/cgroup"; '
+                'shift 2; exec "$@"', "sh", PROC, cgroup] + argv
+    p = start(name, argv, env)
     CLIENTS[name] = p
     ready = wait_until(lambda: " READY" in log_text(os.path.join(T, name + ".log")), 10)
     return client(p.pid) if ready else None
@@ -144,8 +150,27 @@ def ino(path):
     return st.st_ino if stat.S_ISSOCK(st.st_mode) else None
 
 
-def key_of(devs, resource=GPU):
-    return dp_key(resource, devs)
+def key_of(r, cpath="/var/run/nvshare"):
+    """The key of an Allocate answer: the last part of the directory it
+    mounts at the container's socket directory, <sock-dir>/pods/<key>."""
+    got = [m.host_path for m in r.mounts if m.container_path == cpath]
+    if len(got) != 1 or os.path.dirname(got[0]) != PODS:
+        return "bad mount %s" % got
+    return os.path.basename(got[0])
+
+
+def record(key):
+    try:
+        with open(os.path.join(PODS, key, ".device-plugin.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def record_pod(key):
+    r = record(key) or {}
+    p = r.get("pod") or {}
+    return (p.get("namespace"), p.get("name")) if p else None
 
 
 def sock_of(key):
@@ -189,6 +214,20 @@ def scheduler_socket(key):
     return a is not None and a != ino(SHARED)
 
 
+def start_plugin(kl, wait_s):
+    env = dict(os.environ, NVIDIA_VISIBLE_DEVICES=GA + "," + GB, LD_LIBRARY_PATH=FAKE_NVML_DIR,
+               FAKE_NVML_INIT_FAIL="1")
+    return start("plugin", [PLUGIN, "--kubelet-dir", kl.dir, "--host-lib-dir", libdir,
+                            "--host-socket-dir", SOCK, "--container-socket-dir",
+                            "/var/run/nvshare", "--pod-resources-socket", kl.podres_sock(),
+                            "--pod-resources-interval", "200ms", "--pod-socket-wait", wait_s,
+                            "--state-dir", STATE, "--replicas", "8"], env)
+
+
+def gone(key):
+    return binding(key) is None and not os.path.exists(os.path.join(PODS, key))
+
+
 def main_scenario():
     sched, up = start_scheduler()
     ok(up, "scheduler listens on its private socket directory", log_text(sched.logpath)[-1500:])
@@ -197,46 +236,46 @@ def main_scenario():
     kl.start()
     wait_s = "%dms" % min(20000, int(3000 * SPEED))
     plog = os.path.join(T, "plugin.log")
-    env = dict(os.environ, NVIDIA_VISIBLE_DEVICES=GA + "," + GB, LD_LIBRARY_PATH=FAKE_NVML_DIR,
-               FAKE_NVML_INIT_FAIL="1")
-    plugin = start("plugin", [PLUGIN, "--kubelet-dir", kdir, "--host-lib-dir", libdir,
-                              "--host-socket-dir", SOCK, "--container-socket-dir",
-                              "/var/run/nvshare", "--pod-resources-socket", kl.podres_sock(),
-                              "--pod-resources-interval", "200ms", "--pod-socket-wait", wait_s,
-                              "--replicas", "8"], env)
+    plugin = start_plugin(kl, wait_s)
     reg = kl.wait(lambda: kl.regs(GPU) and kl.regs(MEM), 10)
     ok(reg and kl.regs(GPU)[0].options.pre_start_required,
        "registered, with PreStartContainer required", log_text(plog)[-1500:])
     if not reg:
         return plugin, kl, sched
+    keys = []  # every key Allocate gave
 
     # ---- Allocate, PreStartContainer, identity ----
     a1 = [GA + "__1"]
-    k1 = key_of(a1)
-    # The kubelet checkpoints the mount path: the key must never change.
-    ok(k1 == "b7352bc0aceaf833" and key_of([GB + "__1", GA + "__2"]) == key_of([GA + "__2", GB + "__1"])
-       and key_of(a1, MEM) != k1,
-       "the allocation key: a fixed value for a fixed allocation, the same whatever the "
-       "devices' order, another for another resource", k1)
     r = kl.allocate(a1, pod=("team-a", "trainer"))
+    k1 = key_of(r)
+    keys.append(k1)
     mounts = [(m.host_path, m.container_path, m.read_only) for m in r.mounts]
-    ok((os.path.join(PODS, k1), "/var/run/nvshare", True) in mounts
+    ok(len(k1) == 16 and all(c in "0123456789abcdef" for c in k1)
        and not any(m[0] == SOCK for m in mounts),
-       "Allocate mounts <sock-dir>/pods/<key> at the container's socket directory, read-only "
-       "(never the whole socket directory)", mounts)
-    rec = log_text(os.path.join(PODS, k1, ".device-plugin.json"))
-    ok(rec and json.loads(rec) == {"origin": "device-plugin", "resource": GPU, "devices": a1},
-       "... the directory holds the allocation's record (resource, devices)", rec)
+       "Allocate mounts <sock-dir>/pods/<key> (16 hex digits) at the container's socket "
+       "directory, read-only, never the whole socket directory", mounts)
+    rec = record(k1)
+    ok(rec and {k: rec.get(k) for k in ("origin", "resource", "devices")}
+       == {"origin": "device-plugin", "resource": GPU, "devices": a1}
+       and isinstance(rec.get("seq"), int) and "pod" not in rec,
+       "... the directory holds the allocation's record (resource, devices, seq; no Pod yet)",
+       rec)
+    cp = os.path.join(STATE, k1 + ".json")
+    ok(os.path.exists(cp) and json.load(open(cp)) == rec
+       and stat.S_IMODE(os.stat(STATE).st_mode) == 0o700,
+       "... and its copy in --state-dir (0700), on the node's disk", rec)
     ok(linked_to_shared(k1) and binding(k1) is None,
        "before PreStartContainer: no binding, the directory's scheduler.sock is the shared "
        "socket (a hard link)", (ino(sock_of(k1)), ino(SHARED)))
     kl.prestart(a1)
-    ok(bound_to(k1, "team-a", "trainer") and binding(k1).get("origin") == "device-plugin",
+    ok(bound_to(k1, "team-a", "trainer") and binding(k1).get("origin") == "device-plugin"
+       and record_pod(k1) == ("team-a", "trainer"),
        "PreStartContainer writes bindings/<key>.json naming the Pod from PodResources "
-       "(team-a/trainer, origin device-plugin)", binding(k1))
+       "(team-a/trainer, origin device-plugin); the record names it too", binding(k1))
     st = os.stat(os.path.join(BIND, k1 + ".json"))
-    ok(stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.geteuid(),
-       "... mode 0600, the scheduler's user's", oct(st.st_mode))
+    ok(stat.S_IMODE(st.st_mode) == 0o644 and st.st_uid == os.geteuid()
+       and not [n for n in os.listdir(BIND) if n.endswith(".tmp")],
+       "... mode 0644, the scheduler's user's, no temporary file left", oct(st.st_mode))
     ok(scheduler_socket(k1),
        "... and returns once the scheduler listens there (its own socket, not the link)",
        (ino(sock_of(k1)), ino(SHARED)))
@@ -246,56 +285,98 @@ def main_scenario():
     ok(tenant(c) == ("pod", "socket", "team-a", "trainer", "a1", 5),
        "a client connecting in the mounted directory is Pod team-a/trainer (UID from the "
        "watch, its 5 % annotation), tenant source socket: it has no cgroup file at all", c)
+    # A cgroup that says another Pod (team-b/next, systemd driver, v2).
+    cg_b = ("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
+            "0a1b2c3d_0000_4000_8000_0000000000b1.slice/cri-containerd-%s.scope" % ("3f" * 32))
+    c = fc("p1cg", os.path.join(PODS, k1), cg_b)
+    ok(tenant(c) == ("pod", "socket", "team-a", "trainer", "a1", 5),
+       "... and so is one whose cgroup says it is team-b/next: the socket decides", c)
+    c = fc("s1cg", SOCK, cg_b)
+    ok(tenant(c) and tenant(c)[2:4] == ("team-b", "next"),
+       "(that cgroup on the shared socket is team-b/next: the fake cgroup works)", c)
     c = fc("s1", SOCK)
     ok(tenant(c) and tenant(c)[0] == "unknown",
        "the same client on the shared socket is an unknown tenant (contrast)", c)
 
-    # The key is the set of devices, whatever their order.
     a2 = [GB + "__1", GA + "__2"]
-    k2 = key_of(a2)
-    kl.allocate(a2, pod=("team-a", "two"))
+    k2 = key_of(kl.allocate(a2, pod=("team-a", "two")))
+    keys.append(k2)
     kl.prestart(list(reversed(a2)))
     ok(bound_to(k2, "team-a", "two") and scheduler_socket(k2),
-       "two GPUs, PreStartContainer's IDs in another order than Allocate's: the same key, bound",
+       "two GPUs, PreStartContainer's IDs in another order than Allocate's: bound",
        binding(k2))
 
-    # ---- the same devices, another Pod ----
-    before = ino(sock_of(k1))
+    # ---- the same devices, another Pod: a new key, the old one never moves ----
     kl.delete_pod("team-a", "trainer")
-    kl.allocate(a1, pod=("team-b", "next"))
+    k1b = key_of(kl.allocate(a1, pod=("team-b", "next")))
+    keys.append(k1b)
     kl.prestart(a1)
-    ok(bound_to(k1, "team-b", "next") and scheduler_socket(k1) and ino(sock_of(k1)) != before,
-       "the devices allocated to another Pod: the binding names it, and PreStartContainer "
-       "returned once the scheduler's new socket was there", binding(k1))
-    c = fc("p2", os.path.join(PODS, k1))
+    ok(k1b != k1 and bound_to(k1b, "team-b", "next") and scheduler_socket(k1b),
+       "the same devices allocated to another Pod: a new key, bound to it", (k1, k1b))
+    c = fc("p2", os.path.join(PODS, k1b))
     ok(tenant(c) == ("pod", "socket", "team-b", "next", "b1", 7),
-       "... a new client there is Pod team-b/next (7 %)", c)
+       "... a client there is Pod team-b/next (7 %)", c)
+    ok(binding(k1) in (None, {"namespace": "team-a", "name": "trainer",
+                              "origin": "device-plugin"}),
+       "... the old key is never bound to team-b/next", binding(k1))
+    ok(wait_until(lambda: gone(k1), 10) and "its devices are another Pod's now" in log_text(plog)
+       and wait_until(lambda: events("pod_socket_closed", k1), 5),
+       "... it is removed at the next list (its devices are another Pod's): binding, "
+       "directory, record; the scheduler closed its socket", log_text(plog)[-1500:])
+    ok(not os.path.exists(os.path.join(STATE, k1 + ".json")), "... and its copy")
     ok(tenant(client(CLIENTS["p1"].pid)) == ("pod", "socket", "team-a", "trainer", "a1", 5),
        "... the client connected before stays in team-a/trainer")
 
+    # A kubelet (or a missed Allocate) that says another Pod holds a bound
+    # key's devices: refused, never rebound.
+    a9 = [GB + "__7"]
+    k9 = key_of(kl.allocate(a9, pod=("team-a", "nine")))
+    keys.append(k9)
+    kl.prestart(a9)
+    bound9 = bound_to(k9, "team-a", "nine")
+    # The reconciliation stands still (its List held), so that only
+    # PreStartContainer sees the theft.
+    kl.hold_lists = True
+    held = kl.wait(lambda: kl.held == 1, 10)
+    kl.delete_pod("team-a", "nine")
+    kl.assign(a9, ("team-x", "thief"))
+    kl.prestart(a9)
+    kl.release_lists()
+    ok(held, "(the reconciliation's List held)")
+    ok(bound9 and not bound_to(k9, "team-x", "thief")
+       and record_pod(k9) in (("team-a", "nine"), None)
+       and "is pod team-a/nine's: never bound to team-x/thief" in log_text(plog),
+       "PodResources names another Pod for a bound key's devices, without an Allocate: "
+       "PreStartContainer refuses to bind the key to it, loudly", binding(k9))
+    ok(wait_until(lambda: gone(k9), 10) and not any(
+        e.get("pod") == "thief" for e in events("pod_socket", k9)),
+       "... the key is removed (its devices are another Pod's); the scheduler never "
+       "opened it for team-x/thief")
+    kl.delete_pod("team-x", "thief")
+
     # ---- reconciliation ----
     a3 = [GA + "__3"]
-    k3 = key_of(a3)
-    kl.allocate(a3, pod=("team-c", "nopre"))
+    k3 = key_of(kl.allocate(a3, pod=("team-c", "nopre")))
+    keys.append(k3)
     ok(wait_until(lambda: bound_to(k3, "team-c", "nopre"), 10),
        "reconciliation writes the binding of an allocation PodResources lists (no "
        "PreStartContainer for it)", binding(k3))
 
-    a4 = [GB + "__5"]
-    k4 = key_of(a4)
-    kl.allocate(a4, pod=("team-d", "d1"))
+    # An init container and an app container holding the same devices:
+    # PodResources lists only the app container.
+    a4 = [GB + "__4"]
+    ki = key_of(kl.allocate(a4, pod=("team-d", "d1"), container="init", listed=False))
+    km = key_of(kl.allocate(a4, pod=("team-d", "d1"), container="main"))
+    keys += [ki, km]
     kl.prestart(a4)
-    kl.delete_pod("team-d", "d1")
-    a5 = [GA + "__5", GB + "__5"]
-    kl.allocate(a5, pod=("team-d", "d2"))
-    kl.prestart(a5)
-    gone = wait_until(lambda: binding(k4) is None and not os.path.exists(os.path.join(PODS, k4)),
-                      10)
-    ok(gone and "its devices are another container's now" in log_text(plog),
-       "an allocation whose device another allocation now holds: binding, directory and "
-       "record removed at the next list", log_text(plog)[-1500:])
-    ok(wait_until(lambda: events("pod_socket_closed", k4), 5),
-       "... and the scheduler closed its socket (pod_socket_closed)")
+    n0 = kl.podres_lists
+    wait_until(lambda: kl.podres_lists >= n0 + STALE_LISTS + 2, 30)
+    ok(bound_to(km, "team-d", "d1") and binding(ki) is None and linked_to_shared(ki)
+       and record(ki) is not None,
+       "init and app container with the same devices: the newest allocation (the app "
+       "container's, the one PodResources lists) is bound; the init container's stays on "
+       "the shared socket, kept while its devices are held (%d lists)"
+       % (kl.podres_lists - n0), (binding(km), binding(ki)))
 
     # A binding another binder wrote (a DRA driver): never ours to remove.
     other = "00000000000000aa"
@@ -308,15 +389,20 @@ def main_scenario():
 
     n0 = kl.podres_lists
     kl.delete_pod("team-c", "nopre")
-    gone = wait_until(lambda: binding(k3) is None and not os.path.exists(os.path.join(PODS, k3)),
-                      30)
+    kl.delete_pod("team-d", "d1")
+    out = wait_until(lambda: gone(k3) and gone(ki) and gone(km), 30)
     seen = kl.podres_lists - n0
-    ok(gone and seen >= STALE_LISTS and "has not listed it for a while" in log_text(plog),
-       "a Pod gone (its devices free): its allocation removed after %d lists without it "
-       "(%d lists were served)" % (STALE_LISTS, seen), log_text(plog)[-1500:])
+    ok(out and seen >= STALE_LISTS and "has not listed it for a while" in log_text(plog),
+       "Pods gone (their devices free): their allocations, bound or not, removed after %d "
+       "lists without them (%d lists were served)" % (STALE_LISTS, seen),
+       log_text(plog)[-1500:])
 
     # ---- kubelet restart ----
-    live = [(k1, "team-b", "next"), (k2, "team-a", "two"), (key_of(a5), "team-d", "d2")]
+    a5 = [GA + "__5", GB + "__5"]
+    k5 = key_of(kl.allocate(a5, pod=("team-d", "d2")))
+    keys.append(k5)
+    kl.prestart(a5)
+    live = [(k1b, "team-b", "next"), (k2, "team-a", "two"), (k5, "team-d", "d2")]
     n0 = kl.podres_lists
     kl.hide_pods = True  # as a kubelet that lists Pods before it knows them
     wait_until(lambda: kl.podres_lists >= n0 + 7, 20)
@@ -333,8 +419,8 @@ def main_scenario():
        "again)" % (len(live), hidden, STALE_LISTS), [binding(k) for k, _, _ in live])
     kl.hide_pods = False
     a6 = [GB + "__6"]
-    k6 = key_of(a6)
-    kl.allocate(a6, pod=("team-g", "after"))
+    k6 = key_of(kl.allocate(a6, pod=("team-g", "after")))
+    keys.append(k6)
     kl.prestart(a6)
     ok(bound_to(k6, "team-g", "after") and scheduler_socket(k6),
        "after the restart: Allocate and PreStartContainer bind through the new PodResources "
@@ -343,8 +429,8 @@ def main_scenario():
     # ---- the scheduler not running at PreStartContainer ----
     rc = stop(sched)
     a7 = [GA + "__7"]
-    k7 = key_of(a7)
-    kl.allocate(a7, pod=("team-h", "early"))
+    k7 = key_of(kl.allocate(a7, pod=("team-h", "early")))
+    keys.append(k7)
     kl.prestart(a7)
     ok(rc == 0 and bound_to(k7, "team-h", "early") and ino(sock_of(k7)) is None
        and "has not opened its socket within" in log_text(plog),
@@ -359,24 +445,25 @@ def main_scenario():
     w0 = log_text(plog).count(warn)
     kl.stop_podres()
     a8 = [GA + "__8"]
-    k8 = key_of(a8)
-    kl.allocate(a8, pod=("team-e", "e1"))
+    k8 = key_of(kl.allocate(a8, pod=("team-e", "e1")))
+    keys.append(k8)
     kl.prestart(a8)
     kl.delete_pod("team-b", "next")
-    kl.allocate(a1, pod=("team-f", "f1"))
+    k1c = key_of(kl.allocate(a1, pod=("team-f", "f1")))
+    keys.append(k1c)
     kl.prestart(a1)
-    ok(binding(k8) is None and linked_to_shared(k8),
-       "PodResources missing: PreStartContainer writes no binding; the container's "
-       "directory holds the shared socket", (binding(k8), ino(sock_of(k8)), ino(SHARED)))
+    ok(binding(k8) is None and linked_to_shared(k8) and binding(k1c) is None
+       and linked_to_shared(k1c),
+       "PodResources missing: PreStartContainer writes no binding; the containers' "
+       "directories hold the shared socket", (binding(k8), ino(sock_of(k8)), ino(SHARED)))
     c = fc("e1", os.path.join(PODS, k8))
     ok(tenant(c) and tenant(c)[0] == "unknown" and tenant(c)[1] != "socket",
        "... a client there is identified as before, by its cgroup (none here: unknown)", c)
-    ok(binding(k1) is None and linked_to_shared(k1) and os.path.isdir(os.path.join(PODS, k1))
-       and "cannot be confirmed: removed" in log_text(plog),
-       "a binding left for the same devices (team-b/next) cannot be confirmed: removed, the "
-       "shared socket in its place, the directory kept", binding(k1))
+    ok(bound_to(k1b, "team-b", "next") and scheduler_socket(k1b),
+       "... team-b/next's key keeps its binding: it is that Pod's for good, whoever holds "
+       "the devices now", binding(k1b))
     ok(log_text(plog).count(warn) == w0 + 1,
-       "the outage is logged as a warning once (two PreStartContainer calls)",
+       "the outage is logged as a warning once (two PreStartContainer calls, lists)",
        "%d lines" % (log_text(plog).count(warn) - w0))
 
     # The scheduler restarts: the links follow its new socket.
@@ -384,16 +471,17 @@ def main_scenario():
     rc = stop(sched)
     sched, up = start_scheduler()
     ok(rc == 0 and up and ino(SHARED) != old
-       and wait_until(lambda: linked_to_shared(k8) and linked_to_shared(k1), 10),
+       and wait_until(lambda: linked_to_shared(k8) and linked_to_shared(k1c), 10),
        "scheduler restarted (a new shared socket): the unbound allocations' links point at it",
-       (ino(sock_of(k8)), ino(sock_of(k1)), ino(SHARED)))
+       (ino(sock_of(k8)), ino(sock_of(k1c)), ino(SHARED)))
 
     kl.start_podres()
-    back = wait_until(lambda: bound_to(k8, "team-e", "e1") and bound_to(k1, "team-f", "f1")
-                      and scheduler_socket(k8) and scheduler_socket(k1), 10)
+    back = wait_until(lambda: bound_to(k8, "team-e", "e1") and bound_to(k1c, "team-f", "f1")
+                      and scheduler_socket(k8) and scheduler_socket(k1c) and gone(k1b), 10)
     ok(back and "PodResources answers again" in log_text(plog),
-       "PodResources back: reconciliation binds them; the scheduler's Pod sockets replace the "
-       "links", (binding(k8), binding(k1)))
+       "PodResources back: reconciliation binds them, the scheduler's Pod sockets replace the "
+       "links; team-b/next's key is removed (its devices are team-f/f1's)",
+       (binding(k8), binding(k1c), binding(k1b)))
     c = fc("e2", os.path.join(PODS, k8))
     ok(tenant(c) == ("pod", "socket", "team-e", "e1", "e1", 9),
        "... a new client there is Pod team-e/e1 (9 %)", c)
@@ -402,6 +490,37 @@ def main_scenario():
        and os.path.isdir(os.path.join(PODS, other)),
        "another binder's binding (origin dra) and directory are left alone (%d lists)"
        % (kl.podres_lists - other_from), binding(other))
+
+    # ---- plugin restart after a reboot: the socket directory emptied ----
+    live = [(k2, "team-a", "two"), (k5, "team-d", "d2"), (k6, "team-g", "after"),
+            (k8, "team-e", "e1"), (k1c, "team-f", "f1")]
+    seq_before = max(record(k)["seq"] for k, _, _ in live)
+    rc = stop(plugin)
+    for k, _, _ in live:
+        os.unlink(os.path.join(BIND, k + ".json"))
+    ok(rc == 0 and wait_until(lambda: all(ino(sock_of(k)) is None for k, _, _ in live), 10),
+       "(the bindings removed while the plugin is down: the scheduler closed their sockets)")
+    for k, _, _ in live:
+        for n in os.listdir(os.path.join(PODS, k)):
+            os.unlink(os.path.join(PODS, k, n))
+        os.rmdir(os.path.join(PODS, k))
+    plugin = start_plugin(kl, wait_s)
+    back = wait_until(lambda: all(bound_to(k, ns, name) and scheduler_socket(k)
+                                  and record_pod(k) == (ns, name) for k, ns, name in live), 15)
+    ok(back and "directory restored from" in log_text(plog),
+       "plugin restarted after the socket directory was emptied (a reboot): the directories "
+       "the kubelet checkpointed are made again from --state-dir, and the running Pods' "
+       "bindings restored", [binding(k) for k, _, _ in live])
+    c = fc("r1", os.path.join(PODS, k2))
+    ok(tenant(c) and tenant(c)[:4] == ("pod", "socket", "team-a", "two"),
+       "... a client in a restored directory is its Pod", c)
+    a10 = [GB + "__8"]
+    k10 = key_of(kl.allocate(a10, pod=("team-a", "ten")))
+    keys.append(k10)
+    ok((record(k10) or {}).get("seq", 0) > seq_before,
+       "... a new allocation's seq follows the restored ones", record(k10))
+    ok(len(set(keys)) == len(keys), "every Allocate gave a key of its own (%d)" % len(keys),
+       keys)
     return plugin, kl, sched
 
 
@@ -410,14 +529,14 @@ def refused_flags():
            ["--pod-socket-wait", "21s"], ["--pod-socket-wait", "soon"],
            ["--host-socket-dir", "/" + "d" * 100]]
     res = []
-    for a in bad + [["--pod-resources-socket", "kubelet.sock"]]:
+    for a in bad + [["--pod-resources-socket", "kubelet.sock"], ["--state-dir", "state"]]:
         r = subprocess.run([PLUGIN, "--kubelet-dir", os.path.join(T, "noflags")] + a,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                            timeout=guard(10))
         if r.returncode != 2 or (a[0] not in r.stderr and "absolute" not in r.stderr):
             res.append((a, r.returncode, r.stderr[-200:]))
-    ok(not res, "bad --pod-resources-* / --pod-socket-wait values, a --host-socket-dir too long "
-       "for a socket address: exit 2 naming the problem",
+    ok(not res, "bad --pod-resources-* / --pod-socket-wait / --state-dir values, a "
+       "--host-socket-dir too long for a socket address: exit 2 naming the problem",
        res)
 
 

@@ -2,7 +2,9 @@
 the fake kubelet (fake_kubelet.py). Prints TAP. Run by t_device_plugin.sh,
 which sets B (build dir), T (private temp dir) and NVS_ROOT."""
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,7 +14,7 @@ import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dptap import done, guard, ok, skip, wait_until  # noqa: E402
-from fake_kubelet import GPU, MEM, FakeKubelet, dp_key, load_messages  # noqa: E402
+from fake_kubelet import GPU, MEM, FakeKubelet, load_messages  # noqa: E402
 
 ROOT = os.environ["NVS_ROOT"]
 B = os.environ["B"]
@@ -42,7 +44,8 @@ def start_plugin(name, plugin_dir, args, env_extra):
     # Private socket directory and PodResources socket (never the node's);
     # no PodResources serves here: Pod sockets are t_dp_podsock.sh's.
     own = ["--host-socket-dir", sock_dir(name), "--container-socket-dir", "/var/run/nvshare",
-           "--pod-resources-socket", os.path.join(T, "podres-" + name, "kubelet.sock")]
+           "--pod-resources-socket", os.path.join(T, "podres-" + name, "kubelet.sock"),
+           "--state-dir", os.path.join(T, "state-" + name)]
     p = subprocess.Popen([PLUGIN, "--kubelet-dir", plugin_dir] + own + args, env=env,
                          stdout=log, stderr=subprocess.STDOUT)
     p.logpath = log.name
@@ -82,9 +85,25 @@ def ids(uuid, k):
     return ["%s__%d" % (uuid, i) for i in range(1, k + 1)]
 
 
-def pod_dir(name, resource, devs):
-    """Where Allocate mounts the container's socket directory from."""
-    return os.path.join(sock_dir(name), "pods", dp_key(resource, devs))
+def pod_dir(name, resource, devs, r, cpath="/var/run/nvshare"):
+    """Where Allocate r mounted the container's socket directory (cpath)
+    from, when that is <sock-dir>/pods/<key> (a key of 16 hex digits) whose
+    record names this resource and these devices; else a text saying what
+    was wrong (which no expected mount equals)."""
+    got = [m.host_path for m in r.mounts if m.container_path == cpath]
+    if len(got) != 1:
+        return "no single mount at %s: %s" % (cpath, got)
+    d, key = os.path.split(got[0])
+    if d != os.path.join(sock_dir(name), "pods") or not re.fullmatch("[0-9a-f]{16}", key):
+        return "not <sock-dir>/pods/<key>: " + got[0]
+    try:
+        with open(os.path.join(got[0], ".device-plugin.json")) as f:
+            rec = json.load(f)
+    except (OSError, ValueError) as e:
+        return "no record in %s: %s" % (got[0], e)
+    if (rec.get("resource"), rec.get("devices")) != (resource, sorted(devs)):
+        return "record of %s: %s" % (got[0], rec)
+    return got[0]
 
 
 libdir = os.path.join(T, "lib")
@@ -147,7 +166,7 @@ def scenario_env_gpus():
     ok(e.get("LD_PRELOAD") == "/usr/local/nvshare/lib/libnvshare.so"
        and e.get("NVIDIA_VISIBLE_DEVICES") == GA and "NVSHARE_SOCK_DIR" not in e,
        "Allocate 1 device: LD_PRELOAD and NVIDIA_VISIBLE_DEVICES=<uuid>, default socket dir", e)
-    want_dir = pod_dir("plugin1", GPU, [GA + "__1"])
+    want_dir = pod_dir("plugin1", GPU, [GA + "__1"], a)
     ok(mounts_of(a) == sorted([(libdir, "/usr/local/nvshare/lib", True),
                                (want_dir, "/var/run/nvshare", True)]),
        "Allocate mounts the library directory and the allocation's own socket directory "
@@ -220,7 +239,7 @@ def scenario_nvml_health():
     a = kl.allocate([GB + "__2"])
     e = envs_of(a)
     ok(e.get("NVSHARE_SOCK_DIR") == "/run/nvshare-x"
-       and (pod_dir("plugin2", GPU, [GB + "__2"]), "/run/nvshare-x", True) in mounts_of(a),
+       and (pod_dir("plugin2", GPU, [GB + "__2"], a, "/run/nvshare-x"), "/run/nvshare-x", True) in mounts_of(a),
        "non-default container socket dir: NVSHARE_SOCK_DIR set and mounted there",
        (e, mounts_of(a)))
 
@@ -340,10 +359,10 @@ def scenario_memory():
        "Allocate 2 units: the library, the GPU, NVSHARE_GPU_MEMORY_REQUEST=4Gi in bytes, "
        "NVSHARE_GPU_MEMORY_TOTAL", e)
     ok(mounts_of(a) == sorted([(libdir, "/usr/local/nvshare/lib", True),
-                               (pod_dir("plugin5", MEM, [GA + "__1", GA + "__2"]),
+                               (pod_dir("plugin5", MEM, [GA + "__1", GA + "__2"], a),
                                 "/var/run/nvshare", True)]),
        "Allocate mounts the library and the allocation's socket directory as for "
-       "nvshare.com/gpu (its key from nvshare.com/gpu-memory and the units)", mounts_of(a))
+       "nvshare.com/gpu (its record names nvshare.com/gpu-memory and the units)", mounts_of(a))
     a = kl.allocate([GA + "__4", GB + "__1", GB + "__2"], resource=MEM)
     e = envs_of(a)
     ok(e.get("NVIDIA_VISIBLE_DEVICES") == GB

@@ -54,17 +54,6 @@ def load_messages(proto_dir, out_dir, name="deviceplugin"):
     return mod
 
 
-def dp_key(resource, ids):
-    """The plugin's key of an allocation (device-plugin/bindings.h), computed
-    here independently: 64-bit FNV-1a of the resource name and the sorted
-    device IDs, each followed by a newline, as 16 lower-case hex digits."""
-    h = 0xcbf29ce484222325
-    for part in [resource] + sorted(ids):
-        for b in (part + "\n").encode():
-            h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
-    return "%016x" % h
-
-
 class Registration:
     def __init__(self, request, options, when):
         self.request = request
@@ -90,9 +79,12 @@ class Resource:
 class Alloc:
     """One container's devices of one resource, as the kubelet keeps them."""
 
-    def __init__(self, ns, pod, container, resource, ids):
+    def __init__(self, ns, pod, container, resource, ids, listed=True):
         self.ns, self.pod, self.container = ns, pod, container
         self.resource, self.ids = resource, list(ids)
+        # PodResources lists app containers (and restartable init
+        # containers), not plain init containers.
+        self.listed = listed
 
 
 class FakeKubelet:
@@ -114,6 +106,12 @@ class FakeKubelet:
         self.last_pod = None     # (namespace, name) of the last Allocate
         self.podres_lists = 0    # PodResources List calls answered
         self.hide_pods = False   # List answers no Pod (a kubelet that has not synced)
+        # hold_lists: a List that arrives outside a prestart() waits until
+        # it is cleared (held counts those waiting), so that the plugin's
+        # reconciliation, one List at a time, stands still meanwhile.
+        self.hold_lists = False
+        self.held = 0
+        self.prestarting = 0
         os.makedirs(plugin_dir, exist_ok=True)
         if podres_dir:
             os.makedirs(podres_dir, exist_ok=True)
@@ -186,8 +184,13 @@ class FakeKubelet:
     def _list(self, req, ctx):
         pr = self.prpb
         with self.cv:
+            if self.hold_lists and not self.prestarting:
+                self.held += 1
+                self.cv.notify_all()
+                self.cv.wait_for(lambda: not self.hold_lists, 60 * SPEED)
+                self.held -= 1
             pods = {}
-            for a in ([] if self.hide_pods else self.allocs):
+            for a in ([] if self.hide_pods else [a for a in self.allocs if a.listed]):
                 p = pods.setdefault((a.ns, a.pod), {})
                 p.setdefault(a.container, []).append(
                     pr.ContainerDevices(resource_name=a.resource, device_ids=a.ids))
@@ -311,9 +314,10 @@ class FakeKubelet:
                         resource=resource)
         return list(r.container_responses[0].deviceIDs)
 
-    def allocate(self, ids, resource=GPU, pod=None, container="main"):
+    def allocate(self, ids, resource=GPU, pod=None, container="main", listed=True):
         """Allocate for one container; on success the devices belong to pod
-        (namespace, name), or to a Pod invented for it (last_pod)."""
+        (namespace, name), or to a Pod invented for it (last_pod); listed:
+        False for a plain init container, which PodResources leaves out."""
         pb = self.pb
         req = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)])
         r = self._unary("Allocate", req, pb.AllocateResponse,
@@ -323,12 +327,29 @@ class FakeKubelet:
                 self.npods += 1
                 pod = ("ns-%d" % self.npods, "pod-%d" % self.npods)
             self.last_pod = pod
-            self.allocs.append(Alloc(pod[0], pod[1], container, resource, ids))
+            self.allocs.append(Alloc(pod[0], pod[1], container, resource, ids, listed))
         return r
+
+    def assign(self, ids, pod, resource=GPU, container="main"):
+        """The devices belong to pod from now on without an Allocate (a
+        kubelet that lies, or one whose Allocate the plugin never saw)."""
+        with self.cv:
+            self.allocs.append(Alloc(pod[0], pod[1], container, resource, ids))
 
     def prestart(self, ids, resource=GPU, timeout=30):
         """PreStartContainer, as the kubelet calls it before creating the
         container (its own timeout is 30 s)."""
         pb = self.pb
-        return self._unary("PreStartContainer", pb.PreStartContainerRequest(devices_ids=ids),
-                           pb.PreStartContainerResponse, timeout=timeout, resource=resource)
+        with self.cv:
+            self.prestarting += 1
+        try:
+            return self._unary("PreStartContainer", pb.PreStartContainerRequest(devices_ids=ids),
+                               pb.PreStartContainerResponse, timeout=timeout, resource=resource)
+        finally:
+            with self.cv:
+                self.prestarting -= 1
+
+    def release_lists(self):
+        with self.cv:
+            self.hold_lists = False
+            self.cv.notify_all()

@@ -3,14 +3,18 @@
 # nvshare-device-plugin against the fake kubelet (device-plugin API and
 # PodResources List, tests/k8s/fake_kubelet.py) and a real scheduler on this
 # test's private socket directory, shared with the plugin. Allocate mounts
-# only the allocation's pods/<key> directory; PreStartContainer binds it to
-# the Pod PodResources names, and a client connecting there is that Pod
-# (tenant source "socket"); the same devices for another Pod rebind;
-# reconciliation writes missing bindings and removes stale ones (at once
-# when the devices moved, after 10 lists otherwise), leaves another binder's
-# alone, and survives a kubelet restart that lists no Pod for a while;
-# PodResources missing degrades to the shared socket (cgroup identity) with
-# one warning, and recovers; links follow a restarted scheduler. Scenarios
+# only the allocation's pods/<key> directory, a key of its own per Allocate;
+# PreStartContainer binds it to the Pod PodResources names, and a client
+# connecting there is that Pod (tenant source "socket"); the same devices
+# for another Pod get a new key and the old one is never bound to it (nor to
+# a Pod PodResources names without an Allocate); reconciliation writes
+# missing bindings and removes stale ones (at once when the devices moved,
+# after 10 lists otherwise), keeps an init container's unbound allocation
+# while its devices are held, leaves another binder's alone, and survives a
+# kubelet restart that lists no Pod for a while; PodResources missing
+# degrades to the shared socket (cgroup identity) with one warning, and
+# recovers; links follow a restarted scheduler; a plugin restarted after a
+# reboot emptied the socket directory restores it from --state-dir. Scenarios
 # in dp_podsock_tests.py. Needs python3-grpcio, python3-protobuf, protoc.
 # shellcheck disable=SC1091,SC2154 # libs by path; lib variables
 . "$(dirname "$0")/../lib.sh"
