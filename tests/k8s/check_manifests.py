@@ -255,6 +255,18 @@ def main():
               and mounts.get(prv[0], {}).get("readOnly") is True
               and pr == mounts.get(prv[0], {}).get("mountPath", "//") + "/kubelet.sock",
               (prv, pr))
+        # The records' copies must outlive a reboot (the socket directory's
+        # tmpfs does not): a hostPath on the node's disk, writable, at the
+        # same path, never the library directory containers mount.
+        st = a.get("state-dir", "")
+        stv = [n for n, v in vols.items()
+               if v.get("hostPath", {}).get("path") == st and st.startswith("/var/lib/")]
+        check("device plugin: --state-dir is a hostPath under /var/lib, mounted writable at "
+              "the same path, not the library directory",
+              len(stv) == 1 and mounts.get(stv[0], {}).get("mountPath") == st
+              and not mounts.get(stv[0], {}).get("readOnly")
+              and st != a.get("host-lib-dir") and not st.startswith(a.get("host-lib-dir", "//") + "/"),
+              (stv, st))
         lib = a.get("host-lib-dir")
         libvol = [n for n, v in vols.items() if v.get("hostPath", {}).get("path") == lib]
         init = [ic for ic in sp.get("initContainers", [])
