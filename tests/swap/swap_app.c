@@ -22,7 +22,8 @@
  * --pause-ms, if given): the test decides when the pause ends.
  *
  * Output: one DONE line, with this process's simulated-GPU counters:
- *   DONE name=A result=ok|BAD fault_bytes=N h2d_bytes=N d2h_bytes=N elapsed_ms=T
+ *   DONE name=A result=ok|BAD fault_bytes=N h2d_bytes=N d2h_bytes=N evicted_bytes=N
+ *        discard_bytes=N stray=N elapsed_ms=T
  * --prefetch-log prints "PF seq pid dst ptr bytes moved start_ns end_ns".
  */
 #include <cuda.h>
@@ -188,10 +189,11 @@ int main(int argc, char **argv)
 	memset(&st, 0, sizeof st);
 	nvshareSimGetProcStats(0, 0, &st);
 	printf("DONE name=%s result=%s fault_bytes=%llu h2d_bytes=%llu d2h_bytes=%llu "
-	       "evicted_bytes=%llu elapsed_ms=%.1f t=%.3f\n",
+	       "evicted_bytes=%llu discard_bytes=%llu stray=%llu elapsed_ms=%.1f t=%.3f\n",
 	       name, res, (unsigned long long)st.fault_bytes,
 	       (unsigned long long)st.prefetch_h2d_bytes, (unsigned long long)st.prefetch_d2h_bytes,
-	       (unsigned long long)st.evicted_bytes, now_ms() - t0, now_ms());
+	       (unsigned long long)st.evicted_bytes, (unsigned long long)st.discard_bytes,
+	       (unsigned long long)st.stray_accesses, now_ms() - t0, now_ms());
 	if (end_file)
 		while (access(end_file, F_OK) != 0)
 			sleep_ms(10);
