@@ -322,14 +322,11 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 
 void nvs_control_msg(struct conn *c, const struct nvs_msg *m)
 {
-	if (c->role != CONN_ROLE_ADMIN) {
-		/* The client socket is mounted into every Pod and Pods run as
-		 * root: no uid there means "administrator". Status only, and
-		 * only the caller's own tenant. */
-		if (m->type == NVS_MSG_CTL_STATUS) {
-			status(c, m->seq, m->u.ctl_status.flags);
-			return;
-		}
+	/* Where each request is accepted: common/messages.def. The client
+	 * socket is mounted into every Pod and Pods run as root: no uid there
+	 * means "administrator", so it accepts status only (and shows only
+	 * the caller's own tenant). */
+	if (!(nvs_msg_accepted_on(m->type) & conn_socket(c))) {
 		log_refused(c, m, "control messages are not accepted on the client socket");
 		reply(c, m->seq, -EPERM,
 		      "permission denied: %s changes settings only through the admin socket "
@@ -340,17 +337,22 @@ void nvs_control_msg(struct conn *c, const struct nvs_msg *m)
 		return;
 	}
 	char b[256];
-	const char *why = admin_refusal(c, b, sizeof b);
+	const char *why = c->role == CONN_ROLE_ADMIN ? admin_refusal(c, b, sizeof b) : NULL;
 	if (why) {
 		log_refused(c, m, why);
 		reply(c, m->seq, -EPERM, "permission denied on the admin socket %s: %s",
 		      S.admin_sock_path, why);
 		return;
 	}
-	if (m->type == NVS_MSG_CTL_STATUS)
+	switch (m->type) {
+	case NVS_MSG_CTL_STATUS:
 		status(c, m->seq, m->u.ctl_status.flags);
-	else if (m->type == NVS_MSG_CTL_SET)
+		return;
+	case NVS_MSG_CTL_SET:
 		ctl_set(c, m);
-	else
+		return;
+	case NVS_MSG_CTL_SET_CLIENT:
 		ctl_set_client(c, m);
+		return;
+	}
 }
