@@ -77,6 +77,7 @@ include scheduler/module.mk
 include ctl/module.mk
 include bench/module.mk
 -include device-plugin/module.mk
+-include dra-plugin/module.mk
 -include deploy/module.mk
 include man/module.mk
 include deploy/deb/module.mk
@@ -211,7 +212,7 @@ lint: lint-cppcheck lint-format lint-shell
 lint-cppcheck:
 	cppcheck --quiet --error-exitcode=1 --std=c11 --enable=warning,portability \
 	  --inline-suppr --suppress=missingIncludeSystem -I common -I client \
-	  common client scheduler ctl device-plugin bench tests
+	  common client scheduler ctl device-plugin dra-plugin bench tests
 
 lint-format:
 	clang-format --dry-run -Werror $(SOURCES)

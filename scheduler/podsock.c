@@ -14,6 +14,7 @@
 #include "events.h"
 #include "log.h"
 #include "loop.h"
+#include "parse.h"
 #include "server.h"
 #include "state.h"
 
@@ -66,36 +67,6 @@ static int is_key(const char *s, size_t n)
 	return 1;
 }
 
-/* A DNS-1123 label (namespace) or subdomain (Pod name): lower-case
- * letters, digits, '-' and (names only) '.'; what Kubernetes accepts, so
- * that logs and JSON never carry anything else. */
-static int k8s_name_ok(const char *s, size_t max, int dots)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n >= max)
-		return 0;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-		      (dots && c == '.')))
-			return 0;
-	}
-	return 1;
-}
-
-static int uid_ok(const char *s)
-{
-	if (strlen(s) != 36)
-		return 0;
-	for (int i = 0; i < 36; i++) {
-		char c = s[i];
-		int dash = i == 8 || i == 13 || i == 18 || i == 23;
-		if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-			return 0;
-	}
-	return 1;
-}
-
 static const char *str(const cJSON *o, const char *k)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -142,15 +113,15 @@ static const char *parse(const char *text, struct nvs_binding *b)
 	int has_core = int_field(j, "core_limit", 1, 100, &core);
 	int has_mem = int_field(j, "memory_limit", 1, 1ull << 53, &mem);
 	int has_name = cJSON_GetObjectItemCaseSensitive(j, "name") != NULL;
-	if (!ns || !k8s_name_ok(ns, sizeof b->ns, 0))
+	if (!ns || !nvs_k8s_name_ok(ns, sizeof b->ns, 0))
 		why = "\"namespace\" missing or not a namespace name";
-	else if (has_name && (!name || !k8s_name_ok(name, sizeof b->name, 1)))
+	else if (has_name && (!name || !nvs_k8s_name_ok(name, sizeof b->name, 1)))
 		why = "\"name\" not a Pod name";
-	else if (uid && *uid && !uid_ok(uid))
+	else if (uid && *uid && !nvs_k8s_uid_ok(uid))
 		why = "\"uid\" is not a Pod UID";
 	else if (!has_name && uid)
 		why = "\"uid\" without \"name\"";
-	else if (origin && !k8s_name_ok(origin, sizeof b->origin, 1))
+	else if (origin && !nvs_k8s_name_ok(origin, sizeof b->origin, 1))
 		why = "\"origin\" is not a plain name";
 	else if (has_core < 0)
 		why = "\"core_limit\" is not an integer percent 1..100";
