@@ -289,6 +289,22 @@ void nvs_sched_attach_gpu(int dev)
 			while ((!nvs_sc.first_try_done || (nvs_sc.connected && !g->mode_known)) &&
 			       pthread_cond_timedwait(&nvs_sc.cv, &nvs_sc.mu, &ts) != ETIMEDOUT)
 				;
+			/* Connected, and still no answer: its first launches run
+			 * ungated. Said once a process, counted (sched_conn.c
+			 * "Ungated runs"). (Not connected: the thread's warning
+			 * says so already.) */
+			if (nvs_sc.connected && !g->mode_known) {
+				static int said;
+				nvs_sc_ungated_cause(NVS_UNGATED_NO_ANSWER);
+				kick(); /* the client thread marks the episode's start */
+				if (!said && !nvs_sc_fail_closed())
+					NVS_WARN(
+					    "GPU %d: no answer from the scheduler within %u ms "
+					    "(NVSHARE_ATTACH_WAIT_MS); running ungated until it "
+					    "answers",
+					    dev, attach_wait_ms);
+				said = 1;
+			}
 		}
 	} else if (ctx && !g->ctx) {
 		g->ctx = ctx;
@@ -320,6 +336,8 @@ static void wait_for_mode(int dev)
 			r = pthread_cond_timedwait(&nvs_sc.cv, &nvs_sc.mu, &ts);
 		if (nvs_sc.connected && !g->mode_known) {
 			g->mode_wait_over = 1;
+			nvs_sc_ungated_cause(NVS_UNGATED_MODE_WAIT);
+			kick();
 			nvs_sc_recompute_gate();
 			NVS_WARN("GPU %d: compute limit set but no GPU_MODE from the scheduler "
 				 "within %u ms; running ungated until it answers",

@@ -68,6 +68,14 @@ struct nvs_sc_state {
 	int ndev;	    /* highest attached ordinal + 1 (under mu) */
 	int connected;	    /* under mu */
 	int first_try_done; /* under mu: the thread tried to connect once */
+	/* Runs without the gate for want of the scheduler (sched_conn.c
+	 * "Ungated runs"), under mu: the current episode's cause (enum
+	 * nvs_ungated_reason, 0 none) and start (0: no GPU attached yet),
+	 * and the finished episodes still to report. */
+	int ungated_cause;
+	uint64_t ungated_since_ns;
+	uint32_t ungated_runs[NVS_UNGATED_REASONS + 1];
+	uint64_t ungated_ns[NVS_UNGATED_REASONS + 1];
 };
 extern struct nvs_sc_state nvs_sc;
 
@@ -90,6 +98,9 @@ int nvs_sc_capturing(void);
 int nvs_sc_stopping(void);
 
 /* ---- sched_conn.c ---- */
+/* The gate is open for want of the scheduler, for reason (enum
+ * nvs_ungated_reason); with mu held. The first cause of an episode wins. */
+void nvs_sc_ungated_cause(int reason);
 /* The client thread; `evfd` is the eventfd application threads kick. */
 void *nvs_sc_thread_main(void *evfd);
 /* At start-up: the socket path, HELLO's limits, the reconnect jitter. */
@@ -119,5 +130,7 @@ void nvs_sc_lock_atfork_child(void);
 /* What the process does while not connected, for the warnings:
  * "running ungated", or that its CUDA work fails (sched_require.c). */
 const char *nvs_sc_ungated_words(void);
+/* NVSHARE_REQUIRE_SCHEDULER=1: gated calls fail instead of running. */
+int nvs_sc_fail_closed(void);
 
 #endif

@@ -59,7 +59,7 @@ static uint32_t seq;
 static uint64_t next_connect_ns;
 static int warned_absent;
 static unsigned jitter_seed;
-static int ping_ok;	      /* this scheduler answers PINGs (its first PONG) */
+static int ungated_asked;     /* this scheduler asked for UNGATED reports */
 static uint64_t last_rx_ns;   /* when it last sent anything */
 static uint64_t ping_sent_ns; /* an unanswered PING (0: none) */
 static uint32_t ping_token;
@@ -217,7 +217,14 @@ static uint64_t reconnect_delay_ns(void)
 	return (uint64_t)(NVS_RECONNECT_MS * 3 / 4 + j) * 1000000ull;
 }
 
+static void disconnect_for(int reason, const char *why);
+
 static void disconnect(const char *why)
+{
+	disconnect_for(NVS_UNGATED_LOST, why);
+}
+
+static void disconnect_for(int reason, const char *why)
 {
 	if (sock >= 0)
 		close(sock);
@@ -225,9 +232,10 @@ static void disconnect(const char *why)
 	inlen = outlen = 0;
 	out_overflow = 0;
 	nvs_sc_idle_watch_stop();
-	ping_ok = 0;
 	ping_sent_ns = 0;
+	ungated_asked = 0;
 	pthread_mutex_lock(&nvs_sc.mu);
+	nvs_sc_ungated_cause(reason);
 	nvs_sc.connected = 0;
 	for (int i = 0; i < nvs_sc.ndev; i++) {
 		struct sc_gpu *g = &nvs_sc.gpus[i];
@@ -261,6 +269,7 @@ static void try_connect(void)
 		}
 		next_connect_ns = nvs_sc_now_ns() + reconnect_delay_ns();
 		pthread_mutex_lock(&nvs_sc.mu);
+		nvs_sc_ungated_cause(NVS_UNGATED_UNREACHABLE);
 		nvs_sc.first_try_done = 1;
 		pthread_cond_broadcast(&nvs_sc.cv);
 		pthread_mutex_unlock(&nvs_sc.mu);
@@ -282,14 +291,14 @@ static void try_connect(void)
 	nvs_msg_hello(&m, program_invocation_short_name, hello_core_limit, hello_mem_limit);
 	/* Device memory already (the variable, or an earlier MEMORY_MODE):
 	 * say so; else offer to switch on the Pod's word. */
-	m.u.hello.flags = NVS_HELLO_SWAP_HINT | NVS_HELLO_LIMITS |
+	m.u.hello.flags = NVS_HELLO_SWAP_HINT | NVS_HELLO_LIMITS | NVS_HELLO_UNGATED |
 			  (sched_timeout_ns ? NVS_HELLO_PING : 0) |
 			  (hello_mem_flags || !nvs_config_unified() ? NVS_HELLO_DEVICE_MEMORY
 								    : NVS_HELLO_MEMORY_MODE) |
 			  hello_prio_flags;
 	queue_msg(&m);
-	ping_ok = 0;
 	ping_sent_ns = 0;
+	ungated_asked = 0;
 	last_rx_ns = nvs_sc_now_ns();
 
 	pthread_mutex_lock(&nvs_sc.mu);
@@ -378,9 +387,11 @@ static void on_readable(void)
 			last_rx_ns = nvs_sc_now_ns();
 			ping_sent_ns = 0;
 			if (m.type == NVS_MSG_PONG)
-				ping_ok = 1;
+				; /* its arrival (above) was the point */
 			else if (m.type == NVS_MSG_LIMITS_ASK)
 				announce_limits();
+			else if (m.type == NVS_MSG_UNGATED_ASK)
+				ungated_asked = 1;
 			else if (m.type == NVS_MSG_MEMORY_MODE) {
 				if (m.u.gpu.value == NVS_MEMORY_MODE_DEVICE)
 					nvs_config_device_memory();
@@ -403,13 +414,16 @@ static void on_readable(void)
  * after a second of silence, and when nothing at all arrived for
  * NVSHARE_SCHED_TIMEOUT after a PING, drops the connection as if it had
  * been closed: the application runs ungated (one warning) and reconnects,
- * which registers it again once the scheduler answers. Only schedulers
- * that announced PONG are pinged. Returns the poll timeout in ms (-1:
- * none).
+ * which registers it again once the scheduler answers. A scheduler that
+ * never announced PONG is pinged all the same: one that made the GPU
+ * serialized and then says nothing must not hold the application forever
+ * (it did: killed at 40 s); a scheduler too old to know PING closes the
+ * connection on it, which ends the wait the same way. Returns the poll
+ * timeout in ms (-1: none).
  */
 static int check_alive(void)
 {
-	if (!ping_ok || !sched_timeout_ns)
+	if (!sched_timeout_ns)
 		return -1;
 	int waiting = 0;
 	pthread_mutex_lock(&nvs_sc.mu);
@@ -425,7 +439,7 @@ static int check_alive(void)
 		char why[96];
 		snprintf(why, sizeof why, "no answer to a ping for %.1f s (NVSHARE_SCHED_TIMEOUT)",
 			 (double)(now - ping_sent_ns) / 1e9);
-		disconnect(why);
+		disconnect_for(NVS_UNGATED_PING_TIMEOUT, why);
 		return 0;
 	}
 	if (!ping_sent_ns && now - last_rx_ns >= NVS_PING_NS) {
@@ -436,6 +450,70 @@ static int check_alive(void)
 	}
 	uint64_t next = ping_sent_ns ? ping_sent_ns + sched_timeout_ns : last_rx_ns + NVS_PING_NS;
 	return next > now ? (int)((next - now + 999999) / 1000000) : 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Ungated runs                                                            */
+
+/*
+ * While the process has a GPU attached and the scheduler cannot gate it
+ * (not reachable, the connection lost, no answer), its gates are open: it
+ * runs ungated. Each such episode is said once, by the code that found the
+ * cause (the warnings name it), and counted here: it starts when a cause
+ * is set and a GPU is attached, and ends once connected with every
+ * attached GPU's GPU_MODE known. Finished episodes are reported to a
+ * scheduler that asked (UNGATED_ASK): one UNGATED per reason, so that the
+ * scheduler's status and metrics show them. Fail-closed mode
+ * (NVSHARE_REQUIRE_SCHEDULER=1) runs nothing ungated and counts nothing.
+ */
+void nvs_sc_ungated_cause(int reason)
+{
+	if (!nvs_sc.ungated_cause && !nvs_sc_fail_closed())
+		nvs_sc.ungated_cause = reason;
+}
+
+/* Once per pass of the client thread: episodes begin and end. */
+static void ungated_tick(void)
+{
+	uint64_t now = nvs_sc_now_ns();
+	pthread_mutex_lock(&nvs_sc.mu);
+	int any = 0, gated = nvs_sc.connected;
+	for (int i = 0; i < nvs_sc.ndev; i++) {
+		const struct sc_gpu *g = &nvs_sc.gpus[i];
+		if (!g->attached)
+			continue;
+		any = 1;
+		if (!g->mode_known || g->mode_wait_over)
+			gated = 0;
+	}
+	int c = nvs_sc.ungated_cause;
+	if (c && any && !nvs_sc.ungated_since_ns)
+		nvs_sc.ungated_since_ns = now;
+	if (c && gated) {
+		if (nvs_sc.ungated_since_ns) {
+			nvs_sc.ungated_runs[c]++;
+			nvs_sc.ungated_ns[c] += now - nvs_sc.ungated_since_ns;
+		}
+		nvs_sc.ungated_cause = 0;
+		nvs_sc.ungated_since_ns = 0;
+	}
+	struct nvs_msg m[NVS_UNGATED_REASONS];
+	int n = 0;
+	for (int r = 1; ungated_asked && r <= NVS_UNGATED_REASONS; r++) {
+		if (!nvs_sc.ungated_runs[r])
+			continue;
+		memset(&m[n], 0, sizeof m[n]);
+		m[n].type = NVS_MSG_UNGATED;
+		m[n].u.ungated.reason = (uint32_t)r;
+		m[n].u.ungated.runs = nvs_sc.ungated_runs[r];
+		m[n].u.ungated.ns = nvs_sc.ungated_ns[r];
+		nvs_sc.ungated_runs[r] = 0;
+		nvs_sc.ungated_ns[r] = 0;
+		n++;
+	}
+	pthread_mutex_unlock(&nvs_sc.mu);
+	for (int i = 0; i < n; i++)
+		queue_msg(&m[i]);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -463,6 +541,7 @@ void *nvs_sc_thread_main(void *arg)
 			compose_locked();
 			pthread_mutex_unlock(&nvs_sc.mu);
 		}
+		ungated_tick();
 		int timeout = -1;
 		if (sock >= 0)
 			timeout = nvs_sc_idle_tick();
@@ -520,4 +599,10 @@ void nvs_sc_conn_atfork_child(void)
 	seq = 0;
 	warned_absent = 0;
 	next_connect_ns = 0;
+	ungated_asked = 0;
+	/* The parent's episodes are the parent's to report. */
+	nvs_sc.ungated_cause = 0;
+	nvs_sc.ungated_since_ns = 0;
+	memset(nvs_sc.ungated_runs, 0, sizeof nvs_sc.ungated_runs);
+	memset(nvs_sc.ungated_ns, 0, sizeof nvs_sc.ungated_ns);
 }

@@ -38,12 +38,18 @@ int nvs_sched_require_ok(void)
 	return ok;
 }
 
-const char *nvs_sc_ungated_words(void)
+int nvs_sc_fail_closed(void)
 {
 	/* Read quietly: config.c warns about a bad value. */
 	const char *v = getenv("NVSHARE_REQUIRE_SCHEDULER");
 	int on = 0;
 	if (v && *v && nvs_parse_bool(v, &on))
 		on = 0;
-	return on ? "CUDA work fails meanwhile (NVSHARE_REQUIRE_SCHEDULER=1)" : "running ungated";
+	return on;
+}
+
+const char *nvs_sc_ungated_words(void)
+{
+	return nvs_sc_fail_closed() ? "CUDA work fails meanwhile (NVSHARE_REQUIRE_SCHEDULER=1)"
+				    : "running ungated";
 }

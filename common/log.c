@@ -275,6 +275,14 @@ static void vlog(enum nvs_log_level level, unsigned suppressed, const char *fmt,
 		return;
 	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
 	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+	if (len > sizeof line - 2)
+		len = sizeof line - 2;
+	/* One event, one line: a field that came from a peer (a GPU UUID, a
+	 * Pod name, a path) cannot end it and forge the next one. Control
+	 * characters become '?' (the JSON format escapes them instead). */
+	for (size_t i = (size_t)n; !json_format && i < len; i++)
+		if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+			line[i] = '?';
 	if (suppressed && len < sizeof line - 1) {
 		int k =
 		    snprintf(line + len, sizeof line - len - 1, " (%u similar line%s suppressed)",

@@ -106,8 +106,14 @@ static void encode_payload(const struct nvs_msg *m, struct wr *w)
 	case NVS_MSG_PONG:
 	case NVS_MSG_LIMITS_ASK:
 	case NVS_MSG_MEMORY_MODE:
+	case NVS_MSG_UNGATED_ASK:
 		U32(m->u.gpu.local_gpu);
 		U32(m->u.gpu.value);
+		break;
+	case NVS_MSG_UNGATED:
+		U32(m->u.ungated.reason);
+		U32(m->u.ungated.runs);
+		U64(m->u.ungated.ns);
 		break;
 	case NVS_MSG_LOCK_OK:
 		U32(m->u.lock_ok.local_gpu);
@@ -220,8 +226,14 @@ static void decode_payload(struct nvs_msg *m, struct rd *r)
 	case NVS_MSG_PONG:
 	case NVS_MSG_LIMITS_ASK:
 	case NVS_MSG_MEMORY_MODE:
+	case NVS_MSG_UNGATED_ASK:
 		m->u.gpu.local_gpu = (uint32_t)get(r, 4);
 		m->u.gpu.value = (uint32_t)get(r, 4);
+		break;
+	case NVS_MSG_UNGATED:
+		m->u.ungated.reason = (uint32_t)get(r, 4);
+		m->u.ungated.runs = (uint32_t)get(r, 4);
+		m->u.ungated.ns = get(r, 8);
 		break;
 	case NVS_MSG_LOCK_OK:
 		m->u.lock_ok.local_gpu = (uint32_t)get(r, 4);
@@ -394,6 +406,10 @@ const char *nvs_msg_type_name(unsigned type)
 		return "LIMITS_ASK";
 	case NVS_MSG_MEMORY_MODE:
 		return "MEMORY_MODE";
+	case NVS_MSG_UNGATED:
+		return "UNGATED";
+	case NVS_MSG_UNGATED_ASK:
+		return "UNGATED_ASK";
 	case NVS_MSG_CTL_SET:
 		return "CTL_SET";
 	case NVS_MSG_CTL_SET_CLIENT:
@@ -405,6 +421,13 @@ const char *nvs_msg_type_name(unsigned type)
 	default:
 		return "UNKNOWN";
 	}
+}
+
+const char *nvs_ungated_reason_name(unsigned r)
+{
+	static const char *const names[] = {"?",	 "unreachable",	 "lost",
+					    "no-answer", "ping-timeout", "mode-wait"};
+	return r <= NVS_UNGATED_REASONS ? names[r] : "?";
 }
 
 const char *nvs_mode_name(unsigned mode)

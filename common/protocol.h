@@ -49,6 +49,7 @@ enum nvs_msg_type {
 	NVS_MSG_SWAP_STATS = 6,	     /* bytes/time swapped in and out */
 	NVS_MSG_PING = 7,	     /* are you there? (HELLO flag NVS_HELLO_PING) */
 	NVS_MSG_LIMITS_IN_FORCE = 8, /* limits I enforce (answer to LIMITS_ASK) */
+	NVS_MSG_UNGATED = 9,	     /* I ran ungated (answer to UNGATED_ASK) */
 	/* scheduler -> client */
 	NVS_MSG_LOCK_OK = 32,	  /* lock granted */
 	NVS_MSG_DROP_LOCK = 33,	  /* release the lock soon */
@@ -60,6 +61,7 @@ enum nvs_msg_type {
 	NVS_MSG_PONG = 39,	  /* answer to PING (and, once, "I answer PINGs") */
 	NVS_MSG_LIMITS_ASK = 40,  /* which limits do you enforce? (NVS_HELLO_LIMITS) */
 	NVS_MSG_MEMORY_MODE = 41, /* keep new allocations device memory (NVS_HELLO_MEMORY_MODE) */
+	NVS_MSG_UNGATED_ASK = 42, /* tell me when you ran ungated (NVS_HELLO_UNGATED) */
 	/* control (nvsharectl) <-> scheduler */
 	NVS_MSG_CTL_SET = 64,	     /* change a GPU setting */
 	NVS_MSG_CTL_SET_CLIENT = 65, /* change a client's limits */
@@ -139,6 +141,12 @@ static inline uint32_t nvs_swap_mib(uint64_t bytes)
  * appears later). Allocations made after it are device memory, as with
  * NVSHARE_UNIFIED_MEMORY=0; earlier ones stay as they are. */
 #define NVS_HELLO_MEMORY_MODE 0x40u
+/* The client reports the runs it made without the scheduler's gate (absent,
+ * lost, silent): a scheduler that knows the flag answers HELLO with one
+ * UNGATED_ASK, and the client then sends one UNGATED per reason with runs
+ * to report, now and after each later episode. Statistics only: counted,
+ * never believed for anything else. */
+#define NVS_HELLO_UNGATED 0x80u
 #define NVS_MEMORY_MODE_DEVICE 1u
 
 /* LOCK_RELEASED flags. Bit 0: an idle release (not asked). Bits 8..31 (same
@@ -172,8 +180,8 @@ struct nvs_attach_gpu {
 	char uuid[NVS_UUID_LEN]; /* "GPU-xxxxxxxx-..." */
 };
 
-/* REQ_LOCK, WAITERS, GPU_MODE, SWAP_HINT, PING, PONG, LIMITS_ASK and
- * MEMORY_MODE share this layout. */
+/* REQ_LOCK, WAITERS, GPU_MODE, SWAP_HINT, PING, PONG, LIMITS_ASK,
+ * MEMORY_MODE and UNGATED_ASK share this layout. */
 struct nvs_gpu_msg {
 	uint32_t local_gpu; /* PING, PONG: 0 */
 	uint32_t value;	    /* WAITERS: count; GPU_MODE: NVS_GPU_MODE_*; SWAP_HINT: MiB;
@@ -207,6 +215,22 @@ struct nvs_swap_stats {
 	uint32_t local_gpu;
 	uint64_t bytes_in, bytes_out;
 	uint64_t ns_in, ns_out;
+};
+
+/* UNGATED: the runs without the scheduler's gate that ended for one reason
+ * since the last report, and how long they lasted together. */
+enum nvs_ungated_reason {
+	NVS_UNGATED_UNREACHABLE = 1,  /* the scheduler's socket could not be reached */
+	NVS_UNGATED_LOST = 2,	      /* the connection was lost (closed, an error) */
+	NVS_UNGATED_NO_ANSWER = 3,    /* no GPU_MODE within the attach wait */
+	NVS_UNGATED_PING_TIMEOUT = 4, /* no answer to a PING (NVSHARE_SCHED_TIMEOUT) */
+	NVS_UNGATED_MODE_WAIT = 5,    /* a limited GPU's wait for GPU_MODE ran out */
+	NVS_UNGATED_REASONS = 5,
+};
+struct nvs_ungated {
+	uint32_t reason; /* enum nvs_ungated_reason */
+	uint32_t runs;
+	uint64_t ns; /* total length */
 };
 
 /* SET_LIMITS and LIMITS_IN_FORCE. */
@@ -257,6 +281,7 @@ struct nvs_msg {
 		struct nvs_mem_update mem;
 		struct nvs_swap_stats swap;
 		struct nvs_set_limits limits;
+		struct nvs_ungated ungated;
 		struct nvs_ctl_set ctl_set;
 		struct nvs_ctl_set_client ctl_client;
 		struct nvs_ctl_status ctl_status;
@@ -298,6 +323,9 @@ void nvs_msg_gpu(struct nvs_msg *m, uint16_t type, uint32_t local_gpu, uint32_t 
 void nvs_msg_released(struct nvs_msg *m, uint32_t local_gpu, uint32_t flags, uint64_t drain_ns);
 
 const char *nvs_msg_type_name(unsigned type);
+/* "unreachable", "lost", "no-answer", "ping-timeout", "mode-wait" for
+ * enum nvs_ungated_reason; "?" otherwise. */
+const char *nvs_ungated_reason_name(unsigned reason);
 const char *nvs_mode_name(unsigned mode);
 /* Parses "on", "off", "auto" (also 1/0). Returns -1 if unknown. */
 int nvs_mode_parse(const char *s);

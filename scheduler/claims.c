@@ -16,6 +16,7 @@
 #include "parse.h"
 #include "policy.h"
 #include "state.h"
+#include "unmanaged.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,19 @@ uint64_t nvs_claims_clamp(struct client_gpu *cg, uint64_t claimed)
 		v = cap * f;
 		by = "capacity";
 		bit = 2;
+	}
+	/* What NVML shows (unmanaged.c): a process without a context on the
+	 * GPU has no memory there; a claim left unproven while it could run
+	 * counts as the evidence. */
+	int ctx = nvs_unmanaged_context(cg);
+	if (ctx == 0 && v) {
+		v = 0;
+		by = "no-context";
+		bit = 8;
+	} else if (ctx == 1 && cg->ev.clamped && v > cg->ev.cap) {
+		v = cg->ev.cap;
+		by = "evidence";
+		bit = 4;
 	}
 	if (!by)
 		return v;
@@ -201,18 +215,62 @@ static uint64_t ring_median(const uint64_t *ring, unsigned n)
 	return v[(k - 1) / 2];
 }
 
-void nvs_claims_swap_sample(struct gpu *g, uint64_t in_ns, uint64_t out_ns)
+/* The longest a swap of `bytes` of cg's memory may take to be believed:
+ * the bytes (at most what cg is counted for on the GPU) at
+ * NVS_SWAP_FLOOR_BPS. */
+static uint64_t swap_bound_ns(const struct client_gpu *cg, uint64_t bytes)
 {
-	if (in_ns)
-		ring_push(g->swap_in_ring, &g->swap_in_n, in_ns);
-	if (out_ns)
-		ring_push(g->swap_out_ring, &g->swap_out_n, out_ns);
+	if (bytes > cg->allocated)
+		bytes = cg->allocated;
+	if (bytes > UINT64_MAX / 1000000000ull)
+		return UINT64_MAX;
+	return bytes * 1000000000ull / NVS_SWAP_FLOOR_BPS;
+}
+
+/* One sample of a direction, if its evidence allows: one per hand-off the
+ * scheduler saw (mark: the grants, or releases and revocations, when the
+ * last one was taken), its time cut to what its bytes allow. */
+static void swap_take(struct client_gpu *cg, uint64_t ns, uint64_t bytes, uint64_t handoffs,
+		      uint64_t *mark, uint64_t *ring, unsigned *n)
+{
+	struct gpu *g = cg->gpu;
+	if (!ns)
+		return;
+	if (handoffs == *mark) {
+		g->ev.swap_refused++; /* no hand-off of its since the last one */
+		return;
+	}
+	*mark = handoffs;
+	uint64_t b = swap_bound_ns(cg, bytes);
+	if (ns > b) {
+		g->ev.swap_refused++;
+		ns = b;
+	}
+	if (ns)
+		ring_push(ring, n, ns);
+}
+
+void nvs_claims_swap_sample(struct client_gpu *cg, uint64_t in_ns, uint64_t in_bytes,
+			    uint64_t out_ns, uint64_t out_bytes)
+{
+	struct gpu *g = cg->gpu;
+	swap_take(cg, in_ns, in_bytes, cg->st.grants, &cg->ev.swap_in_mark, g->swap_in_ring,
+		  &g->swap_in_n);
+	swap_take(cg, out_ns, out_bytes, cg->st.releases + cg->st.revocations,
+		  &cg->ev.swap_out_mark, g->swap_out_ring, &g->swap_out_n);
+}
+
+/* A direction's median once it has NVS_SWAP_MIN_SAMPLES samples, else 0:
+ * one report, true or not, does not stretch the quantum. */
+static uint64_t dir_median(const uint64_t *ring, unsigned n)
+{
+	return n < NVS_SWAP_MIN_SAMPLES ? 0 : ring_median(ring, n);
 }
 
 uint64_t nvs_claims_swap_median(const struct gpu *g)
 {
-	return ring_median(g->swap_in_ring, g->swap_in_n) +
-	       ring_median(g->swap_out_ring, g->swap_out_n);
+	return dir_median(g->swap_in_ring, g->swap_in_n) +
+	       dir_median(g->swap_out_ring, g->swap_out_n);
 }
 
 uint64_t nvs_claims_tq_bound_ns(const struct gpu *g)

@@ -20,9 +20,11 @@ struct nvs_swap_stats;
 #define NVS_SWAP_SAMPLES NVS_SWAP_RING /* state.h */
 
 /* The allocation counted for a claim (bytes): min(claimed, the client's
- * memory limit, capacity x NVSHARE_OVERSUBSCRIPTION_FACTOR). The first
- * clamp of a client on a GPU is logged and sent as an event; every clamp
- * is counted on the GPU. */
+ * memory limit, capacity x NVSHARE_OVERSUBSCRIPTION_FACTOR), and what NVML
+ * shows (unmanaged.c): 0 for a process without a context on the GPU; the
+ * evidence (cg->ev.cap) once its claim stayed unproven while it could run.
+ * The first clamp of a client on a GPU for each cause is logged and sent
+ * as an event; every clamp is counted on the GPU. */
 uint64_t nvs_claims_clamp(struct client_gpu *cg, uint64_t claimed);
 
 /* MEM_UPDATE / SWAP_STATS from a client: applied now if its connection's
@@ -35,9 +37,21 @@ void nvs_claims_forget(struct client_gpu *cg);
 uint64_t nvs_claims_next_deadline(uint64_t now);
 void nvs_claims_tick(uint64_t now);
 
-/* One hand-off's swap times (policy.c): kept for the median. */
-void nvs_claims_swap_sample(struct gpu *g, uint64_t in_ns, uint64_t out_ns);
-/* Median recent swap-in + median recent swap-out, ns (0: no samples). */
+/* A swap slower than this is not believed: the slowest path measured
+ * (GPU to host, docs/BENCHMARKS.md) is several times faster. */
+#define NVS_SWAP_FLOOR_BPS (1ull << 30)
+/* A direction's median counts from this many samples on. */
+#define NVS_SWAP_MIN_SAMPLES 3u
+
+/* One report's swap times and bytes from cg (policy.c, the increase of its
+ * cumulative counters): kept for the median if its evidence allows - one
+ * swap-in per grant it got, one swap-out per release or revocation, each
+ * cut to its bytes (at most the memory cg is counted for) at
+ * NVS_SWAP_FLOOR_BPS. Refused and cut samples are counted (g->ev). */
+void nvs_claims_swap_sample(struct client_gpu *cg, uint64_t in_ns, uint64_t in_bytes,
+			    uint64_t out_ns, uint64_t out_bytes);
+/* Median recent swap-in + median recent swap-out, ns (0: no samples; a
+ * direction with fewer than NVS_SWAP_MIN_SAMPLES counts 0). */
 uint64_t nvs_claims_swap_median(const struct gpu *g);
 /* The bound on the stretched quantum: TQ x NVSHARE_SWAP_TQ_MAX_FACTOR. */
 uint64_t nvs_claims_tq_bound_ns(const struct gpu *g);

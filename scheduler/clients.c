@@ -202,6 +202,11 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 		nvs_msg_gpu(&m, NVS_MSG_LIMITS_ASK, 0, 0);
 		conn_send(c, &m);
 	}
+	if (h->flags & NVS_HELLO_UNGATED) {
+		/* "Tell me when you ran ungated": only now may it. */
+		nvs_msg_gpu(&m, NVS_MSG_UNGATED_ASK, 0, 0);
+		conn_send(c, &m);
+	}
 	nvs_devmem_welcomed(cl); /* MEMORY_MODE for a device-memory Pod */
 	char b[32];
 	NVS_INFO("HELLO client=%u pid=%d uid=%d tenant=%s claimed_name=\"%s\" core_limit=%u "
@@ -220,6 +225,31 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 		  (int)cl->reported_pid); /* display only: the claim */
 }
 
+/* UNGATED: the client ran without the gate (docs/client-lock.md "Failure
+ * behaviour") and says so once it is connected again. Statistics: counted
+ * (status, metrics, an event, a warning), never used for anything else;
+ * one report per reason and connection, values bounded. */
+static void ungated(struct client *cl, const struct nvs_ungated *u)
+{
+	if (!u->reason || u->reason > NVS_UNGATED_REASONS || !u->runs ||
+	    (cl->ungated_reported & (1u << u->reason)))
+		return;
+	cl->ungated_reported |= 1u << u->reason;
+	uint64_t runs = u->runs > 1000000u ? 1000000u : u->runs;
+	uint64_t ns =
+	    u->ns > 86400ull * 1000000000ull * 365 ? 86400ull * 1000000000ull * 365 : u->ns;
+	cl->ungated_runs += runs;
+	cl->ungated_ns += ns;
+	S.ungated_runs[u->reason] += runs;
+	S.ungated_ns[u->reason] += ns;
+	const char *why = nvs_ungated_reason_name(u->reason);
+	NVS_WARN("client=%u pid=%d ran ungated %llu time(s), %.3f s in all, before it was "
+		 "scheduled again: %s",
+		 cl->id, (int)cl->pid, (unsigned long long)runs, (double)ns / 1e9, why);
+	nvs_event("ungated", "\"client\":%u,\"pid\":%d,\"reason\":\"%s\",\"runs\":%llu,\"ms\":%.3f",
+		  cl->id, (int)cl->pid, why, (unsigned long long)runs, (double)ns / 1e6);
+}
+
 static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gpu *a)
 {
 	struct client_gpu *cg = find_gpu(cl, a->local_gpu);
@@ -232,6 +262,10 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 			return;
 		}
 		/* A MEM_UPDATE in effect: the same budget and clamp. */
+		if (a->total_mem != cg->reported_total) {
+			cg->reported_total = a->total_mem;
+			nvs_gpu_learned_memory(cg->gpu);
+		}
 		nvs_claims_mem_update(cg, a->allocated);
 		nvs_policy_resend_mode(cg); /* the client may have reset */
 		return;
@@ -241,11 +275,12 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 		conn_doom(c, "more than %d GPUs attached", NVS_MAX_GPUS);
 		return;
 	}
-	struct gpu *g = nvs_gpu_by_uuid(a->uuid, a->total_mem);
+	const char *why = NULL;
+	struct gpu *g = nvs_gpu_for_attach(a->uuid, a->total_mem, cl, &why);
 	if (!g) {
+		/* The UUID is the peer's: log.c keeps it on one line. */
 		conn_reason(c, "bad-attach");
-		conn_doom(c, "ATTACH_GPU %u: bad UUID \"%s\" or GPU table full", a->local_gpu,
-			  a->uuid);
+		conn_doom(c, "ATTACH_GPU %u: GPU \"%s\" refused: %s", a->local_gpu, a->uuid, why);
 		return;
 	}
 	for (unsigned i = 0; i < cl->ngpus; i++)
@@ -265,6 +300,7 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 	cg->gpu = g;
 	cg->local_gpu = a->local_gpu;
 	cg->claimed = a->allocated;
+	cg->reported_total = a->total_mem;
 	nvs_client_update_limits(cg);
 	cg->allocated = nvs_claims_clamp(cg, cg->claimed);
 	cl->gpus[cl->ngpus++] = cg;
@@ -277,6 +313,7 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 		  "\"client\":%u,\"pid\":%d,\"gpu\":%d,\"cuda_dev\":%u,\"allocated\":%llu", cl->id,
 		  (int)cl->pid, g->index, a->local_gpu, (unsigned long long)a->allocated);
 	nvs_policy_attach(cg);
+	nvs_gpu_learned_memory(g);
 	if (cl->core_override || cl->has_mem_override || cl->annot_core || cl->has_annot_mem ||
 	    cl->pod_mem_request || cl->ceil_core || cl->ceil_mem)
 		nvs_client_send_limits(cg);
@@ -296,6 +333,10 @@ void nvs_client_msg(struct conn *c, const struct nvs_msg *m)
 	}
 	if (m->type == NVS_MSG_ATTACH_GPU) {
 		attach(c, cl, &m->u.attach);
+		return;
+	}
+	if (m->type == NVS_MSG_UNGATED) {
+		ungated(cl, &m->u.ungated);
 		return;
 	}
 	if (m->type == NVS_MSG_PING) {
@@ -377,9 +418,11 @@ void nvs_client_gone(struct client *cl)
 	/* Detach first so that a hand-off never sends to this client. */
 	cl->conn = NULL;
 	for (unsigned i = 0; i < cl->ngpus; i++) {
+		struct gpu *g = cl->gpus[i]->gpu;
 		nvs_policy_detach(cl->gpus[i]);
 		nvs_claims_forget(cl->gpus[i]);
 		free(cl->gpus[i]);
+		nvs_gpu_learned_memory(g);
 	}
 	if (cl->prev)
 		cl->prev->next = cl->next;

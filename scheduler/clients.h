@@ -17,6 +17,7 @@ struct client_gpu;
 void nvs_client_msg(struct conn *c, const struct nvs_msg *m);
 /* The client's connection is closing: release, dequeue, free. */
 void nvs_client_gone(struct client *cl);
+
 void nvs_client_send(struct client *cl, const struct nvs_msg *m);
 /* Sends SET_LIMITS for one of the client's GPUs (its effective limits). */
 void nvs_client_send_limits(struct client_gpu *cg);

@@ -297,6 +297,7 @@ static void dispatch(struct conn *c, const struct nvs_msg *m)
 	case NVS_MSG_SWAP_STATS:
 	case NVS_MSG_PING:
 	case NVS_MSG_LIMITS_IN_FORCE:
+	case NVS_MSG_UNGATED:
 		/* The admin socket is for nvsharectl only: no GPU client is
 		 * ever served there. */
 		if (c->kind == CONN_CTL || c->role == CONN_ROLE_ADMIN) {

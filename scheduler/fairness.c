@@ -29,6 +29,11 @@ struct nvs_tenant {
 	char pod_uid[NVS_POD_UID_LEN];
 	unsigned refs; /* clients */
 	uint64_t last_grant[NVS_MAX_GPUS];
+	/* A revocation's penalty is the tenant's, on that GPU: another of its
+	 * connections must not take the turn its revoked holder lost (two
+	 * connections of one tenant alternated, each revoked in turn, and
+	 * kept the GPU from other tenants). */
+	uint64_t penalty_until[NVS_MAX_GPUS];
 	uint64_t revocations;
 	struct nvs_tenant *prev, *next;
 };
@@ -101,6 +106,16 @@ static uint64_t last_of(const struct client_gpu *cg)
 	return t ? t->last_grant[cg->gpu->index] : 0;
 }
 
+/* Until when cg may not be granted: its own penalty or its tenant's. */
+static uint64_t penalty_of(const struct client_gpu *cg)
+{
+	const struct nvs_tenant *t = cg->client->fair;
+	uint64_t p = cg->penalty_until_ns;
+	if (t && t->penalty_until[cg->gpu->index] > p)
+		p = t->penalty_until[cg->gpu->index];
+	return p;
+}
+
 struct client_gpu *nvs_fair_pick(struct gpu *g, uint64_t now,
 				 int (*may)(struct gpu *, struct client_gpu *, uint64_t))
 {
@@ -112,7 +127,7 @@ struct client_gpu *nvs_fair_pick(struct gpu *g, uint64_t now,
 		struct client_gpu *best = NULL;
 		uint64_t best_seq = 0;
 		for (struct client_gpu *cg = g->qhead; cg; cg = cg->qnext) {
-			if (cg->fair_refused == pass || cg->penalty_until_ns > now)
+			if (cg->fair_refused == pass || penalty_of(cg) > now)
 				continue;
 			uint64_t s = last_of(cg);
 			if (!best || s < best_seq) {
@@ -162,6 +177,7 @@ void nvs_fair_revoked(struct client_gpu *cg, uint64_t now, uint64_t penalty_ns)
 	struct nvs_tenant *t = cg->client->fair;
 	if (!t)
 		return;
+	t->penalty_until[cg->gpu->index] = now + penalty_ns;
 	t->revocations++;
 	if (t->revocations < 2)
 		return;
@@ -185,19 +201,30 @@ uint64_t nvs_fair_next_deadline(const struct gpu *g, uint64_t now)
 	if (!g->serialized || g->holder || !g->qhead)
 		return 0;
 	uint64_t d = 0;
-	for (const struct client_gpu *cg = g->qhead; cg; cg = cg->qnext)
-		if (cg->penalty_until_ns > now && (!d || cg->penalty_until_ns < d))
-			d = cg->penalty_until_ns;
+	for (const struct client_gpu *cg = g->qhead; cg; cg = cg->qnext) {
+		uint64_t p = penalty_of(cg);
+		if (p > now && (!d || p < d))
+			d = p;
+	}
 	return d;
 }
 
 int nvs_fair_penalties_ended(struct gpu *g, uint64_t now)
 {
 	int n = 0;
-	for (struct client_gpu *cg = g->qhead; cg; cg = cg->qnext)
+	for (struct client_gpu *cg = g->qhead; cg; cg = cg->qnext) {
+		struct nvs_tenant *t = cg->client->fair;
+		uint64_t *tp = t ? &t->penalty_until[g->index] : NULL;
+		int ended = 0;
 		if (cg->penalty_until_ns && cg->penalty_until_ns <= now) {
 			cg->penalty_until_ns = 0;
-			n++;
+			ended = 1;
 		}
+		if (tp && *tp && *tp <= now) {
+			*tp = 0;
+			ended = 1;
+		}
+		n += ended;
+	}
 	return n;
 }

@@ -35,8 +35,9 @@ struct client_gpu *nvs_fair_pick(struct gpu *g, uint64_t now,
 /* cg was granted the lock: its tenant's turn on cg's GPU is now. */
 void nvs_fair_granted(struct client_gpu *cg);
 
-/* cg was revoked (ignored DROP_LOCK): it waits penalty_ns before its next
- * grant; its tenant's revocation count goes up (logged, event). */
+/* cg was revoked (ignored DROP_LOCK): it, and every other connection of
+ * its tenant, waits penalty_ns before the tenant's next grant on that GPU;
+ * the tenant's revocation count goes up (logged, event). */
 void nvs_fair_revoked(struct client_gpu *cg, uint64_t now, uint64_t penalty_ns);
 
 /* Earliest end of a revocation penalty among g's waiters while the lock is

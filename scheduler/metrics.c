@@ -19,14 +19,17 @@
 #include "nvml_api.h"
 #include "parse.h"
 #include "plog.h"
+#include "podsock.h"
 #include "policy.h"
 #include "quota.h"
 #include "gpus.h"
 #include "health.h"
+#include "http_front.h"
 #include "state.h"
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -118,6 +121,12 @@ static struct msnap *snap_build(uint64_t now)
 	nvs_health_stalls(&hs);
 	s->loop_stalls = hs.count;
 	s->loop_stalled_ns = hs.stalled_ns;
+	s->refused_rate = nvs_limits_stats.refused_rate;
+	s->idle_cuts = nvs_limits_stats.idle_cuts;
+	s->fd_evictions = nvs_limits_stats.fd_evictions;
+	s->pod_sockets = nvs_podsock_count();
+	memcpy(s->ungated_runs, S.ungated_runs, sizeof s->ungated_runs);
+	memcpy(s->ungated_ns, S.ungated_ns, sizeof s->ungated_ns);
 	s->ngpus = S.ngpus;
 	s->nentries = nentries;
 	s->gpus = (struct msnap_gpu *)(s + 1);
@@ -402,19 +411,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (!strcmp(url, "/metrics"))
 		return reply_metrics(conn);
 	if (!strcmp(url, "/healthz")) {
-		/* The event loop's heartbeat (health.h): this thread answering
-		 * says nothing about the loop. */
-		uint64_t age = nvs_health_age_ms(nvs_now_ns());
-		if (age <= nvs_health_stall_ms)
-			return reply_static(conn, MHD_HTTP_OK, "ok\n");
-		char b[128];
-		if (age == UINT64_MAX)
-			snprintf(b, sizeof b, "event loop not started\n");
-		else
-			snprintf(b, sizeof b,
-				 "event loop stalled: no turn for %llu ms (limit %u ms)\n",
-				 (unsigned long long)age, nvs_health_stall_ms);
-		return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, b, MHD_RESPMEM_MUST_COPY);
+		/* Only on a connection libmicrohttpd already serves (a second
+		 * request on it): new ones are answered by http_front.c. */
+		char b[160];
+		unsigned code = nvs_http_healthz(b, sizeof b);
+		return reply_text(conn, code, b, MHD_RESPMEM_MUST_COPY);
 	}
 	if (!strcmp(url, "/"))
 		return reply_static(conn, MHD_HTTP_OK,
@@ -473,7 +474,10 @@ int nvs_metrics_start(void)
 	uint64_t now = nvs_now_ns();
 	snap_publish(now);
 
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
+	/* libmicrohttpd gets only connections whose request head has come
+	 * (http_front.h), and never /healthz. */
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG |
+			 MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
 	if (af == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	/* The HTTP thread must never take SIGTERM/SIGINT (the loop reads them
@@ -482,15 +486,22 @@ int nvs_metrics_start(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	daemon_ =
-	    MHD_start_daemon(flags, (uint16_t)mc->port, NULL, NULL, on_request, NULL,
-			     MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
-			     (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, (unsigned)32,
+	    MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER,
+			     mhd_log, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)32,
 			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	unsigned port = mc->port;
+	socklen_t sl = af == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+	if (daemon_ && nvs_http_front_start((struct sockaddr *)&ss, sl, daemon_, &port)) {
+		int e = errno;
+		MHD_stop_daemon(daemon_);
+		daemon_ = NULL;
+		errno = e;
+	}
 	if (!daemon_) {
-		NVS_ERROR("metrics: cannot listen on %s port %u (in use? see above): exporter NOT "
-			  "started, scheduling goes on",
-			  mc->addr, mc->port);
+		NVS_ERROR("metrics: cannot listen on %s port %u (%s): exporter NOT started, "
+			  "scheduling goes on",
+			  mc->addr, mc->port, strerror(errno));
 		metrics_event("metrics_failed", "listen", mc->port);
 		pthread_mutex_lock(&mu);
 		struct msnap *s = cur;
@@ -499,10 +510,6 @@ int nvs_metrics_start(void)
 		free(s);
 		return -1;
 	}
-	unsigned port = mc->port;
-	const union MHD_DaemonInfo *di = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
-	if (di && di->port)
-		port = di->port;
 	NVS_INFO("metrics: serving http://%s%s%s:%u/metrics", af == AF_INET6 ? "[" : "", mc->addr,
 		 af == AF_INET6 ? "]" : "", port);
 	metrics_event("metrics_listening", NULL, port);
@@ -514,6 +521,7 @@ void nvs_metrics_stop(void)
 {
 	if (!daemon_)
 		return;
+	nvs_http_front_stop();
 	MHD_stop_daemon(daemon_); /* joins the HTTP thread */
 	daemon_ = NULL;
 	pthread_mutex_lock(&mu);

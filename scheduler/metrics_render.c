@@ -575,11 +575,34 @@ void nvs_metrics_render(struct mbuf *b, const struct msnap *s, const struct msam
 	mbuf_printf(b,
 		    "nvshare_scheduler_connections_dropped_total{reason=\"buffer_budget\"} %llu\n",
 		    (unsigned long long)s->budget_cuts);
+	mbuf_printf(b, "nvshare_scheduler_connections_dropped_total{reason=\"idle_limit\"} %llu\n",
+		    (unsigned long long)s->idle_cuts);
+	mbuf_printf(b, "nvshare_scheduler_connections_dropped_total{reason=\"fd_pressure\"} %llu\n",
+		    (unsigned long long)s->fd_evictions);
 	family(b, "nvshare_scheduler_connections_refused_total", "counter",
-	       "Connections refused at accept: the tenant had NVSHARE_MAX_CONNS_PER_TENANT.");
+	       "Connections refused at accept: the tenant had NVSHARE_MAX_CONNS_PER_TENANT, or "
+	       "its uid connected faster than NVSHARE_ACCEPT_RATE with its queue full.");
 	mbuf_printf(b,
 		    "nvshare_scheduler_connections_refused_total{reason=\"tenant_limit\"} %llu\n",
 		    (unsigned long long)s->refused_tenant);
+	mbuf_printf(b, "nvshare_scheduler_connections_refused_total{reason=\"accept_rate\"} %llu\n",
+		    (unsigned long long)s->refused_rate);
+	single(b, "nvshare_scheduler_pod_sockets", "gauge",
+	       "Pod sockets listening (one per binding file, docs/security.md).", s->pod_sockets);
+	family(b, "nvshare_clients_ungated_runs_total", "counter",
+	       "Runs clients made without the scheduler's gate, as they reported once connected "
+	       "again, by reason.");
+	for (unsigned r = 1; r <= NVS_UNGATED_REASONS; r++)
+		mbuf_printf(b, "nvshare_clients_ungated_runs_total{reason=\"%s\"} %llu\n",
+			    nvs_ungated_reason_name(r), (unsigned long long)s->ungated_runs[r]);
+	family(b, "nvshare_clients_ungated_seconds_total", "counter",
+	       "How long those runs without the gate lasted, by reason.");
+	for (unsigned r = 1; r <= NVS_UNGATED_REASONS; r++) {
+		mbuf_printf(b, "nvshare_clients_ungated_seconds_total{reason=\"%s\"} ",
+			    nvs_ungated_reason_name(r));
+		ns_seconds(b, s->ungated_ns[r]);
+		mbuf_putc(b, '\n');
+	}
 	single(b, "nvshare_scheduler_connection_buffer_bytes", "gauge",
 	       "Input and output buffered for client-socket connections "
 	       "(bounded by NVSHARE_CONN_BUFFER_BUDGET).",

@@ -107,6 +107,11 @@ struct msnap {
 	uint64_t refused_tenant, handshake_timeouts, budget_cuts, buffered;
 	uint64_t log_suppressed, log_dropped;
 	uint64_t loop_stalls, loop_stalled_ns; /* health.c */
+	/* Accept budgets and idle bounds (server.c, limits.c), Pod sockets. */
+	uint64_t refused_rate, idle_cuts, fd_evictions;
+	unsigned pod_sockets;
+	/* Clients' reports of runs without the gate, by reason (protocol.h). */
+	uint64_t ungated_runs[NVS_UNGATED_REASONS + 1], ungated_ns[NVS_UNGATED_REASONS + 1];
 	unsigned ngpus, nentries;
 	struct msnap_gpu *gpus;
 	struct msnap_client *clients;

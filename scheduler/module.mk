@@ -1,8 +1,8 @@
 # scheduler/: the nvshare-scheduler daemon (epoll loop, policy, control).
 SCHED_SRCS := scheduler/main.c scheduler/loop.c scheduler/server.c scheduler/conn.c scheduler/clients.c \
 	scheduler/policy.c scheduler/control.c scheduler/gpus.c scheduler/settings.c \
-	scheduler/status_json.c scheduler/quota.c scheduler/metrics.c scheduler/metrics_render.c \
-	scheduler/metrics_tenant.c scheduler/peer.c scheduler/podsock.c \
+	scheduler/status_json.c scheduler/quota.c scheduler/metrics.c scheduler/http_front.c \
+	scheduler/metrics_render.c scheduler/metrics_tenant.c scheduler/peer.c scheduler/podsock.c \
 	scheduler/events.c scheduler/unmanaged.c scheduler/fairness.c \
 	scheduler/claims.c scheduler/limits.c scheduler/plog.c scheduler/coschedule.c \
 	scheduler/state_file.c scheduler/health.c scheduler/config_check.c scheduler/devmem.c \

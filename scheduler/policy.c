@@ -114,7 +114,9 @@ void nvs_policy_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s
 			g->swap_last_in_ns = s->ns_in - cg->swap_ns_in;
 		if (s->ns_out > cg->swap_ns_out)
 			g->swap_last_out_ns = s->ns_out - cg->swap_ns_out;
-		nvs_claims_swap_sample(g, s->ns_in - cg->swap_ns_in, s->ns_out - cg->swap_ns_out);
+		nvs_claims_swap_sample(cg, s->ns_in - cg->swap_ns_in,
+				       s->bytes_in - cg->swap_bytes_in, s->ns_out - cg->swap_ns_out,
+				       s->bytes_out - cg->swap_bytes_out);
 	}
 	cg->swap_bytes_in = s->bytes_in;
 	cg->swap_bytes_out = s->bytes_out;

@@ -66,10 +66,11 @@ struct gpu;
 struct client_gpu {
 	struct client *client;
 	struct gpu *gpu;
-	uint32_t local_gpu; /* the client's CUDA ordinal: key in messages */
-	uint64_t allocated; /* bytes counted: the claim clamped (claims.c) */
-	uint64_t claimed;   /* bytes the client reported (ATTACH_GPU / MEM_UPDATE) */
-	int clamp_logged;   /* claims.c: causes of clamps already logged */
+	uint32_t local_gpu;	 /* the client's CUDA ordinal: key in messages */
+	uint64_t allocated;	 /* bytes counted: the claim clamped (claims.c) */
+	uint64_t claimed;	 /* bytes the client reported (ATTACH_GPU / MEM_UPDATE) */
+	uint64_t reported_total; /* the GPU's memory as it said (learned GPUs: gpus.c) */
+	int clamp_logged;	 /* claims.c: causes of clamps already logged */
 	/* claims.c: reports kept while the connection's budget is spent
 	 * (bit 1 MEM_UPDATE, bit 2 SWAP_STATS), the latest of each. */
 	int pending;
@@ -125,6 +126,28 @@ struct client_gpu {
 		int preempted;	     /* dropped for a burst: re-queues at the head */
 		unsigned short_idle; /* streak of short holds ended idle */
 	} co;
+	/* Evidence (unmanaged.c, claims.c; docs/security.md "Claims checked
+	 * against NVML"): what NVML shows of the client's process on this GPU,
+	 * read at every detection pass. */
+	struct cg_ev {
+		int checked;	    /* a pass (or a fresh look) covered it since it attached */
+		int listed;	    /* ... and NVML lists its pid there: it has a context */
+		uint64_t used, hwm; /* its memory there per NVML: last, highest */
+		uint64_t cap;	    /* what the evidence allows: hwm + the GPU's unattributed */
+		int unproven;	    /* its claim is above cap + slack */
+		unsigned chances;   /* passes since, with a chance to run (not still queued) */
+		uint64_t grants0;   /* its grants when the claim became unproven */
+		int clamped;	    /* counted as cap (claims.c) */
+		/* Gated activity: its grants and whether it held, at the last
+		 * pass; consecutive passes it ran on a serialized GPU without
+		 * the lock. */
+		uint64_t grants_seen;
+		int held_seen;
+		unsigned ungated;
+		/* Swap samples (claims.c): grants and releases at the last
+		 * sample taken from it. */
+		uint64_t swap_in_mark, swap_out_mark;
+	} ev;
 	struct client_gpu *qprev, *qnext; /* gpu queue (while CG_WAITING) */
 	struct client_gpu *aprev, *anext; /* gpu attached list */
 };
@@ -197,6 +220,10 @@ struct client {
 	uint64_t reports_coalesced;
 	/* The ping event (clients.c): when last written, PINGs since. */
 	uint64_t ping_event_ns, pings_unreported;
+	/* UNGATED reports (clients.c): its runs without the gate and their
+	 * length, as it said; one report per reason per connection. */
+	uint64_t ungated_runs, ungated_ns;
+	unsigned ungated_reported; /* bit per reason */
 	struct client *prev, *next;
 };
 
@@ -208,6 +235,7 @@ struct gpu {
 	char name[96];
 	uint64_t total_mem;
 	int from_nvml;
+	uint64_t unused_since_ns; /* learned: the last client detached (gpus.c) */
 	/* settings */
 	unsigned mode; /* enum nvs_mode */
 	uint64_t tq_ms;
@@ -259,6 +287,22 @@ struct gpu {
 	unsigned unmanaged;
 	int unmanaged_force;
 	uint64_t unmanaged_pinned;
+	/* NVML's last look (unmanaged.c): the process list was read; when;
+	 * used memory no listed process accounts for (the driver's own, and
+	 * managed memory where NVML does not count it per process), now and
+	 * highest of the last passes; the mode at the pass; the utilization
+	 * samples' last timestamp asked for (us); swap samples refused or cut
+	 * (claims.c). */
+	struct gpu_ev {
+		int ok;
+		uint64_t at_ns;
+		uint64_t unattributed, unattributed_hwm;
+		uint64_t unattr_ring[8];
+		unsigned unattr_n;
+		int serialized_seen;
+		uint64_t switches_seen, util_seen_us;
+		uint64_t swap_refused;
+	} ev;
 	/* Co-scheduling (coschedule.c): batch time accounting for the batch
 	 * floor (decayed by half every window), preemptions by reason. */
 	struct gpu_co {
@@ -317,6 +361,8 @@ struct sched {
 	char sock_path[NVS_SOCK_PATH_LEN];
 	char admin_sock_path[NVS_SOCK_PATH_LEN];
 	/* connection counters */
+	/* UNGATED reports of all clients, by reason (clients.c). */
+	uint64_t ungated_runs[NVS_UNGATED_REASONS + 1], ungated_ns[NVS_UNGATED_REASONS + 1];
 	uint64_t conns_accepted, conns_closed_bad, conns_closed_slow;
 	/* faults survived (docs/reliability.md) */
 	uint64_t accept_refused; /* out of fds: refused through the spare fd */

@@ -142,6 +142,13 @@ static cJSON *gpu_json(const struct gpu *g, uint64_t now)
 	num(sw, "last_out_ns", g->swap_last_out_ns);
 	/* What the adaptive quantum uses: median recent in + out. */
 	num(sw, "median_ns", nvs_claims_swap_median(g));
+	/* Reports not taken (no hand-off of theirs) or cut to their bytes. */
+	num(sw, "samples_refused", g->ev.swap_refused);
+	/* NVML's used memory that no listed process accounts for. */
+	if (g->ev.ok)
+		num(o, "unattributed_memory", g->ev.unattributed);
+	else
+		cJSON_AddNullToObject(o, "unattributed_memory");
 	cJSON_AddStringToObject(o, "policy", g->hook ? g->hook->name : "fcfs");
 	/* Where its mode, TQ and capacity come from (settings.h). */
 	cJSON_AddItemToObject(o, "sources", nvs_settings_gpu_sources(g->index));
@@ -186,7 +193,12 @@ static cJSON *client_json(const struct client *cl, uint64_t now)
 	} else {
 		cJSON_AddNullToObject(o, "ceiling");
 	}
-	if (cl->pod_uid[0]) {
+	/* What it reported of runs without the gate (UNGATED: a claim). */
+	cJSON *ug = cJSON_AddObjectToObject(o, "ungated");
+	num(ug, "runs", cl->ungated_runs);
+	cJSON_AddNumberToObject(ug, "seconds", (double)cl->ungated_ns / 1e9);
+	/* (a Pod socket's Pod may be named before the watch gives its UID) */
+	if (cl->pod_uid[0] || cl->pod_name[0]) {
 		/* From the cgroup and the API watch, never from the client
 		 * (tenant unknown: the Pod its pid was last seen in). */
 		cJSON *p = cJSON_AddObjectToObject(o, "pod");
@@ -247,6 +259,20 @@ static cJSON *client_json(const struct client *cl, uint64_t now)
 					(double)qv.last_used_ns / (double)qv.window_ns);
 		cJSON_AddBoolToObject(qj, "throttled", qv.throttled);
 		num(qj, "throttled_ns", qv.throttled_ns);
+		/* What NVML shows of it (docs/security.md "Claims checked
+		 * against NVML"); null before a detection pass covered it. */
+		if (cg->ev.checked) {
+			cJSON *ev = cJSON_AddObjectToObject(x, "evidence");
+			cJSON_AddBoolToObject(ev, "context", cg->ev.listed);
+			num(ev, "nvml_used", cg->ev.used);
+			num(ev, "nvml_highest", cg->ev.hwm);
+			limit(ev, "allows", cg->ev.cap);
+			cJSON_AddBoolToObject(ev, "unproven", cg->ev.unproven);
+			cJSON_AddBoolToObject(ev, "clamped", cg->ev.clamped);
+			num(ev, "ungated_passes", cg->ev.ungated);
+		} else {
+			cJSON_AddNullToObject(x, "evidence");
+		}
 		cJSON *sw = cJSON_AddObjectToObject(x, "swap");
 		num(sw, "bytes_in", cg->swap_bytes_in);
 		num(sw, "bytes_out", cg->swap_bytes_out);
@@ -324,6 +350,13 @@ cJSON *nvs_status_json(uint64_t now)
 	num(c, "idle_client_cuts", nvs_limits_stats.idle_cuts);
 	num(c, "fd_pressure_closes", nvs_limits_stats.fd_evictions);
 	num(c, "pod_sockets", nvs_podsock_count());
+	/* Clients' reports of runs without the gate, by reason. */
+	cJSON *ug = cJSON_AddObjectToObject(root, "ungated");
+	for (unsigned r = 1; r <= NVS_UNGATED_REASONS; r++) {
+		cJSON *e = cJSON_AddObjectToObject(ug, nvs_ungated_reason_name(r));
+		num(e, "runs", S.ungated_runs[r]);
+		cJSON_AddNumberToObject(e, "seconds", (double)S.ungated_ns[r] / 1e9);
+	}
 	num(c, "admin_from_reserve", nvs_limits_stats.reserve_accepts);
 	num(c, "buffered_bytes", nvs_limits_stats.buffered);
 	num(c, "buffered_max_bytes", nvs_limits_stats.buffered_max);

@@ -1,11 +1,14 @@
 /*
  * Unmanaged GPU processes: the lock and the limits are cooperative (only
  * processes that load libnvshare.so are gated), so the scheduler looks for
- * the others. Every NVSHARE_UNMANAGED_INTERVAL_MS (and at start) it lists
- * each NVML GPU's compute processes and compares their host pids with its
- * clients' SO_PEERCRED pids. A process on a GPU without an nvshare
- * connection, seen so for NVS_UNMANAGED_CONFIRM_MS (an extra check comes
- * then), is unmanaged: logged
+ * the others. Every NVSHARE_UNMANAGED_INTERVAL_MS (3/4 to 5/4 of it, at
+ * random, and at start) it lists each NVML GPU's compute processes and
+ * compares their host pids with its clients' SO_PEERCRED pids. A process
+ * is managed only while its connection shows it: it attached that GPU and,
+ * on a serialized GPU, runs kernels only while it holds the lock. Any
+ * other process on a GPU, seen so for NVS_UNMANAGED_CONFIRM_MS (an extra
+ * check comes then), or whose owner is known for short-lived ones, is
+ * unmanaged: logged
  * once (with its Pod from its cgroup when readable, else uid/pid), counted
  * per GPU (g->unmanaged), listed in the admin status. Nothing is killed.
  *
@@ -13,6 +16,11 @@
  * the GPU serialized (mode auto) and keeps the memory the unmanaged
  * processes use out of its capacity (g->unmanaged_pinned), so managed
  * clients take turns instead of thrashing against memory they cannot see.
+ *
+ * The same passes gather the evidence claims are checked against
+ * (struct cg_ev, claims.c): whether each client's process has a context on
+ * its GPU, the memory NVML shows for it, and the GPU's memory no process
+ * accounts for.
  *
  * Loop thread only. The work per check is bounded: at most
  * NVS_UNMANAGED_MAX_PROCS processes per GPU are read, at most
@@ -34,6 +42,24 @@
 /* New unmanaged processes logged one by one per check; the rest in one
  * summary line (a Pod starting processes in a loop cannot flood the log). */
 #define NVS_UNMANAGED_LOG_PER_CHECK 16u
+/* Short-lived processes, counted per owner (a Pod, else a uid): this many
+ * leaving the GPU unmanaged (confirmed or not yet), within the window,
+ * confirm the owner; its processes then count at once, and it
+ * counts for the hold time (at least 4 intervals) after its last one. */
+#define NVS_UNMANAGED_MAX_OWNERS 64u
+#define NVS_UNMANAGED_OWNER_VANISHED 2u
+#define NVS_UNMANAGED_OWNER_WINDOW_MS 60000u
+#define NVS_UNMANAGED_OWNER_HOLD_MS 10000u
+/* A client's process that runs kernels on a serialized GPU without the
+ * lock (NVML's per-process utilization) in this many passes in a row is
+ * unmanaged ("ungated"), its connection notwithstanding. */
+#define NVS_UNGATED_PASSES 2u
+/* Claims checked against NVML (claims.c, docs/security.md): a claim above
+ * what NVML shows (its process's highest use + the GPU's unattributed
+ * memory) by more than max(this, 1/8) is "unproven"; after this many
+ * passes in which it could have run, it is counted as the evidence. */
+#define NVS_EVIDENCE_SLACK (256ull << 20)
+#define NVS_EVIDENCE_CHANCES 2u
 
 enum nvs_unmanaged_policy {
 	NVS_UNMANAGED_REPORT = 0,
@@ -52,6 +78,13 @@ extern struct nvs_unmanaged_config nvs_unmanaged_cfg;
  * first check and registers the next ones with the event loop (loop.h,
  * NVS_LOOP_OBSERVE). Without NVML detection is off (logged). */
 void nvs_unmanaged_start(void);
+
+struct client_gpu;
+/* Whether cg's process has a context on its GPU by NVML: 1, 0 (listed
+ * nowhere there: no memory on it), -1 unknown (no NVML GPU, detection
+ * off, pids unmatched so far, or no look possible now). Attached since the
+ * last pass: looks now, at most every 50 ms a GPU. */
+int nvs_unmanaged_context(struct client_gpu *cg);
 
 /* The admin status section: policy, per-GPU counts, the processes. */
 cJSON *nvs_unmanaged_json(uint64_t now);

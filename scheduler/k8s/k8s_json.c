@@ -1,5 +1,6 @@
 #include "k8s_json.h"
 
+#include "k8s_jstream.h"
 #include "parse.h"
 
 #include <cjson/cJSON.h>
@@ -196,13 +197,20 @@ static uint64_t pod_units(const cJSON *spec)
 {
 	uint64_t sum = 0, init = 0;
 	const cJSON *c;
-	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, "containers"))
+	const cJSON *cs = cJSON_GetObjectItemCaseSensitive(spec, "containers");
+	const cJSON *is = cJSON_GetObjectItemCaseSensitive(spec, "initContainers");
+	if (!cJSON_IsArray(cs))
+		cs = NULL;
+	if (!cJSON_IsArray(is))
+		is = NULL;
+	/* Arrays only (cJSON would walk an object's members as well). */
+	cJSON_ArrayForEach(c, cs)
 	{
 		sum += container_units(c);
 		if (sum > NVS_K8S_MAX_UNITS)
 			return 0;
 	}
-	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, "initContainers"))
+	cJSON_ArrayForEach(c, is)
 	{
 		uint64_t u = container_units(c);
 		if (u > init)
@@ -259,21 +267,56 @@ int nvs_k8s_pod_from_json(const struct cJSON *obj, struct nvs_k8s_pod *p)
 	return 0;
 }
 
-int nvs_k8s_parse_event(const char *json, size_t len, struct nvs_k8s_event *ev)
+/* ---- what is read of the API server's JSON (k8s_jstream.h) ---- */
+
+/* A container's nvshare.com/gpu-memory (container_units). */
+static const struct nvs_js_schema res_mem[] = {{NVS_K8S_RES_MEM, NVS_JS_KEEP, NULL, 0}, {NULL}};
+static const struct nvs_js_schema resources[] = {
+    {"limits", NVS_JS_OBJ, res_mem, 0}, {"requests", NVS_JS_OBJ, res_mem, 0}, {NULL}};
+static const struct nvs_js_schema container_kids[] = {{"resources", NVS_JS_OBJ, resources, 0},
+						      {NULL}};
+static const struct nvs_js_schema container[] = {{NULL, NVS_JS_OBJ, container_kids, 0}};
+static const struct nvs_js_schema spec[] = {
+    {"containers", NVS_JS_ARR, container, 0}, {"initContainers", NVS_JS_ARR, container, 0}, {NULL}};
+static const struct nvs_js_schema annotations[] = {
+    {NVS_K8S_ANN_CORE, NVS_JS_KEEP, NULL, 0},	{NVS_K8S_ANN_MEM, NVS_JS_KEEP, NULL, 0},
+    {NVS_K8S_ANN_PRIO, NVS_JS_KEEP, NULL, 0},	{NVS_K8S_ANN_UNIFIED, NVS_JS_KEEP, NULL, 0},
+    {NVS_K8S_ANN_MIRROR, NVS_JS_KEEP, NULL, 0}, {NULL}};
+static const struct nvs_js_schema metadata[] = {{"uid", NVS_JS_KEEP, NULL, 0},
+						{"name", NVS_JS_KEEP, NULL, 0},
+						{"namespace", NVS_JS_KEEP, NULL, 0},
+						{"resourceVersion", NVS_JS_KEEP, NULL, 0},
+						{"annotations", NVS_JS_OBJ, annotations, 0},
+						{NULL}};
+/* A Pod (nvs_k8s_pod_from_json), or an ERROR event's Status (code,
+ * message). */
+static const struct nvs_js_schema object_kids[] = {{"metadata", NVS_JS_OBJ, metadata, 0},
+						   {"spec", NVS_JS_OBJ, spec, 0},
+						   {"code", NVS_JS_KEEP, NULL, 0},
+						   {"message", NVS_JS_KEEP, NULL, 0},
+						   {NULL}};
+static const struct nvs_js_schema pod[] = {{NULL, NVS_JS_OBJ, object_kids, 0}};
+static const struct nvs_js_schema event_kids[] = {
+    {"type", NVS_JS_KEEP, NULL, 0}, {"object", NVS_JS_OBJ, object_kids, 0}, {NULL}};
+static const struct nvs_js_schema event[] = {{NULL, NVS_JS_OBJ, event_kids, 0}};
+/* A PodList: its items handed out one by one. */
+static const struct nvs_js_schema list_md[] = {
+    {"resourceVersion", NVS_JS_KEEP, NULL, 0}, {"continue", NVS_JS_KEEP, NULL, 0}, {NULL}};
+static const struct nvs_js_schema list_kids[] = {
+    {"metadata", NVS_JS_OBJ, list_md, 0}, {"items", NVS_JS_ARR, pod, 1}, {NULL}};
+static const struct nvs_js_schema list[] = {{NULL, NVS_JS_OBJ, list_kids, 0}};
+
+int nvs_k8s_event_from_json(const struct cJSON *root, struct nvs_k8s_event *ev)
 {
 	memset(ev, 0, sizeof *ev);
-	cJSON *root = cJSON_ParseWithLength(json, len);
-	if (!root)
-		return -1;
-	int rc = -1;
 	const char *type = str_item(root, "type");
 	const cJSON *obj = cJSON_GetObjectItemCaseSensitive(root, "object");
 	if (!type || !cJSON_IsObject(obj))
-		goto out;
+		return -1;
 	const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
 	const char *rv = cJSON_IsObject(md) ? str_item(md, "resourceVersion") : NULL;
 	if (rv && copy(ev->rv, sizeof ev->rv, rv))
-		goto out;
+		return -1;
 	if (!strcmp(type, "ERROR")) {
 		ev->type = NVS_K8S_ERROR;
 		const cJSON *code = cJSON_GetObjectItemCaseSensitive(obj, "code");
@@ -281,67 +324,114 @@ int nvs_k8s_parse_event(const char *json, size_t len, struct nvs_k8s_event *ev)
 			ev->code = (int)code->valuedouble;
 		const char *m = str_item(obj, "message");
 		excerpt(m ? m : "", ev->message, sizeof ev->message);
-		rc = 0;
-	} else if (!strcmp(type, "BOOKMARK")) {
-		ev->type = NVS_K8S_BOOKMARK;
-		rc = ev->rv[0] ? 0 : -1;
-	} else {
-		if (!strcmp(type, "ADDED"))
-			ev->type = NVS_K8S_ADDED;
-		else if (!strcmp(type, "MODIFIED"))
-			ev->type = NVS_K8S_MODIFIED;
-		else if (!strcmp(type, "DELETED"))
-			ev->type = NVS_K8S_DELETED;
-		else
-			goto out;
-		rc = nvs_k8s_pod_from_json(obj, &ev->pod);
+		return 0;
 	}
-out:
+	if (!strcmp(type, "BOOKMARK")) {
+		ev->type = NVS_K8S_BOOKMARK;
+		return ev->rv[0] ? 0 : -1;
+	}
+	if (!strcmp(type, "ADDED"))
+		ev->type = NVS_K8S_ADDED;
+	else if (!strcmp(type, "MODIFIED"))
+		ev->type = NVS_K8S_MODIFIED;
+	else if (!strcmp(type, "DELETED"))
+		ev->type = NVS_K8S_DELETED;
+	else
+		return -1;
+	return nvs_k8s_pod_from_json(obj, &ev->pod);
+}
+
+int nvs_k8s_parse_event(const char *json, size_t len, struct nvs_k8s_event *ev)
+{
+	memset(ev, 0, sizeof *ev);
+	struct nvs_js *js = malloc(sizeof *js);
+	if (!js)
+		return -1;
+	nvs_js_init(js, event, NULL, NULL);
+	nvs_js_feed(js, json, len);
+	int over = 0;
+	cJSON *root = nvs_js_end(js, &over);
+	free(js);
+	int rc = root && !over ? nvs_k8s_event_from_json(root, ev) : -1;
 	cJSON_Delete(root);
 	return rc;
+}
+
+int nvs_k8s_list_meta(const struct cJSON *root, char *rv, size_t rv_cap, char *cont,
+		      size_t cont_cap)
+{
+	const cJSON *items = cJSON_GetObjectItemCaseSensitive(root, "items");
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(root, "metadata");
+	const char *r = cJSON_IsObject(md) ? str_item(md, "resourceVersion") : NULL;
+	const char *c = cJSON_IsObject(md) ? str_item(md, "continue") : NULL;
+	if (!root || (!cJSON_IsArray(items) && !cJSON_IsNull(items) && items))
+		return -1;
+	if (!r || copy(rv, rv_cap, r))
+		return -1;
+	return copy(cont, cont_cap, c ? c : "");
+}
+
+struct nvs_k8s_list {
+	struct nvs_js js;
+	void (*cb)(const struct nvs_k8s_pod *p, void *arg);
+	void *arg;
+	struct nvs_k8s_pod pod;
+	unsigned n, skipped;
+};
+
+static void list_unit(cJSON *skel, int over, void *arg)
+{
+	struct nvs_k8s_list *l = arg;
+	if (over || nvs_k8s_pod_from_json(skel, &l->pod)) {
+		l->skipped++;
+	} else {
+		l->cb(&l->pod, l->arg);
+		l->n++;
+	}
+	cJSON_Delete(skel);
+}
+
+struct nvs_k8s_list *nvs_k8s_list_new(void (*cb)(const struct nvs_k8s_pod *p, void *arg), void *arg)
+{
+	struct nvs_k8s_list *l = calloc(1, sizeof *l);
+	if (!l)
+		return NULL;
+	l->cb = cb;
+	l->arg = arg;
+	nvs_js_init(&l->js, list, list_unit, l);
+	return l;
+}
+
+int nvs_k8s_list_feed(struct nvs_k8s_list *l, const char *data, size_t n)
+{
+	return nvs_js_feed(&l->js, data, n);
+}
+
+int nvs_k8s_list_end(struct nvs_k8s_list *l, char *rv, size_t rv_cap, char *cont, size_t cont_cap,
+		     unsigned *skipped)
+{
+	int over = 0;
+	cJSON *root = nvs_js_end(&l->js, &over);
+	int n = -1;
+	if (root && !over && !nvs_k8s_list_meta(root, rv, rv_cap, cont, cont_cap)) {
+		n = (int)l->n;
+		if (skipped)
+			*skipped += l->skipped;
+	}
+	cJSON_Delete(root);
+	free(l);
+	return n;
 }
 
 int nvs_k8s_parse_list(const char *json, size_t len,
 		       void (*cb)(const struct nvs_k8s_pod *p, void *arg), void *arg, char *rv,
 		       size_t rv_cap, char *cont, size_t cont_cap, unsigned *skipped)
 {
-	cJSON *root = cJSON_ParseWithLength(json, len);
-	if (!root)
+	struct nvs_k8s_list *l = nvs_k8s_list_new(cb, arg);
+	if (!l)
 		return -1;
-	int n = -1;
-	const cJSON *items = cJSON_GetObjectItemCaseSensitive(root, "items");
-	const cJSON *md = cJSON_GetObjectItemCaseSensitive(root, "metadata");
-	const char *r = cJSON_IsObject(md) ? str_item(md, "resourceVersion") : NULL;
-	const char *c = cJSON_IsObject(md) ? str_item(md, "continue") : NULL;
-	if (!cJSON_IsArray(items) && !cJSON_IsNull(items) && items)
-		goto out;
-	if (!r || copy(rv, rv_cap, r))
-		goto out;
-	if (!c)
-		c = "";
-	if (copy(cont, cont_cap, c))
-		goto out;
-	n = 0;
-	struct nvs_k8s_pod *p = malloc(sizeof *p);
-	if (!p) {
-		n = -1;
-		goto out;
-	}
-	const cJSON *it;
-	cJSON_ArrayForEach(it, items)
-	{
-		if (nvs_k8s_pod_from_json(it, p)) {
-			if (skipped)
-				(*skipped)++;
-			continue;
-		}
-		cb(p, arg);
-		n++;
-	}
-	free(p);
-out:
-	cJSON_Delete(root);
-	return n;
+	nvs_k8s_list_feed(l, json, len);
+	return nvs_k8s_list_end(l, rv, rv_cap, cont, cont_cap, skipped);
 }
 
 void nvs_k8s_lines_init(struct nvs_k8s_lines *lb, size_t max)

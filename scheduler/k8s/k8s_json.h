@@ -2,9 +2,9 @@
  * Kubernetes API objects as the scheduler needs them: Pods reduced to
  * identity + nvshare annotations + their nvshare.com/gpu-memory request,
  * watch events, LIST pages, and the
- * newline splitter for a chunked watch stream. Pure functions (cJSON
- * only, no globals, no I/O): used by the watch thread (k8s_watch.c) and
- * the fuzz target (tests/fuzz/fuzz_k8s_event.c).
+ * newline splitter for a chunked watch stream. Pure functions (cJSON and
+ * k8s_jstream.c only, no globals, no I/O): used by the watch thread
+ * (k8s_watch.c) and the fuzz target (tests/fuzz/fuzz_k8s_event.c).
  */
 #ifndef NVSHARE_SCHEDULER_K8S_JSON_H
 #define NVSHARE_SCHEDULER_K8S_JSON_H
@@ -98,11 +98,32 @@ int nvs_k8s_pod_from_json(const struct cJSON *obj, struct nvs_k8s_pod *p);
 /* One watch line ({"type":..,"object":..}). Returns 0, or -1 when the line
  * is not a well-formed event (it is then skipped). */
 int nvs_k8s_parse_event(const char *json, size_t len, struct nvs_k8s_event *ev);
+/* The same from a parsed event (what nvs_k8s_parse_event applies to the
+ * skeleton it read; the fuzz target compares the two ways). */
+int nvs_k8s_event_from_json(const struct cJSON *root, struct nvs_k8s_event *ev);
+/* A PodList's own fields: metadata.resourceVersion and .continue copied,
+ * items an array (or null, or absent). 0, or -1: not a PodList. */
+int nvs_k8s_list_meta(const struct cJSON *root, char *rv, size_t rv_cap, char *cont,
+		      size_t cont_cap);
 
-/* A LIST response (PodList). Calls cb for each usable item (others are
- * counted in *skipped); copies metadata.resourceVersion and
- * metadata.continue. Returns the number of items passed to cb, or -1 when
- * the body is not a PodList. */
+/* Watch lines and LIST bodies are read incrementally (k8s_jstream.h):
+ * only the fields above are kept, so memory does not grow with the size of
+ * a Pod or of a page. */
+
+/* A LIST response (PodList), as it arrives: nvs_k8s_list_new, then
+ * nvs_k8s_list_feed for each piece of the body (cb is called for each
+ * usable item as soon as it has come, others are counted in *skipped;
+ * -1: the body is not JSON, stop), then nvs_k8s_list_end, which copies
+ * metadata.resourceVersion and metadata.continue, frees the reader and
+ * returns the number of items passed to cb, or -1 when the body was not a
+ * PodList (the items already passed to cb must then be dropped). */
+struct nvs_k8s_list;
+struct nvs_k8s_list *nvs_k8s_list_new(void (*cb)(const struct nvs_k8s_pod *p, void *arg),
+				      void *arg);
+int nvs_k8s_list_feed(struct nvs_k8s_list *l, const char *data, size_t n);
+int nvs_k8s_list_end(struct nvs_k8s_list *l, char *rv, size_t rv_cap, char *cont, size_t cont_cap,
+		     unsigned *skipped);
+/* The same in one call, for a whole body. */
 int nvs_k8s_parse_list(const char *json, size_t len,
 		       void (*cb)(const struct nvs_k8s_pod *p, void *arg), void *arg, char *rv,
 		       size_t rv_cap, char *cont, size_t cont_cap, unsigned *skipped);

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,8 +36,12 @@
 #define TOKEN_REREAD_S 60
 #define BACKOFF_FIRST_MS 250
 #define BACKOFF_MAX_MS 30000
-#define LIST_PAGE 500
-#define LIST_MAX_BYTES (256u << 20)
+/* Pods per LIST page. The page is read as it arrives and never held
+ * whole (k8s_json.h), so its size costs this process nothing; the API
+ * server, though, builds each page in memory: 100 Pods of up to 1.5 MiB
+ * (etcd's object limit) is 150 MB there. */
+#define LIST_PAGE 100
+#define LIST_BUFFER (512u << 10) /* curl's receive buffer for a LIST */
 #define LINE_MAX_BYTES (16u << 20)
 #define ERRBODY_MAX 4096
 
@@ -316,9 +321,11 @@ struct xfer {
 	CURL *h;
 	int watch;
 	long status;
-	char *body; /* LIST body, or the error body of a failed request */
+	char *body; /* the error body of a failed request */
 	size_t blen, bcap, bmax;
 	int too_big;
+	struct nvs_k8s_list *list; /* LIST: reads the body as it comes */
+	int not_json;		   /* ... and found it is not JSON */
 	struct nvs_k8s_lines lines;
 	struct kq out;	 /* events parsed by this write callback */
 	int relist;	 /* ERROR event with code 410 */
@@ -411,10 +418,16 @@ static size_t on_data(char *d, size_t sz, size_t nm, void *arg)
 		return 0;
 	if (!x->status)
 		curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &x->status);
-	if (!x->watch || x->status != 200) {
+	if (!x->watch && x->status == 200 && x->list) {
+		if (!nvs_k8s_list_feed(x->list, d, n))
+			return n;
+		x->not_json = 1;
+		return 0;
+	}
+	if (x->status != 200) {
 		if (body_append(x, d, n))
 			return 0;
-		return (!x->watch && x->status == 200 && x->too_big) ? 0 : n;
+		return n;
 	}
 	int r = nvs_k8s_lines_feed(&x->lines, d, n, on_line, x);
 	kq_post(&x->out); /* what this chunk completed, at once */
@@ -465,6 +478,7 @@ static CURLcode get(struct xfer *x, const char *url)
 	} else {
 		curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)LIST_TIMEOUT_S);
 		curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
+		curl_easy_setopt(h, CURLOPT_BUFFERSIZE, (long)LIST_BUFFER);
 	}
 	CURLcode r = curl_easy_perform(h);
 	if (!x->status)
@@ -548,21 +562,24 @@ static int do_list(void)
 		curl_free(ec);
 		struct xfer x;
 		memset(&x, 0, sizeof x);
-		x.bmax = LIST_MAX_BYTES;
-		CURLcode r = get(&x, url);
+		x.bmax = ERRBODY_MAX;
+		/* The page's Pods are queued as they are read, and posted to the
+		 * loop only once the whole page proved to be a PodList. */
+		struct kq q = {0};
+		if (!pages)
+			kq_add(&q, KM_RESYNC_BEGIN, NULL);
+		x.list = nvs_k8s_list_new(list_item, &q);
+		CURLcode r = x.list ? get(&x, url) : CURLE_OUT_OF_MEMORY;
 		int res = RES_FAIL;
+		char scratch_rv[NVS_K8S_RV_LEN], scratch_c[8];
 		if (is_stopping()) {
 			res = RES_STOP;
-		} else if (r == CURLE_OK && x.status == 200 && !x.too_big) {
-			struct kq q = {0};
-			if (!pages)
-				kq_add(&q, KM_RESYNC_BEGIN, NULL);
-			int n =
-			    nvs_k8s_parse_list(x.body ? x.body : "", x.blen, list_item, &q, new_rv,
-					       sizeof new_rv, cont, sizeof cont, &skipped);
+		} else if (r == CURLE_OK && x.status == 200 && !x.not_json) {
+			int n = nvs_k8s_list_end(x.list, new_rv, sizeof new_rv, cont, sizeof cont,
+						 &skipped);
+			x.list = NULL;
 			if (n < 0) {
 				NVS_WARN("k8s: LIST: the response is not a PodList");
-				kq_free(&q);
 			} else {
 				total += (unsigned)n;
 				pages++;
@@ -576,13 +593,16 @@ static int do_list(void)
 			watch_event("relisting", "continue-410");
 			res = RES_RELIST;
 		} else {
-			if (x.too_big)
-				NVS_WARN("k8s: LIST: response larger than %u bytes",
-					 LIST_MAX_BYTES);
+			if (x.not_json)
+				NVS_WARN("k8s: LIST: the response is not JSON");
 			else
 				log_failure("LIST", r, &x);
 			res = x.status == 401 ? RES_AUTH : RES_FAIL;
 		}
+		if (x.list)
+			nvs_k8s_list_end(x.list, scratch_rv, sizeof scratch_rv, scratch_c,
+					 sizeof scratch_c, NULL);
+		kq_free(&q);
 		free(x.body);
 		if (res != RES_OK)
 			return res;
@@ -692,6 +712,11 @@ static int back_off(void)
 static void *run(void *arg)
 {
 	srandom((unsigned)mono_ns() ^ (unsigned)getpid());
+	/* Background work: reading a LIST of thousands of big Pods takes
+	 * seconds of CPU, which must not come out of the loop's (clients wait
+	 * for their lock there). Nice 10 for this thread only. */
+	if (setpriority(PRIO_PROCESS, (id_t)gettid(), 10))
+		NVS_DEBUG("k8s: watch thread keeps its priority: %s", strerror(errno));
 	int auth_retried = 0;
 	while (!is_stopping()) {
 		if (mono_ns() - token_read_ns >= (uint64_t)TOKEN_REREAD_S * 1000000000ull)

@@ -92,3 +92,24 @@ finish() {
   if [ -n "${E2E_FAILED:-}" ] || [ -n "${NVS_VERBOSE:-}" ]; then show_logs; fi
   true
 }
+
+# against_fake MODE NAME WARNING WHAT: a misbehaving scheduler
+# (fake_sched.py MODE) and an application NAME, which must run ungated,
+# finish with correct results, warn once (WARNING, a grep pattern) and
+# exit 0.
+against_fake() {
+  local mode=$1 n=$2 warn=$3 what=$4 fake pid
+  rm -f "$NVSHARE_SOCK_DIR/scheduler.sock"
+  mkdir -p "$NVSHARE_SOCK_DIR"
+  bg python3 "$NVS_ROOT/tests/reliability/fake_sched.py" "$NVSHARE_SOCK_DIR/scheduler.sock" "$mode" --ready "$T/fake-$mode"
+  fake=${_pids[-1]}
+  wait_for 5 test -e "$T/fake-$mode"
+  app "$n" --alloc 16Mi --kernels 50 --kernel-us 2000
+  pid=${_pids[-1]}
+  check "$n, $what, runs ungated and finishes" app_wait "$n" 10
+  check "$n's results are correct" app_ok "$n"
+  check "$n warned once ($warn)" test "$(grep -c "$warn" "$T/$n.err")" = 1
+  wait "$pid"
+  check "$n exits 0" test $? = 0
+  kill -TERM "$fake" 2>/dev/null
+}

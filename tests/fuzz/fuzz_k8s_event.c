@@ -1,14 +1,19 @@
-/* libFuzzer target: the Pod watch's input handling (scheduler/k8s/k8s_json.c).
- * The input is a watch stream fed to the line splitter in chunks whose
- * sizes come from the first bytes; every line goes through the event
- * parser and the annotation merge; the whole input also goes through the
- * LIST parser. Results must be self-consistent: printable names, UIDs of
- * 36 chars, limits in range, and the same lines whatever the chunking. */
+/* libFuzzer target: the Pod watch's input handling (scheduler/k8s/k8s_json.c,
+ * k8s_jstream.c). The input is a watch stream fed to the line splitter in
+ * chunks whose sizes come from the first bytes; every line goes through the
+ * event parser and the annotation merge; the whole input also goes through
+ * the LIST reader, once whole and once in those chunks. Results must be
+ * self-consistent: printable names, UIDs of 36 chars, limits in range, the
+ * same lines and the same Pods whatever the chunking; and where cJSON parses
+ * the whole text too (and no string can have been cut), the incremental
+ * reader's skeleton must give what cJSON's full tree gives. */
+#include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "k8s_json.h"
+#include "k8s_jstream.h"
 
 static int printable(const char *s)
 {
@@ -55,7 +60,16 @@ static int on_line(const char *line, size_t len, void *arg)
 	if (second)
 		return 0;
 	struct nvs_k8s_event ev;
-	if (nvs_k8s_parse_event(line, len, &ev))
+	int rc = nvs_k8s_parse_event(line, len, &ev);
+	/* The same line through cJSON's whole tree. */
+	cJSON *full = len < NVS_JS_STRMAX ? cJSON_ParseWithLength(line, len) : NULL;
+	if (full) {
+		struct nvs_k8s_event ref;
+		if (!nvs_k8s_event_from_json(full, &ref) && !rc && memcmp(&ref, &ev, sizeof ev))
+			abort();
+		cJSON_Delete(full);
+	}
+	if (rc)
 		return 0;
 	if (ev.type < NVS_K8S_ADDED || ev.type > NVS_K8S_ERROR || !printable(ev.message))
 		abort();
@@ -76,10 +90,20 @@ static int on_line(const char *line, size_t len, void *arg)
 	return 0;
 }
 
+/* The Pods a LIST reading passed on, in order, as a checksum. */
+struct seen {
+	unsigned n;
+	uint64_t sum;
+};
+
 static void list_cb(const struct nvs_k8s_pod *p, void *arg)
 {
+	struct seen *s = arg;
 	check_pod(p);
-	++*(unsigned *)arg;
+	s->n++;
+	const unsigned char *b = (const unsigned char *)p;
+	for (size_t i = 0; i < sizeof *p; i++)
+		s->sum = s->sum * 31 + b[i];
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -108,11 +132,40 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	nvs_k8s_lines_free(&a);
 	nvs_k8s_lines_free(&b);
 
-	char rv[NVS_K8S_RV_LEN], cont[512];
-	unsigned got = 0, skipped = 0;
-	int n = nvs_k8s_parse_list((const char *)data, size, list_cb, &got, rv, sizeof rv, cont,
+	char rv[NVS_K8S_RV_LEN], cont[512], rv2[NVS_K8S_RV_LEN], cont2[512];
+	struct seen one = {0, 0}, chunked = {0, 0};
+	unsigned skipped = 0, skipped2 = 0;
+	int n = nvs_k8s_parse_list((const char *)data, size, list_cb, &one, rv, sizeof rv, cont,
 				   sizeof cont, &skipped);
-	if (n >= 0 && (unsigned)n != got)
+	if (n >= 0 && (unsigned)n != one.n)
 		abort();
+	/* In chunks, as curl hands a body over: the same Pods, the same end. */
+	struct nvs_k8s_list *l = nvs_k8s_list_new(list_cb, &chunked);
+	if (!l)
+		return 0;
+	for (size_t off = 0; off < size; off += step)
+		if (nvs_k8s_list_feed(l, (const char *)data + off,
+				      size - off < step ? size - off : step))
+			break;
+	int n2 = nvs_k8s_list_end(l, rv2, sizeof rv2, cont2, sizeof cont2, &skipped2);
+	if (n2 != n || chunked.n != one.n || chunked.sum != one.sum)
+		abort();
+	if (n >= 0 && (skipped2 != skipped || strcmp(rv, rv2) || strcmp(cont, cont2)))
+		abort();
+	/* The whole tree, where cJSON takes the text: the same Pods. */
+	cJSON *full = size < NVS_JS_STRMAX ? cJSON_ParseWithLength((const char *)data, size) : NULL;
+	if (full && n >= 0 && !nvs_k8s_list_meta(full, rv2, sizeof rv2, cont2, sizeof cont2)) {
+		struct seen ref = {0, 0};
+		struct nvs_k8s_pod p;
+		const cJSON *it;
+		cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(full, "items"))
+		{
+			if (!nvs_k8s_pod_from_json(it, &p))
+				list_cb(&p, &ref);
+		}
+		if (ref.n != one.n || ref.sum != one.sum || strcmp(rv, rv2) || strcmp(cont, cont2))
+			abort();
+	}
+	cJSON_Delete(full);
 	return 0;
 }

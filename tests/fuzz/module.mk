@@ -12,7 +12,8 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRCS)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^
 
 # The Pod watch's JSON/event handling (scheduler/k8s/k8s_json.c, cJSON).
-build/fuzz/fuzz_k8s_event: tests/fuzz/fuzz_k8s_event.c scheduler/k8s/k8s_json.c $(COMMON_SRCS)
+build/fuzz/fuzz_k8s_event: tests/fuzz/fuzz_k8s_event.c scheduler/k8s/k8s_json.c \
+		scheduler/k8s/k8s_jstream.c $(COMMON_SRCS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -Ischeduler/k8s -o $@ $^ -lcjson
 

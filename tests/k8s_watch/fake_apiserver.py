@@ -37,6 +37,12 @@ change rewrites --slices-file (a JSON object name -> slice). Commands:
   {"op":"fail","match":S,"code":C,"n":N}  the next N requests whose path
       contains S get HTTP C (a Status); "code":0 drops the connection;
       "n":0 ends an earlier failure for S
+  {"op":"bulk_modify","n":K}    MODIFIED events for the first K bulk Pods
+With --bulk N --bulk-bytes B the node also has N Pods "bulk-00000"...
+(uids 00000000-0000-4000-8000-<12 digits>) of about B bytes each, nearly
+all of it one annotation, written to the socket piece by piece from one
+shared blob (a LIST of 5,000 Pods of 1.5 MiB is 7.5 GB: never built).
+--plain serves HTTP instead of HTTPS (no TLS cost for such a LIST).
 Every request and every event sent is printed to stdout as
 "<CLOCK_MONOTONIC us> WHAT ..." (the clock fake_client prints too).
 """
@@ -65,6 +71,25 @@ slices = {}  # name -> ResourceSlice
 slices_file = None
 failures = []  # [match, code, n] (resource.k8s.io requests)
 RES = "/apis/resource.k8s.io/v1"
+bulk_n = 0
+bulk_blob = b""
+
+
+def bulk_uid(i):
+    return "00000000-0000-4000-8000-%012d" % i
+
+
+def bulk_parts(i, cur_rv):
+    """(head, tail) of bulk Pod i's JSON around the shared blob."""
+    o = {"kind": "Pod", "apiVersion": "v1",
+         "metadata": {"name": "bulk-%05d" % i, "namespace": "bulk", "uid": bulk_uid(i),
+                      "resourceVersion": str(cur_rv),
+                      "annotations": {"example.com/blob": "@@BLOB@@",
+                                      "nvshare.com/gpu-core-limit": "30"}},
+         "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "x"}]},
+         "status": {"phase": "Running"}}
+    head, tail = json.dumps(o).encode().split(b"@@BLOB@@")
+    return head, tail
 
 
 def now_us():
@@ -225,22 +250,39 @@ class Handler(BaseHTTPRequestHandler):
         if watch:
             return self.watch(q, node)
         with lock:
-            items = sorted((p for p in pods.values() if node_of(p) == node),
-                           key=lambda p: p["metadata"]["name"])
+            items = [(p["metadata"]["name"], p) for p in pods.values() if node_of(p) == node]
+            if node == "node-1":
+                items += [("bulk-%05d" % i, i) for i in range(bulk_n)]
+            items.sort(key=lambda t: t[0])
             cur = rv
         limit = int(q.get("limit", ["0"])[0] or 0)
         start = int(q.get("continue", ["0"])[0] or 0)
         page = items[start:start + limit] if limit else items
         cont = str(start + limit) if limit and start + limit < len(items) else ""
-        body = json.dumps({"kind": "PodList", "apiVersion": "v1",
-                           "metadata": {"resourceVersion": str(cur), "continue": cont},
-                           "items": page}).encode()
+        # The body in pieces (a bulk Pod's blob is never copied).
+        parts = [json.dumps({"kind": "PodList", "apiVersion": "v1",
+                             "metadata": {"resourceVersion": str(cur), "continue": cont}}
+                            ).encode()[:-1] + b',"items":[']
+        for k, (_, p) in enumerate(page):
+            if k:
+                parts.append(b",")
+            if isinstance(p, int):
+                head, tail = bulk_parts(p, cur)
+                parts += [head, bulk_blob, tail]
+            else:
+                parts.append(json.dumps(p).encode())
+        parts.append(b"]}")
         log("REQ LIST 200 node=%s items=%d rv=%d continue=%s" % (node, len(page), cur, cont or "-"))
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(sum(len(x) for x in parts)))
         self.end_headers()
-        self.wfile.write(body)
+        try:
+            for x in parts:
+                self.wfile.write(x)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError) as e:
+            log("LIST write failed:", type(e).__name__)
+            self.close_connection = True
 
     def watch(self, q, node):
         global gone_next
@@ -283,6 +325,12 @@ class Handler(BaseHTTPRequestHandler):
                 if ev.get("_node") and ev["_node"] != node:
                     continue
                 line = ev.get("_raw")
+                if "_bulk" in ev:
+                    head, tail = bulk_parts(ev["_bulk"], r)
+                    line = b'{"type":"MODIFIED","object":' + head + bulk_blob + tail + b"}\n"
+                    log("SENT MODIFIED uid=%s rv=%d bytes=%d" % (bulk_uid(ev["_bulk"]), r, len(line)))
+                    self.chunk(line)
+                    continue
                 if line is None:
                     o = ev["object"]
                     if ev["type"] in ("ADDED", "MODIFIED", "DELETED") and node_of(o) != node:
@@ -501,6 +549,11 @@ def control(path):
             elif op == "garbage":
                 history.append((rv, {"type": "GARBAGE", "_raw": b'{"type":"MODIFIED","object":[1,2\n'}, False))
                 lock.notify_all()
+            elif op == "bulk_modify":
+                for i in range(min(int(c.get("n", 1)), bulk_n)):
+                    rv += 1
+                    history.append((rv, {"type": "MODIFIED", "_bulk": i}, False))
+                lock.notify_all()
             elif op == "gone_next":
                 gone_next = int(c.get("n", 1))
             elif op == "close":
@@ -530,10 +583,13 @@ def control(path):
 
 
 def main():
-    global token, slices_file
+    global token, slices_file, bulk_n, bulk_blob
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cert", required=True)
-    ap.add_argument("--key", required=True)
+    ap.add_argument("--cert")
+    ap.add_argument("--key")
+    ap.add_argument("--plain", action="store_true", help="HTTP, no TLS")
+    ap.add_argument("--bulk", type=int, default=0, help="bulk Pods on node-1")
+    ap.add_argument("--bulk-bytes", type=int, default=0, help="size of each")
     ap.add_argument("--token", required=True)
     ap.add_argument("--ctl", required=True)
     ap.add_argument("--port-file", required=True)
@@ -543,6 +599,8 @@ def main():
     a = ap.parse_args()
     token = a.token
     slices_file = a.slices_file
+    bulk_n = a.bulk
+    bulk_blob = b"x" * max(0, a.bulk_bytes - 400)
     if a.pods:
         with open(a.pods) as f:
             for p in json.load(f):
@@ -555,9 +613,10 @@ def main():
         cls = type("Server6", (ThreadingHTTPServer,), {"address_family": socket.AF_INET6})
     srv = cls((a.bind, 0), Handler)
     srv.daemon_threads = True
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(a.cert, a.key)
-    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    if not a.plain:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(a.cert, a.key)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     threading.Thread(target=control, args=(a.ctl,), daemon=True).start()
     tmp = a.port_file + ".tmp"
     with open(tmp, "w") as f:

@@ -123,7 +123,7 @@ wait_for 5 test -S "$NVSHARE_SOCK_DIR/scheduler.sock"
 check "port in use: metrics_failed event" \
   wait_event 5 metrics_failed addr='"127.0.0.1"' port="$MPORT" reason='"listen"'
 check "port in use: scheduler still running" kill -0 "$S2"
-"$FC" --gpu-uuid GPU-x --alloc 1Gi --script 'lock;release;exit' >"$T/D.out" 2>&1
+"$FC" --gpu-uuid "$U" --alloc 1Gi --script 'lock;release;exit' >"$T/D.out" 2>&1
 check "port in use: scheduler still grants locks" grep -q LOCK_OK "$T/D.out"
 NVSHARE_METRICS_ENABLE=1 NVSHARE_METRICS_ADDR=nohost NVSHARE_SOCK_DIR=$T/sock3 NVSHARE_ADMIN_SOCK_DIR=$T/admin3 \
   timeout 20 "$B/nvshare-scheduler" >"$T/addr.out" 2>&1

@@ -9,6 +9,10 @@ pings) and every ATTACH_GPU with GPU_MODE(1), serialized. Then, by MODE:
 
   silent     never says anything again: REQ_LOCK and PING go unanswered
              (a scheduler that says "serialized" and never grants).
+  nopong     the same, and it never announces PONG either (3e0f2f1's
+             client pinged only schedulers that had: it waited forever).
+  mute       accepts the connection and never says anything at all: no
+             WELCOME, no GPU_MODE.
   dropflood  answers each REQ_LOCK with LOCK_OK and at once DROP_LOCK(grace
              0), a revocation, 2000 times; then grants the lock for good.
 
@@ -55,10 +59,12 @@ def main():
             if magic != MAGIC or len(buf) < HDR + plen:
                 break
             payload, buf = buf[HDR:HDR + plen], buf[HDR + plen:]
+            if mode == "mute":
+                continue
             if mtype == HELLO:
                 flags = struct.unpack_from("<I", payload, 4)[0]
                 conn.sendall(frame(WELCOME, struct.pack("<II", 1, 0)))
-                if flags & HELLO_PING:
+                if flags & HELLO_PING and mode != "nopong":
                     conn.sendall(frame(PONG, struct.pack("<II", 0, 0)))
             elif mtype == ATTACH_GPU:
                 gpu = struct.unpack_from("<I", payload)[0]

@@ -24,5 +24,5 @@ $(B)/tests/sched/t_plog: $(B)/tests/sched/t_plog.o $(B)/scheduler/plog.o $(COMMO
 	$(CC) $(LDFLAGS_ALL) -o $@ $^
 
 $(B)/tests/sched/t_k8s_request: $(B)/tests/sched/t_k8s_request.o $(B)/scheduler/k8s/k8s_json.o \
-		$(COMMON_OBJS)
+		$(B)/scheduler/k8s/k8s_jstream.o $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcjson

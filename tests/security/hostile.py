@@ -12,6 +12,8 @@ MODE:
   churn      connect, send garbage, close, in a loop (N: parallel sockets
              per round), for --hold seconds
   churn-hello  the same with a valid HELLO instead of garbage
+  pingflood  one connection: HELLO, then N PINGs as fast as the PONGs come
+             back (prints "DONE sent=S answered=A ...")
   register   N connections that each send HELLO and read what comes
   ctl-late   one connection (N: seconds to wait first) that then asks for
              the status (streamed) and prints "REPLY status=S bytes=B
@@ -39,8 +41,8 @@ def header(mtype, length, seq=1):
     return struct.pack("<IHHII", MAGIC, VERSION, mtype, length, seq)
 
 
-def hello(name=b"hostile"):
-    payload = struct.pack("<IIIQ", os.getpid(), 0, 100, 0xFFFFFFFFFFFFFFFF)
+def hello(name=b"hostile", flags=0):
+    payload = struct.pack("<IIIQ", os.getpid(), flags, 100, 0xFFFFFFFFFFFFFFFF)
     payload += struct.pack("<H", len(name)) + name
     return header(1, len(payload)) + payload
 
@@ -100,6 +102,38 @@ def main():
                 print("REPLY status=%d bytes=%d frames=%d" % (status, len(text), frames),
                       flush=True)
                 return
+
+    if mode == "pingflood":
+        # One connection: HELLO (asking for PONG), then PINGs as fast as
+        # the scheduler answers them, reading every PONG (no back-pressure:
+        # only what each PING costs), N in all or until --hold/--until.
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        s.sendall(hello(flags=0x2))
+        print("READY opened=1 failed=0", flush=True)
+        batch = b"".join(header(7, 8, k) + struct.pack("<II", 0, k) for k in range(1, 101))
+        sent = answered = 0
+        buf = b""
+        while sent < n and not done():
+            s.sendall(batch)
+            sent += 100
+            while answered < sent:
+                r = s.recv(65536)
+                if not r:
+                    print("DONE sent=%d answered=%d closed_by_peer=1" % (sent, answered),
+                          flush=True)
+                    return
+                buf += r
+                while len(buf) >= 16:
+                    length = struct.unpack("<I", buf[8:12])[0]
+                    if len(buf) < 16 + length:
+                        break
+                    # PONG, not the announcement (token 0) HELLO gets
+                    if struct.unpack("<H", buf[6:8])[0] == 39 and buf[20:24] != b"\0\0\0\0":
+                        answered += 1
+                    buf = buf[16 + length:]
+        print("DONE sent=%d answered=%d closed_by_peer=0" % (sent, answered), flush=True)
+        return
 
     if mode in ("churn", "churn-hello"):
         payload = hello() if mode == "churn-hello" else \

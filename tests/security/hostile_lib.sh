@@ -95,3 +95,13 @@ check_p99() {
 # san: 1 in the sanitizer build (RSS, address-space and timing bounds are
 # not the plain build's there).
 san() { [ -f "$B/.san" ]; }
+
+# check_rss WHAT [MIB]: asserts the scheduler's ($SCHED_PID) peak resident
+# set (VmHWM) so far is at most MIB (default 64, issue 31's bound under an
+# attack; x4 in the sanitizer build, whose shadow memory is not ours).
+check_rss() {
+  local kib lim=$((${2:-64} * 1024))
+  kib=$(hwm_kib "$SCHED_PID")
+  san && lim=$((lim * 4))
+  check "$1: scheduler peak RSS $((kib / 1024)) MiB <= $((lim / 1024)) MiB" test "${kib:-999999999}" -le "$lim"
+}

@@ -70,6 +70,9 @@ struct sim_proc {
 	uint64_t used[SIM_MAX_GPUS];	 /* device allocations */
 	uint64_t resident[SIM_MAX_GPUS]; /* managed pages on the GPU */
 	struct sim_counters c[SIM_MAX_GPUS];
+	/* Its latest kernel on each GPU (sim_now times): what NVML's
+	 * per-process utilization samples report. */
+	uint64_t k_start[SIM_MAX_GPUS], k_end[SIM_MAX_GPUS];
 };
 
 struct sim_shared {
@@ -90,6 +93,10 @@ struct sim_config {
 	uint64_t max_pending;		    /* launches a stream holds before a launch blocks */
 	double h2d_bps, d2h_bps, fault_bps; /* bytes per second */
 	uint64_t lock_hold_us;		    /* NVSHARE_SIM_LOCK_HOLD_US (tests) */
+	/* NVML's per-process used memory counts the process's resident
+	 * managed pages (NVSHARE_SIM_NVML_PROC_MANAGED, default 1); 0: only
+	 * its device allocations, as drivers have been seen to report. */
+	int nvml_proc_managed;
 };
 extern struct sim_config sim_cfg;
 extern struct sim_shared *sim_sh;

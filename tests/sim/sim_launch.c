@@ -388,6 +388,8 @@ static CUresult run_kernel(struct sim_stream *s, const struct sim_kernel_desc *k
 	struct sim_proc *me = sim_self_locked();
 	me->c[dev].kernels++;
 	me->c[dev].kernel_busy_ns += end - start;
+	me->k_start[dev] = start;
+	me->k_end[dev] = end;
 	sim_util_add_locked(dev, start, end);
 	sim_unlock();
 	/* The GPU's own timeline (NVSHARE_SIM_LOG): when each kernel runs on

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <signal.h>
 #include <errno.h>
+#include <time.h>
 
 #include "nvml_api.h"
 #include "sim_internal.h"
@@ -281,7 +282,8 @@ static nvmlReturn_t procs(int i, unsigned int *count, void *infos, size_t elem)
 		if (!p->pid || !(p->ctx_mask & (1u << i)))
 			continue;
 		if (infos && n < cap) {
-			unsigned long long used = p->used[i] + p->resident[i];
+			unsigned long long used =
+			    p->used[i] + (sim_cfg.nvml_proc_managed ? p->resident[i] : 0);
 			if (elem == sizeof(nvmlProcessInfo_v1_t)) {
 				nvmlProcessInfo_v1_t *o = (nvmlProcessInfo_v1_t *)infos + n;
 				o->pid = (unsigned)p->pid;
@@ -352,13 +354,46 @@ nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsig
 	return no_procs(device, infoCount);
 }
 
-/* Per-process samples are not kept (only whole-GPU buckets). */
+/* Per-process samples: one for each process whose latest kernel on the GPU
+ * ran after lastSeenTimeStamp (CPU time in microseconds, CLOCK_REALTIME as
+ * the real NVML's), stamped with that kernel's end (or now, while it runs),
+ * smUtil 100. None: NVML_ERROR_NOT_FOUND, as the real one says. */
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 					     nvmlProcessUtilizationSample_t *utilization,
 					     unsigned int *processSamplesCount,
 					     unsigned long long lastSeenTimeStamp)
 {
 	DEV(device, i);
-	(void)i;
-	return NVML_ERROR_NOT_SUPPORTED;
+	if (!processSamplesCount)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	unsigned long long rt_us =
+	    (unsigned long long)rt.tv_sec * 1000000ull + (unsigned long long)rt.tv_nsec / 1000;
+	unsigned n = 0, cap = utilization ? *processSamplesCount : 0;
+	sim_lock();
+	sim_reap_dead_locked();
+	uint64_t now = sim_now();
+	for (int k = 0; k < SIM_MAX_PROCS; k++) {
+		const struct sim_proc *p = &sim_sh->procs[k];
+		if (!p->pid || !(p->ctx_mask & (1u << i)) || !p->k_end[i] || p->k_start[i] > now)
+			continue;
+		uint64_t end = p->k_end[i] < now ? p->k_end[i] : now;
+		unsigned long long ts = rt_us - (now - end) / 1000;
+		if (ts <= lastSeenTimeStamp)
+			continue;
+		if (n < cap) {
+			nvmlProcessUtilizationSample_t *o = &utilization[n];
+			memset(o, 0, sizeof *o);
+			o->pid = (unsigned)p->pid;
+			o->timeStamp = ts;
+			o->smUtil = 100;
+		}
+		n++;
+	}
+	sim_unlock();
+	*processSamplesCount = n;
+	if (!n)
+		return NVML_ERROR_NOT_FOUND;
+	return n > cap ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
 }

@@ -29,7 +29,7 @@
 #include "sim_internal.h"
 
 #define SIM_STATE_MAGIC 0x4d495356u /* "VSIM" */
-#define SIM_STATE_VERSION 3
+#define SIM_STATE_VERSION 4
 
 struct sim_config sim_cfg;
 struct sim_shared *sim_sh;
@@ -276,6 +276,9 @@ static void map_state(void)
 	/* Test knob (t_sim_stop.sh): hold the state lock this long on every
 	 * take, so a stop lands inside it often. */
 	nvs_env_u64("NVSHARE_SIM_LOCK_HOLD_US", 0, 999999, &sim_cfg.lock_hold_us);
+	uint64_t pm = 1;
+	nvs_env_u64("NVSHARE_SIM_NVML_PROC_MANAGED", 0, 1, &pm);
+	sim_cfg.nvml_proc_managed = (int)pm;
 
 	const char *dir = getenv("NVSHARE_SIM_STATE_DIR");
 	if (dir && *dir)

@@ -237,6 +237,27 @@ static void test_json_format(void **state)
 	free(out);
 }
 
+static void forged_lines(void)
+{
+	/* A peer's string with a line break and an escape: the way a GPU
+	 * UUID in ATTACH_GPU tried to add a line of its own. */
+	const char *uuid =
+	    "GPU-x\n[nvshare][scheduler] 2026-01-01T00:00:00.000Z INFO forged\r\x1b[2J";
+	NVS_INFO("ATTACH_GPU refused: GPU \"%s\"", uuid);
+}
+
+/* Text format: control characters in a message (what a peer sent) become
+ * '?', so one call is one line whatever its fields hold. */
+static void test_control_chars(void **state)
+{
+	(void)state;
+	char *out = capture(forged_lines);
+	assert_int_equal(count_lines(out), 1);
+	assert_non_null(strstr(
+	    out, "GPU \"GPU-x?[nvshare][scheduler] 2026-01-01T00:00:00.000Z INFO forged??[2J\"\n"));
+	free(out);
+}
+
 int main(void)
 {
 	nvs_log_init("test");
@@ -244,7 +265,7 @@ int main(void)
 	    cmocka_unit_test(test_default_unlimited), cmocka_unit_test(test_repeats_limited),
 	    cmocka_unit_test(test_sites_independent), cmocka_unit_test(test_iso8601_utc),
 	    cmocka_unit_test(test_filter_and_log_n),  cmocka_unit_test(test_queue),
-	    cmocka_unit_test(test_json_format),
+	    cmocka_unit_test(test_json_format),	      cmocka_unit_test(test_control_chars),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
