@@ -301,3 +301,15 @@ int nvs_dra_claim_single_pod(const struct nvs_dra_claim *c)
 		return -1;
 	return strcmp(c->owner_pod_uid, c->pod[0].uid) ? -1 : 0;
 }
+
+const char *nvs_dra_format_bytes(uint64_t v, char *out, size_t cap)
+{
+	static const char *units[] = {"Ki", "Mi", "Gi", "Ti", "Pi"};
+	int u = -1;
+	while (v && u < 4 && v % 1024 == 0) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(out, cap, "%llu%s", (unsigned long long)v, u < 0 ? "" : units[u]);
+	return out;
+}

@@ -91,4 +91,9 @@ int nvs_dra_claim_single_pod(const struct nvs_dra_claim *c);
  */
 int nvs_dra_quantity(const char *s, uint64_t *out);
 
+/* Bytes as an exact quantity, in the largest binary unit that divides
+ * them ("16Gi", "13313Mi", "1536Ki", "1000"), so that two different
+ * amounts never read the same in a message. Returns out. */
+const char *nvs_dra_format_bytes(uint64_t v, char *out, size_t cap);
+
 #endif

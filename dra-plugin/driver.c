@@ -246,9 +246,9 @@ static int devices(struct nvs_dra_driver *d, const struct nvs_dra_claim *c,
 			    err, errcap,
 			    "GPU %s (%s): the claim consumes %s of memory but %s of %s are left "
 			    "(%u other claim(s) prepared on it)",
-			    dev, g.uuid, nvs_format_size(mem, a, sizeof a),
-			    nvs_format_size(left, b, sizeof b),
-			    nvs_format_size(g.mem_capacity, t, sizeof t), others);
+			    dev, g.uuid, nvs_dra_format_bytes(mem, a, sizeof a),
+			    nvs_dra_format_bytes(left, b, sizeof b),
+			    nvs_dra_format_bytes(g.mem_capacity, t, sizeof t), others);
 			return -1;
 		}
 		if (ocores + cores > 100) {

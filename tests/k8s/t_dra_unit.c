@@ -394,6 +394,23 @@ static void test_checkpoint(void **state)
 	free(b);
 }
 
+/* Refusal messages: two different amounts never print the same. */
+static void test_format_bytes(void **state)
+{
+	(void)state;
+	char b[32];
+	assert_string_equal(nvs_dra_format_bytes(16 * GiB, b, sizeof b), "16Gi");
+	assert_string_equal(nvs_dra_format_bytes(13313 * MiB, b, sizeof b), "13313Mi");
+	assert_string_equal(nvs_dra_format_bytes(13312 * MiB, b, sizeof b), "13Gi");
+	assert_string_equal(nvs_dra_format_bytes(1536 * 1024, b, sizeof b), "1536Ki");
+	assert_string_equal(nvs_dra_format_bytes(1000, b, sizeof b), "1000");
+	assert_string_equal(nvs_dra_format_bytes(0, b, sizeof b), "0");
+	uint64_t v;
+	assert_int_equal(
+	    nvs_dra_quantity(nvs_dra_format_bytes(13313 * MiB + 1024, b, sizeof b), &v), 0);
+	assert_int_equal(v, 13313 * MiB + 1024);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -401,7 +418,7 @@ int main(void)
 	    cmocka_unit_test(test_claim),      cmocka_unit_test(test_claim_bad),
 	    cmocka_unit_test(test_k8s_names),  cmocka_unit_test(test_names),
 	    cmocka_unit_test(test_slice),      cmocka_unit_test(test_binding_json),
-	    cmocka_unit_test(test_checkpoint),
+	    cmocka_unit_test(test_checkpoint), cmocka_unit_test(test_format_bytes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
