@@ -10,6 +10,15 @@
 
 typedef nvmlReturn_t (*pfn_driver_version)(char *, unsigned int);
 
+/* NVML's strings into ours, cut to fit (a UUID or product name longer
+ * than ours is not a real GPU's). */
+static void copy(char *dst, size_t cap, const char *src)
+{
+	size_t n = strnlen(src, cap - 1);
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
 int nvs_dra_gpus_init(struct nvs_dra_gpus *t, double oversubscription, uint64_t fallback_mem)
 {
 	memset(t, 0, sizeof *t);
@@ -26,9 +35,9 @@ int nvs_dra_gpus_init(struct nvs_dra_gpus *t, double oversubscription, uint64_t 
 	for (unsigned i = 0; i < t->dp.n; i++) {
 		const struct nvs_dp_gpu *d = &t->dp.gpu[i];
 		struct nvs_dra_gpu *g = &t->g[i];
-		snprintf(g->uuid, sizeof g->uuid, "%s", d->uuid);
-		snprintf(g->product, sizeof g->product, "%s", d->name);
-		snprintf(g->driver_version, sizeof g->driver_version, "%s", version);
+		copy(g->uuid, sizeof g->uuid, d->uuid);
+		copy(g->product, sizeof g->product, d->name);
+		copy(g->driver_version, sizeof g->driver_version, version);
 		g->index = (int)i;
 		g->minor = d->minor;
 		g->healthy = d->healthy;

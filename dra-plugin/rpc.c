@@ -119,7 +119,11 @@ static void fill(struct nvs_dra_rpc *r, struct answer *a)
 		a->idp[i][0] = a->ids[i][0];
 		d->n_cdi_device_ids = 1;
 		if (kind && *kind) {
-			snprintf(a->ids[i][1], sizeof a->ids[i][1], "%s=%s", kind, p->dev[i].uuid);
+			/* (from a copy: GCC takes ids and p, both in *a, for
+			 * possibly overlapping under -fsanitize: -Wrestrict) */
+			char uuid[sizeof p->dev[i].uuid];
+			memcpy(uuid, p->dev[i].uuid, sizeof uuid);
+			snprintf(a->ids[i][1], sizeof a->ids[i][1], "%s=%s", kind, uuid);
 			a->idp[i][1] = a->ids[i][1];
 			d->n_cdi_device_ids = 2;
 		}

@@ -59,6 +59,8 @@ ap.add_argument("--python", default=sys.executable)
 ap.add_argument("--dev-root", default="/", help="where /dev/nvidia* are (--cdi-dev-root)")
 ap.add_argument("--smoke", action="store_true")
 ap.add_argument("--sim-app", default="", help="--smoke: tests/e2e/sim_app")
+ap.add_argument("--preload", default="", help="LD_PRELOAD of the workers (default the library;"
+                " the sanitizer build's tests put the ASan runtime first)")
 ap.add_argument("--out", required=True)
 args = ap.parse_args()
 
@@ -250,7 +252,7 @@ try:
         wenv.pop("LD_PRELOAD", None)
         wenv["CUDA_VISIBLE_DEVICES"] = args.uuid
         if not native:
-            wenv.update({"LD_PRELOAD": LIB, "NVSHARE_SOCK_DIR": sock_dir_of(uid)})
+            wenv.update({"LD_PRELOAD": args.preload or LIB, "NVSHARE_SOCK_DIR": sock_dir_of(uid)})
         if args.smoke:
             cmd = [args.sim_app, "--name", tag, "--alloc", "64Mi", "--kernels", "5",
                    "--kernel-us", "1000", "--idle-after", "5", "--hold"]

@@ -29,7 +29,7 @@ for n in nvidiactl nvidia-uvm nvidia0 nvidia1; do : >"$T/devroot/dev/$n"; done
 timeout -k 5 "$(scaled 120)" "$PY" "$NVS_ROOT/tests/gpu/c10_dra.py" --smoke --sim-app "$B/tests/e2e/sim_app" \
   --plugin "$B/nvshare-dra-plugin" --lib-dir "$B" --sock-dir "$NVSHARE_SOCK_DIR" \
   --admin-dir "$NVSHARE_ADMIN_SOCK_DIR" --ctl "$B/nvsharectl" --dir "$T/c10" \
-  --uuid "$uuid" --mem-mib 16384 --dev-root "$T/devroot" --out "$T/c10.json" >"$T/c10.log" 2>&1
+  --uuid "$uuid" --mem-mib 16384 --dev-root "$T/devroot" --preload "$PRELOAD" --out "$T/c10.json" >"$T/c10.log" 2>&1
 rc=$?
 while read -r status what; do
   if [ "$status" = OK ]; then ok "c10_dra.py --smoke: $what"; else not_ok "c10_dra.py --smoke: $what"; fi
