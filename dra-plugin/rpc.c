@@ -305,6 +305,7 @@ void nvs_dra_rpc_dra_ops(struct nvs_dra_rpc *r, struct nvs_rpc_ops *ops)
 	ops->ctx = r;
 	ops->unary = dra_unary;
 	ops->stream_method = NVS_DRA_METHOD_HEALTH;
+	ops->stream_method_alt = NVS_DRA_METHOD_HEALTH_ALPHA;
 	ops->snapshot = health;
 	ops->generation = health_generation;
 }

@@ -9,8 +9,8 @@
  *     v1.DRAPlugin and v1beta1.DRAPlugin) and NotifyRegistrationStatus;
  *   DRA socket (<plugin-dir>/dra.sock): NodePrepareResources and
  *     NodeUnprepareResources of both k8s.io.kubelet.pkg.apis.dra.v1 and
- *     .v1beta1, and v1.DRAResourceHealth/NodeWatchResources, the health
- *     stream: every GPU with HEALTHY or UNHEALTHY, sent again whenever a
+ *     .v1beta1, and v1.DRAResourceHealth/NodeWatchResources (and its
+ *     v1alpha1 twin), the health stream: every GPU with HEALTHY or UNHEALTHY, sent again whenever a
  *     GPU's health changes.
  */
 #ifndef NVSHARE_DRA_RPC_H
@@ -27,6 +27,9 @@
 #define NVS_DRA_METHOD_GETINFO "/pluginregistration.Registration/GetInfo"
 #define NVS_DRA_METHOD_NOTIFY "/pluginregistration.Registration/NotifyRegistrationStatus"
 #define NVS_DRA_METHOD_HEALTH "/v1.DRAResourceHealth/NodeWatchResources"
+/* The same stream as Kubernetes 1.34 and 1.35 call it (feature gate
+ * ResourceHealthStatus, alpha): package v1alpha1, the same messages. */
+#define NVS_DRA_METHOD_HEALTH_ALPHA "/v1alpha1.DRAResourceHealth/NodeWatchResources"
 
 struct nvs_dra_rpc {
 	struct nvs_dra_driver *driver;

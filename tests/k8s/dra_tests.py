@@ -19,7 +19,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fake_kubelet import SPEED, FakeDRAKubelet, RegistrationRefused, load_dra_messages  # noqa: E402
+from fake_kubelet import (HEALTH_ALPHA, SPEED, FakeDRAKubelet, RegistrationRefused,  # noqa: E402
+                          load_dra_messages)
 
 ROOT = os.environ["NVS_ROOT"]
 B = os.environ["B"]
@@ -560,6 +561,13 @@ def scenario_health():
     kl.watch_health()
     ok(kl.wait(lambda: kl.health and [h for _, h, _ in kl.health[-1]] == [1, 1], 5),
        "health stream: both GPUs HEALTHY at once", kl.health)
+    ka = kubelet("p2")
+    ka.register()
+    ka.watch_health(HEALTH_ALPHA)
+    ok(ka.wait(lambda: ka.health and [h for _, h, _ in ka.health[-1]] == [1, 1], 5),
+       "health stream as 1.34/1.35 kubelets call it (v1alpha1.DRAResourceHealth): the same",
+       ka.health)
+    ka.stop()
     with open(lost, "w") as f:
         f.write(ga + "\n")
     ok(wait_until(lambda: [d["name"] for d in (slice_of(node) or {}).get("spec", {})

@@ -254,6 +254,7 @@ REG = "/pluginregistration.Registration/"
 DRA_SERVICES = {"v1": "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/",
                 "v1beta1": "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"}
 HEALTH = "/v1.DRAResourceHealth/NodeWatchResources"
+HEALTH_ALPHA = "/v1alpha1.DRAResourceHealth/NodeWatchResources"  # 1.34, 1.35
 
 
 def load_dra_messages(proto_dir, out_dir):
@@ -351,9 +352,9 @@ class FakeDRAKubelet(Waiter):
                         self.pb.NodeUnprepareResourcesResponse, timeout)
         return {uid: v.error for uid, v in r.claims.items()}
 
-    def watch_health(self):
+    def watch_health(self, path=HEALTH):
         call = self.channel.unary_stream(
-            HEALTH, request_serializer=self.pb.NodeWatchResourcesRequest.SerializeToString,
+            path, request_serializer=self.pb.NodeWatchResourcesRequest.SerializeToString,
             response_deserializer=self.pb.NodeWatchResourcesResponse.FromString)(
             self.pb.NodeWatchResourcesRequest())
         self.health_call = call
