@@ -40,11 +40,13 @@ from progress import left, say  # noqa: E402
 from quota import run_quota  # noqa: E402
 from report import report  # noqa: E402
 from sched_latency import run_sched_latency  # noqa: E402
+from swapbench import SWAP_COST, TRAIN_COST, run_swapspeed, run_vmmtrain  # noqa: E402
 from two_jobs import run_fit, run_pressure  # noqa: E402
 
 # Rough costs (s) of the scenarios, to skip what no longer fits in the deadline.
 COST = {"overhead": 20, "fit": 30, "idle": 10, "interactive": 30, "pressure": 50, "sched_latency": 15,
-        "quota": 75, "notebooks": NB_COST, "multigpu": MG_COST}
+        "quota": 75, "notebooks": NB_COST, "multigpu": MG_COST, "swapspeed": SWAP_COST,
+        "vmmtrain": TRAIN_COST}
 
 
 def parse_args():
@@ -89,7 +91,9 @@ def run_scenario(s, C, R, small, normal, dry, gpu=None):
            "sched_latency": lambda: run_sched_latency(R, dry),
            "quota": lambda: run_quota(C, R),
            "notebooks": lambda: run_notebooks(R, gpu or {}),
-           "multigpu": lambda: run_multigpu(R)}
+           "multigpu": lambda: run_multigpu(R),
+           "swapspeed": lambda: run_swapspeed(R, gpu or {}),
+           "vmmtrain": lambda: run_vmmtrain(R, gpu or {})}
     run[s]()
 
 

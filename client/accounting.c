@@ -184,6 +184,25 @@ struct node {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct node **buckets;
 static size_t nbuckets, count;
+static uint64_t kind_bytes[NVS_MAX_GPUS][NVS_ALLOC_KINDS]; /* under mu */
+
+static void kind_add(const struct node *e, int sign)
+{
+	if (!dev_ok(e->dev) || (unsigned)e->kind >= NVS_ALLOC_KINDS)
+		return;
+	uint64_t *k = &kind_bytes[e->dev][e->kind];
+	*k = sign > 0 ? *k + e->bytes : (*k >= e->bytes ? *k - e->bytes : 0);
+}
+
+uint64_t nvs_acct_kind_bytes(int dev, enum nvs_alloc_kind kind)
+{
+	if (!dev_ok(dev) || (unsigned)kind >= NVS_ALLOC_KINDS)
+		return 0;
+	pthread_mutex_lock(&mu);
+	uint64_t v = kind_bytes[dev][kind];
+	pthread_mutex_unlock(&mu);
+	return v;
+}
 
 static size_t slot(uint64_t key, size_t n)
 {
@@ -233,6 +252,7 @@ void nvs_acct_track(int dev, CUdeviceptr ptr, uint64_t bytes, enum nvs_alloc_kin
 	e->next = buckets[s];
 	buckets[s] = e;
 	count++;
+	kind_add(e, 1);
 	pthread_mutex_unlock(&mu);
 }
 
@@ -255,6 +275,7 @@ uint64_t nvs_acct_untrack(CUdeviceptr ptr, int *dev)
 		e = *pp;
 		*pp = e->next;
 		count--;
+		kind_add(e, -1);
 	}
 	pthread_mutex_unlock(&mu);
 	if (!e)
@@ -328,6 +349,7 @@ void nvs_acct_atfork_child(void)
 	free(buckets);
 	buckets = NULL;
 	nbuckets = count = 0;
+	memset(kind_bytes, 0, sizeof kind_bytes);
 	for (int d = 0; d < NVS_MAX_GPUS; d++) {
 		atomic_store(&used[d], 0);
 		atomic_store(&rt_limit_p1[d], 0);

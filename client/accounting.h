@@ -17,8 +17,10 @@
 
 enum nvs_alloc_kind {
 	NVS_ALLOC_MANAGED = 0,	     /* ours (converted) or the application's */
-	NVS_ALLOC_PINNED_DEVICE = 1, /* VMM handles, pools, arrays: not swappable */
+	NVS_ALLOC_PINNED_DEVICE = 1, /* pools, arrays, graph and device memory: not swappable */
+	NVS_ALLOC_VMM = 2,	     /* cuMemCreate handles (swap_vmm.c says which can move) */
 };
+#define NVS_ALLOC_KINDS 3
 
 /* Reserve `bytes` on dev; 0 if within the limit, else -1 (logged). */
 int nvs_acct_reserve(int dev, uint64_t bytes);
@@ -57,6 +59,8 @@ uint64_t nvs_acct_gpu_total(int dev);
 /* The smaller of NVSHARE_GPU_MEMORY_LIMIT and the scheduler's run-time
  * limit, ignoring the GPU's size (UINT64_MAX if neither is set). */
 uint64_t nvs_acct_configured_limit(int dev);
+/* Bytes tracked on dev of one kind. */
+uint64_t nvs_acct_kind_bytes(int dev, enum nvs_alloc_kind kind);
 /* Looks an allocation up without forgetting it; 0 if found. */
 int nvs_acct_lookup(CUdeviceptr ptr, int *dev, uint64_t *bytes, enum nvs_alloc_kind *kind);
 

@@ -89,10 +89,11 @@ void nvs_device_used(int dev)
 	if (nvs_cfg.disable || dev < 0 || dev >= NVS_MAX_GPUS)
 		return;
 	unsigned long long bit = 1ull << dev;
-	if (atomic_load_explicit(&devices_seen, memory_order_relaxed) & bit)
+	if ((atomic_load_explicit(&devices_seen, memory_order_relaxed) & bit) ||
+	    (atomic_fetch_or(&devices_seen, bit) & bit)) {
+		nvs_sched_note_ctx(dev); /* until one is known */
 		return;
-	if (atomic_fetch_or(&devices_seen, bit) & bit)
-		return;
+	}
 	NVS_DEBUG("first use of GPU %d", dev);
 	nvs_sched_attach_gpu(dev);
 }

@@ -30,6 +30,7 @@
 #include "client/internal.h"
 #include "client/sched_client.h"
 #include "client/sched_swap.h"
+#include "client/swap_engine.h"
 
 #include "parse.h"
 
@@ -106,19 +107,28 @@ static CUresult alloc_managed(CUdeviceptr *dptr, size_t bytes, unsigned flags, c
 		return r;
 	if (nvs_acct_reserve(dev, bytes))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	r = nvs_real.cuMemAllocManaged(dptr, bytes, flags);
+	/* Converted device memory goes by the swap engine's fast path; the
+	 * application's own managed memory by the prefetch path (it may be
+	 * used from the host). In trap mode converted memory is VMM memory,
+	 * unmapped while swapped out (swap_engine.h). */
+	int converted = strcmp(why, "cuMemAllocManaged") != 0;
+	int trap = converted && nvs_swap_trap();
+	r = trap ? nvs_svmm_alloc_backing(dev, bytes, dptr)
+		 : nvs_real.cuMemAllocManaged(dptr, bytes, flags);
 	if (r != CUDA_SUCCESS) {
 		nvs_acct_unreserve(dev, bytes);
 		return r;
 	}
 	nvs_acct_track(dev, *dptr, bytes, NVS_ALLOC_MANAGED);
-	/* Converted device memory only: the application's own managed
-	 * memory may be meant for the host first. */
-	if (strcmp(why, "cuMemAllocManaged") != 0)
+	if (converted && !trap) {
+		nvs_fast_track(dev, *dptr, bytes);
 		nvs_swap_fresh(dev, *dptr, bytes);
+	}
 	char b[32];
-	NVS_DEBUG("%s: %s on GPU %d -> managed 0x%llx", why, nvs_format_size(bytes, b, sizeof b),
-		  dev, (unsigned long long)*dptr);
+	NVS_DEBUG("%s: %s on GPU %d -> %s 0x%llx (swap: %s path)", why,
+		  nvs_format_size(bytes, b, sizeof b), dev,
+		  trap ? "VMM memory (trap mode)" : "managed", (unsigned long long)*dptr,
+		  converted && nvs_fast_enabled() ? "fast" : "prefetch");
 	return CUDA_SUCCESS;
 }
 
@@ -202,13 +212,27 @@ static void forget(CUdeviceptr ptr, const char *why)
 	}
 }
 
+/* Frees memory the library allocated or converted: the swap engine lets go
+ * of it first (its staging, if it is out), then the driver frees it (or the
+ * engine does, for trap mode's VMM memory). */
+static CUresult free_ours(CUdeviceptr dptr)
+{
+	nvs_fast_untrack(dptr);
+	CUresult r;
+	if (!nvs_svmm_free_backing(dptr, &r))
+		r = nvs_real.cuMemFree_v2(dptr);
+	return r;
+}
+
 CUresult CUDAAPI nvs_wrap_cuMemFree_v2(CUdeviceptr dptr)
 {
 	nvs_init();
 	if (!nvs_real.cuMemFree_v2)
 		return nvs_unresolved("cuMemFree_v2");
-	CUresult r = nvs_real.cuMemFree_v2(dptr);
-	if (r == CUDA_SUCCESS && !nvs_cfg.disable)
+	if (nvs_cfg.disable)
+		return nvs_real.cuMemFree_v2(dptr);
+	CUresult r = free_ours(dptr);
+	if (r == CUDA_SUCCESS)
 		forget(dptr, "cuMemFree_v2");
 	return r;
 }
@@ -328,7 +352,7 @@ static CUresult free_async(free_async_fn real, const char *name, CUdeviceptr dpt
 		CUresult r = nvs_real.cuStreamSynchronize(ptsz && !s ? CU_STREAM_PER_THREAD : s);
 		if (r != CUDA_SUCCESS)
 			return r;
-		r = nvs_real.cuMemFree_v2(dptr);
+		r = free_ours(dptr);
 		if (r == CUDA_SUCCESS)
 			forget(dptr, name);
 		NVS_DEBUG("%s of converted 0x%llx: stream synchronized, freed", name,

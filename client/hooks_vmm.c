@@ -1,29 +1,38 @@
 /*
- * Virtual memory management and arrays: memory that cannot be made managed.
- * Counted as pinned device memory (NVS_ALLOC_PINNED_DEVICE) against the
- * same limit, so the limit still holds; never swapped.
+ * Virtual memory management and arrays.
  *
- * cuMemCreate counts only device-located handles (host / host-NUMA
- * locations are not GPU memory); the device is prop->location.id. It is
- * un-counted at cuMemRelease (the driver frees the memory once the last
- * mapping goes, so our count drops slightly early; cuMemMap is not
- * observed). Arrays count their level-0 (and for mipmaps every level's)
- * element bytes, on the current context's device.
+ * VMM: every call that takes a handle or changes a mapping goes to
+ * client/swap_vmm.c, which gives the application virtual handles for the
+ * device memory it creates (so the swap engine can release the physical
+ * memory and create it again behind the same handle), records mappings and
+ * access, and counts the memory against the limit (NVS_ALLOC_VMM) from
+ * cuMemCreate until the driver would free it (last reference and last
+ * mapping gone). Host-located handles (host, host NUMA) are not GPU memory:
+ * they pass through, uncounted, as do imported handles.
+ *
+ * Arrays cannot move: counted as pinned device memory (their level-0, and
+ * for mipmaps every level's, element bytes) on the current context's
+ * device.
  */
 #include "client/accounting.h"
 #include "client/internal.h"
+#include "client/swap_engine.h"
 
-/* Handles and arrays share the allocation table with device pointers; tag
- * bits keep the key spaces apart (user-space pointers never set them). */
-#define KEY_VMM (1ull << 63)
+/* Arrays share the allocation table with device pointers; a tag bit keeps
+ * the key spaces apart (user-space pointers never set it). */
 #define KEY_ARRAY (1ull << 62)
+
+#define VMM_WRAPPER_INIT(name)                                                                     \
+	do {                                                                                       \
+		nvs_init();                                                                        \
+		if (!nvs_real.name)                                                                \
+			return nvs_unresolved(#name);                                              \
+	} while (0)
 
 CUresult CUDAAPI nvs_wrap_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 				      const CUmemAllocationProp *prop, unsigned long long flags)
 {
-	nvs_init();
-	if (!nvs_real.cuMemCreate)
-		return nvs_unresolved("cuMemCreate");
+	VMM_WRAPPER_INIT(cuMemCreate);
 	if (nvs_cfg.disable || !handle || !prop || size == 0 ||
 	    prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
 		return nvs_real.cuMemCreate(handle, size, prop, flags);
@@ -31,30 +40,128 @@ CUresult CUDAAPI nvs_wrap_cuMemCreate(CUmemGenericAllocationHandle *handle, size
 	if (dev < 0 || dev >= NVS_MAX_GPUS)
 		return nvs_real.cuMemCreate(handle, size, prop, flags); /* driver's error */
 	nvs_device_used(dev);
-	if (nvs_acct_reserve(dev, size))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult r = nvs_real.cuMemCreate(handle, size, prop, flags);
-	if (r != CUDA_SUCCESS) {
-		nvs_acct_unreserve(dev, size);
-		return r;
-	}
-	nvs_acct_track(dev, (CUdeviceptr)(*handle | KEY_VMM), size, NVS_ALLOC_PINNED_DEVICE);
-	NVS_DEBUG("cuMemCreate: %zu bytes on GPU %d counted as pinned", size, dev);
-	return CUDA_SUCCESS;
+	return nvs_svmm_create(handle, size, prop, flags);
 }
 
 CUresult CUDAAPI nvs_wrap_cuMemRelease(CUmemGenericAllocationHandle handle)
 {
-	nvs_init();
-	if (!nvs_real.cuMemRelease)
-		return nvs_unresolved("cuMemRelease");
-	CUresult r = nvs_real.cuMemRelease(handle);
-	if (r == CUDA_SUCCESS && !nvs_cfg.disable) {
-		int dev;
-		uint64_t b = nvs_acct_untrack((CUdeviceptr)(handle | KEY_VMM), &dev);
-		if (b)
-			nvs_acct_unreserve(dev, b);
-	}
+	VMM_WRAPPER_INIT(cuMemRelease);
+	return nvs_cfg.disable ? nvs_real.cuMemRelease(handle) : nvs_svmm_release(handle);
+}
+
+CUresult CUDAAPI nvs_wrap_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+				   CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+	VMM_WRAPPER_INIT(cuMemMap);
+	return nvs_cfg.disable ? nvs_real.cuMemMap(ptr, size, offset, handle, flags)
+			       : nvs_svmm_map(ptr, size, offset, handle, flags);
+}
+
+CUresult CUDAAPI nvs_wrap_cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+	VMM_WRAPPER_INIT(cuMemUnmap);
+	return nvs_cfg.disable ? nvs_real.cuMemUnmap(ptr, size) : nvs_svmm_unmap(ptr, size);
+}
+
+CUresult CUDAAPI nvs_wrap_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+					 size_t count)
+{
+	VMM_WRAPPER_INIT(cuMemSetAccess);
+	return nvs_cfg.disable ? nvs_real.cuMemSetAccess(ptr, size, desc, count)
+			       : nvs_svmm_set_access(ptr, size, desc, count);
+}
+
+CUresult CUDAAPI nvs_wrap_cuMemExportToShareableHandle(void *shareableHandle,
+						       CUmemGenericAllocationHandle handle,
+						       CUmemAllocationHandleType handleType,
+						       unsigned long long flags)
+{
+	VMM_WRAPPER_INIT(cuMemExportToShareableHandle);
+	return nvs_cfg.disable ? nvs_real.cuMemExportToShareableHandle(shareableHandle, handle,
+								       handleType, flags)
+			       : nvs_svmm_export(shareableHandle, handle, handleType, flags);
+}
+
+CUresult CUDAAPI nvs_wrap_cuMemGetAllocationPropertiesFromHandle(
+    CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
+{
+	VMM_WRAPPER_INIT(cuMemGetAllocationPropertiesFromHandle);
+	return nvs_cfg.disable ? nvs_real.cuMemGetAllocationPropertiesFromHandle(prop, handle)
+			       : nvs_svmm_props(prop, handle);
+}
+
+CUresult CUDAAPI nvs_wrap_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle,
+						      void *addr)
+{
+	VMM_WRAPPER_INIT(cuMemRetainAllocationHandle);
+	return nvs_cfg.disable ? nvs_real.cuMemRetainAllocationHandle(handle, addr)
+			       : nvs_svmm_retain(handle, addr);
+}
+
+CUresult CUDAAPI nvs_wrap_cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size,
+							CUmemRangeHandleType handleType,
+							unsigned long long flags)
+{
+	VMM_WRAPPER_INIT(cuMemGetHandleForAddressRange);
+	return nvs_cfg.disable
+		   ? nvs_real.cuMemGetHandleForAddressRange(handle, dptr, size, handleType, flags)
+		   : nvs_svmm_range_handle(handle, dptr, size, handleType, flags);
+}
+
+CUresult CUDAAPI nvs_wrap_cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList, unsigned int count,
+					     CUstream hStream)
+{
+	VMM_WRAPPER_INIT(cuMemMapArrayAsync);
+	return nvs_cfg.disable ? nvs_real.cuMemMapArrayAsync(mapInfoList, count, hStream)
+			       : nvs_svmm_map_array(mapInfoList, count, hStream, 0);
+}
+
+CUresult CUDAAPI nvs_wrap_cuMemMapArrayAsync_ptsz(CUarrayMapInfo *mapInfoList, unsigned int count,
+						  CUstream hStream)
+{
+	VMM_WRAPPER_INIT(cuMemMapArrayAsync_ptsz);
+	return nvs_cfg.disable ? nvs_real.cuMemMapArrayAsync_ptsz(mapInfoList, count, hStream)
+			       : nvs_svmm_map_array(mapInfoList, count, hStream, 1);
+}
+
+CUresult CUDAAPI nvs_wrap_cuMulticastBindMem(CUmemGenericAllocationHandle mcHandle, size_t mcOffset,
+					     CUmemGenericAllocationHandle memHandle,
+					     size_t memOffset, size_t size,
+					     unsigned long long flags)
+{
+	VMM_WRAPPER_INIT(cuMulticastBindMem);
+	return nvs_cfg.disable
+		   ? nvs_real.cuMulticastBindMem(mcHandle, mcOffset, memHandle, memOffset, size,
+						 flags)
+		   : nvs_svmm_mc_bind_mem(mcHandle, mcOffset, memHandle, memOffset, size, flags);
+}
+
+CUresult CUDAAPI nvs_wrap_cuMulticastBindAddr(CUmemGenericAllocationHandle mcHandle,
+					      size_t mcOffset, CUdeviceptr memptr, size_t size,
+					      unsigned long long flags)
+{
+	VMM_WRAPPER_INIT(cuMulticastBindAddr);
+	return nvs_cfg.disable
+		   ? nvs_real.cuMulticastBindAddr(mcHandle, mcOffset, memptr, size, flags)
+		   : nvs_svmm_mc_bind_addr(mcHandle, mcOffset, memptr, size, flags);
+}
+
+CUresult CUDAAPI nvs_wrap_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
+					      CUdeviceptr addr, unsigned long long flags)
+{
+	VMM_WRAPPER_INIT(cuMemAddressReserve);
+	CUresult r = nvs_real.cuMemAddressReserve(ptr, size, alignment, addr, flags);
+	if (r == CUDA_SUCCESS && ptr && !nvs_cfg.disable)
+		nvs_svmm_reserved(*ptr, size);
+	return r;
+}
+
+CUresult CUDAAPI nvs_wrap_cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+	VMM_WRAPPER_INIT(cuMemAddressFree);
+	CUresult r = nvs_real.cuMemAddressFree(ptr, size);
+	if (r == CUDA_SUCCESS && !nvs_cfg.disable)
+		nvs_svmm_unreserved(ptr);
 	return r;
 }
 

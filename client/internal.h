@@ -116,18 +116,21 @@ enum nvs_subst nvs_substitute(void **pfn, const char *asked);
 enum nvs_lib { NVS_LIB_OTHER, NVS_LIB_CUDA, NVS_LIB_NVML, NVS_LIB_CUDART, NVS_LIB_SELF };
 enum nvs_lib nvs_lib_of_path(const char *path);
 
-/* Gated wrappers (launch, copy): init, refuse if unresolved, gate. */
-#define NVS_GATED_PROLOGUE(member)                                                                 \
+/* Gated wrappers (launch, copy): init, refuse if unresolved, gate, call,
+ * leave the gate's in-flight count. */
+#define NVS_GATED_CALL(member, args)                                                               \
 	do {                                                                                       \
 		nvs_init();                                                                        \
 		if (__builtin_expect(!nvs_real.member, 0))                                         \
 			return nvs_unresolved(#member);                                            \
-		if (!nvs_cfg.disable) {                                                            \
-			if (__builtin_expect(nvs_cfg.require_scheduler, 0) &&                      \
-			    !nvs_sched_require_ok())                                               \
-				return nvs_require_refused(#member);                               \
-			nvs_gate();                                                                \
-		}                                                                                  \
+		if (nvs_cfg.disable)                                                               \
+			return nvs_real.member args;                                               \
+		if (__builtin_expect(nvs_cfg.require_scheduler, 0) && !nvs_sched_require_ok())     \
+			return nvs_require_refused(#member);                                       \
+		nvs_gate();                                                                        \
+		CUresult r_ = nvs_real.member args;                                                \
+		nvs_gate_done();                                                                   \
+		return r_;                                                                         \
 	} while (0)
 
 /* Logs once per name and returns CUDA_ERROR_NOT_SUPPORTED. */

@@ -5,9 +5,10 @@ CLIENT_SRCS := $(wildcard client/*.c)
 CLIENT_ASMS := $(wildcard client/*.S)
 CLIENT_OBJS := $(CLIENT_SRCS:%.c=$(B)/%.o) $(CLIENT_ASMS:%.S=$(B)/%.o)
 CLIENT_MAP := $(B)/client/libnvshare.map
-# The scheduler client (client/sched_*.c), which tests/e2e/client_probe links
-# on its own with a fake driver table.
-CLIENT_SCHED_OBJS := $(patsubst %.c,$(B)/%.o,$(wildcard client/sched_*.c))
+# The scheduler client (client/sched_*.c) and the swap engine it drives
+# (client/swap_*.c), which tests/e2e/client_probe links on its own with a
+# fake driver table.
+CLIENT_SCHED_OBJS := $(patsubst %.c,$(B)/%.o,$(wildcard client/sched_*.c client/swap_*.c))
 
 $(CLIENT_OBJS): ALL_CFLAGS += -fvisibility=hidden
 # The glibc floor (common/glibc_floor.h): every object of the library binds

@@ -48,6 +48,7 @@
 
 atomic_int nvs_gate_closed;
 atomic_int nvs_gate_activity;
+atomic_int nvs_gate_inflight;
 
 struct nvs_sc_state nvs_sc = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -59,6 +60,7 @@ static atomic_int gpu_fits[NVS_MAX_GPUS]; /* not serialized (or no scheduler) */
  * a limited GPU's gated calls wait (wait_for_mode); read without nvs_sc.mu. */
 static atomic_int mode_pending[NVS_MAX_GPUS];
 static atomic_int mem_dirty[NVS_MAX_GPUS]; /* accounting's count changed */
+static atomic_int ctx_known[NVS_MAX_GPUS]; /* an application context of it is noted */
 static atomic_int capture_depth;
 static atomic_int started;  /* the client thread was started (or tried) */
 static atomic_int stopping; /* process is exiting: no more driver calls */
@@ -71,6 +73,8 @@ static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
 static int evfd = -1;
 
 static void mem_changed(int dev);
+static void gate_wait(int dev);
+static void wait_open_locked(int dev);
 
 /* Configuration read at start. */
 static uint32_t attach_wait_ms = NVS_ATTACH_WAIT_DEFAULT_MS;
@@ -127,8 +131,11 @@ void nvs_sc_recompute_gate(void)
 	int any = 0;
 	for (int i = 0; i < nvs_sc.ndev; i++) {
 		const struct sc_gpu *g = &nvs_sc.gpus[i];
-		int closed = g->attached && ((g->serialized && g->lock != L_HELD) ||
-					     g->lock == L_DROPPING || g->lock == L_IDLE_CHECK);
+		/* Swapped-out memory keeps the gate closed until the client
+		 * thread restored it, whatever else would open it. */
+		int closed =
+		    g->attached && ((g->serialized && g->lock != L_HELD) || g->lock == L_DROPPING ||
+				    g->lock == L_IDLE_CHECK || nvs_swap_must_restore(i));
 		/* A throttled GPU (compute quota) is one whose lock the
 		 * scheduler withholds: closed by the rule above. */
 		atomic_store_explicit(&gpu_closed[i], closed, memory_order_release);
@@ -238,12 +245,49 @@ void nvs_sched_start(void)
 	ensure_started();
 }
 
+/* An application context of dev, once (the first use of a device may come
+ * before any context is current: a primary-context retain). The client
+ * thread needs one to drain and swap, and to pin staging early. */
+static void note_ctx(int dev)
+{
+	CUcontext cur = NULL;
+	CUdevice cd;
+	if (!nvs_real.cuCtxGetCurrent || nvs_real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur ||
+	    !nvs_real.cuCtxGetDevice || nvs_real.cuCtxGetDevice(&cd) != CUDA_SUCCESS)
+		return;
+	pthread_mutex_lock(&nvs_sc.mu);
+	struct sc_gpu *g = &nvs_sc.gpus[dev];
+	int stage = 0;
+	if (cd == g->cudev && !g->ctx) {
+		g->ctx = cur;
+		/* Told serialized before a context was known (the GPU_MODE
+		 * came first): the staging starts now, not at the first
+		 * hand-off, whose swap-out would find none. */
+		stage = g->serialized;
+	}
+	if (g->ctx)
+		atomic_store_explicit(&ctx_known[dev], 1, memory_order_release);
+	pthread_mutex_unlock(&nvs_sc.mu);
+	if (stage)
+		nvs_swap_prepare(dev); /* only asks the staging thread */
+}
+
+void nvs_sched_note_ctx(int dev)
+{
+	if (dev >= 0 && dev < NVS_MAX_GPUS &&
+	    atomic_load_explicit(&gpu_attached[dev], memory_order_acquire) &&
+	    !atomic_load_explicit(&ctx_known[dev], memory_order_acquire))
+		note_ctx(dev);
+}
+
 void nvs_sched_attach_gpu(int dev)
 {
 	if (dev < 0 || dev >= NVS_MAX_GPUS)
 		return;
-	if (atomic_load_explicit(&gpu_attached[dev], memory_order_acquire))
+	if (atomic_load_explicit(&gpu_attached[dev], memory_order_acquire)) {
+		nvs_sched_note_ctx(dev);
 		return;
+	}
 	ensure_started();
 
 	/* Driver queries outside the mutex. */
@@ -347,16 +391,48 @@ static void wait_for_mode(int dev)
 	pthread_mutex_unlock(&nvs_sc.mu);
 }
 
+static void gate_slow(void);
+
 void nvs_gate_slow(void)
+{
+	/* Uncounted while waiting: the client thread may be waiting for the
+	 * in-flight count to drain before it opens this gate again. */
+	atomic_fetch_sub_explicit(&nvs_gate_inflight, 1, memory_order_seq_cst);
+	gate_slow();
+}
+
+/* Counted again before the device's gate is read once more: a gate that
+ * closed in between sends us back to wait. */
+static int enter_open(int dev)
+{
+	atomic_fetch_add_explicit(&nvs_gate_inflight, 1, memory_order_seq_cst);
+	if (dev < 0 || !atomic_load_explicit(&gpu_closed[dev], memory_order_seq_cst))
+		return 1;
+	atomic_fetch_sub_explicit(&nvs_gate_inflight, 1, memory_order_seq_cst);
+	return 0;
+}
+
+static void gate_slow(void)
 {
 	ensure_started(); /* a forked child restarts here */
 	CUdevice dev;
-	if (!nvs_real.cuCtxGetDevice || nvs_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
-		return; /* no context: nothing to gate */
-	if ((unsigned)dev >= NVS_MAX_GPUS)
+	if (!nvs_real.cuCtxGetDevice || nvs_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
+	    (unsigned)dev >= NVS_MAX_GPUS) {
+		enter_open(-1); /* no context: nothing to gate */
 		return;
+	}
+	for (;;) {
+		gate_wait((int)dev);
+		if (enter_open((int)dev))
+			return;
+	}
+}
+
+/* Waits until dev's gate is open (uncounted). */
+static void gate_wait(int dev)
+{
 	if (!atomic_load_explicit(&gpu_attached[dev], memory_order_acquire))
-		nvs_sched_attach_gpu((int)dev);
+		nvs_sched_attach_gpu(dev);
 	if (atomic_load(&probe_pending) && atomic_exchange(&probe_pending, 0)) {
 		pthread_mutex_lock(&nvs_sc.mu);
 		nvs_sc_recompute_gate();
@@ -364,10 +440,10 @@ void nvs_gate_slow(void)
 	}
 	/* Bounded in-flight work of a limited GPU, before the lock check:
 	 * the launch follows that check at once. */
-	if (nvs_qclient_limited((int)dev))
-		wait_for_mode((int)dev);
-	if (nvs_qclient_capped((int)dev))
-		nvs_qclient_gate((int)dev, atomic_load(&capture_depth) > 0);
+	if (nvs_qclient_limited(dev))
+		wait_for_mode(dev);
+	if (nvs_qclient_capped(dev))
+		nvs_qclient_gate(dev, atomic_load(&capture_depth) > 0);
 	if (!atomic_load_explicit(&gpu_closed[dev], memory_order_acquire))
 		return; /* another GPU is closed, not ours */
 	CUcontext cur = NULL;
@@ -378,16 +454,37 @@ void nvs_gate_slow(void)
 	struct sc_gpu *g = &nvs_sc.gpus[dev];
 	if (cur)
 		g->ctx = cur;
+	wait_open_locked(dev);
+	pthread_mutex_unlock(&nvs_sc.mu);
+}
+
+/* mu held: asks for dev's lock if it needs one, and waits for its gate to
+ * open. A gate closed because swapped-out memory must come back first
+ * wakes the client thread, which restores it (docs/swap.md). */
+static void wait_open_locked(int dev)
+{
+	struct sc_gpu *g = &nvs_sc.gpus[dev];
 	while (atomic_load_explicit(&gpu_closed[dev], memory_order_relaxed)) {
 		if (g->serialized && g->lock == L_NONE) {
 			g->lock = L_REQUESTED;
 			g->req_pending = 1;
+			kick();
+		} else if (nvs_swap_must_restore(dev)) {
 			kick();
 		}
 		g->blocked++;
 		pthread_cond_wait(&nvs_sc.cv, &nvs_sc.mu);
 		g->blocked--;
 	}
+}
+
+void nvs_sched_wait_open(int dev)
+{
+	if (dev < 0 || dev >= NVS_MAX_GPUS || !atomic_load(&started))
+		return;
+	pthread_mutex_lock(&nvs_sc.mu);
+	if (nvs_sc.gpus[dev].attached)
+		wait_open_locked(dev);
 	pthread_mutex_unlock(&nvs_sc.mu);
 }
 
@@ -409,6 +506,12 @@ int nvs_sched_gpu_fits(int dev)
 	if (!atomic_load_explicit(&gpu_attached[dev], memory_order_acquire))
 		return !atomic_load_explicit(&started, memory_order_acquire);
 	return atomic_load_explicit(&gpu_fits[dev], memory_order_relaxed);
+}
+
+void nvs_sched_kick(void)
+{
+	if (atomic_load_explicit(&started, memory_order_acquire))
+		kick();
 }
 
 void nvs_sched_capture_begin(void)
@@ -446,6 +549,7 @@ void nvs_sched_atfork_child(void)
 		atomic_store(&gpu_fits[i], 0);
 		atomic_store(&mode_pending[i], 0);
 		atomic_store(&mem_dirty[i], 0);
+		atomic_store(&ctx_known[i], 0);
 	}
 	atomic_store(&capture_depth, 0);
 	atomic_store(&nvs_gate_activity, 0);

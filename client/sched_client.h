@@ -25,9 +25,20 @@ extern atomic_int nvs_gate_closed;
  * idleness. */
 extern atomic_int nvs_gate_activity;
 
-/* Slow path: finds the calling thread's current device, asks for its lock if
- * needed and waits for it. Never fails: if the scheduler is gone it returns
- * and the work runs ungated. */
+/* Gated calls between the gate and the end of their real call. The client
+ * thread closes a gate, then waits for this to reach 0 before it drains and
+ * swaps: a call that passed the gate just before it closed has submitted
+ * its work by then, so the drain waits for that work too and nothing
+ * reaches the GPU while memory is swapped out (docs/client-lock.md "The
+ * gate and calls in flight"). Dekker-style: the count's increment and the
+ * gate's store are sequentially consistent, as are the loads after them. */
+extern atomic_int nvs_gate_inflight;
+
+/* Slow path, entered counted in nvs_gate_inflight: finds the calling
+ * thread's current device, asks for its lock if needed and waits for it
+ * (uncounted meanwhile), and returns counted again, its device's gate open.
+ * Never fails: if the scheduler is gone it returns and the work runs
+ * ungated. */
 void nvs_gate_slow(void);
 
 /* NVSHARE_REQUIRE_SCHEDULER=1: 1 while connected to the scheduler; the
@@ -37,10 +48,25 @@ int nvs_sched_require_ok(void);
 
 static inline void nvs_gate(void)
 {
-	if (__builtin_expect(atomic_load_explicit(&nvs_gate_closed, memory_order_acquire), 0))
+	atomic_fetch_add_explicit(&nvs_gate_inflight, 1, memory_order_seq_cst);
+	if (__builtin_expect(atomic_load_explicit(&nvs_gate_closed, memory_order_seq_cst), 0))
 		nvs_gate_slow();
 	atomic_store_explicit(&nvs_gate_activity, 1, memory_order_relaxed);
 }
+
+/* After the real call of a gated wrapper returned. */
+static inline void nvs_gate_done(void)
+{
+	atomic_fetch_sub_explicit(&nvs_gate_inflight, 1, memory_order_release);
+}
+
+/* Waits until dev's gate is open (asking for its lock if it is serialized
+ * and not held): for calls that need the GPU's memory in place but are not
+ * gated themselves (a VMM mapping of memory that is swapped out). Returns at
+ * once if the scheduler client is not running or dev is not attached. */
+void nvs_sched_wait_open(int dev);
+/* Wakes the client thread (something it reports changed). */
+void nvs_sched_kick(void);
 
 /* Started once from the library's lazy init (after real driver pointers are
  * resolved). Does not block on the scheduler. NVSHARE_DISABLE=1 or the
@@ -50,6 +76,11 @@ void nvs_sched_start(void);
 /* The process uses device ordinal `dev` (first context / allocation /
  * launch on it). Idempotent and cheap after the first call per device. */
 void nvs_sched_attach_gpu(int dev);
+
+/* The calling thread's current context, if it is dev's, is remembered as
+ * the application's (once; cheap afterwards): the client thread drains,
+ * swaps and pins staging in it. Called on allocations. */
+void nvs_sched_note_ctx(int dev);
 
 /* 1 when `dev` is not serialized by the scheduler (its clients' memory
  * fits), or no scheduler is connected; 0 while serialized or before the

@@ -120,6 +120,10 @@ void nvs_sc_conn_atfork_child(void);
 void nvs_sc_handle_msg(const struct nvs_msg *m);
 /* The idle release, once per loop of the client thread. */
 int nvs_sc_idle_tick(void);
+/* Once per loop: brings back swapped-out memory of every GPU whose gate
+ * would be open but for it (the GPU went concurrent, the scheduler went
+ * away, a grant whose swap-in could not run). */
+void nvs_sc_restore_tick(void);
 /* The connection was lost: the idle watch ends (client thread). */
 void nvs_sc_idle_watch_stop(void);
 /* At start-up: NVSHARE_IDLE_RELEASE_MS. */

@@ -59,6 +59,7 @@ static uint32_t seq;
 static uint64_t next_connect_ns;
 static int warned_absent;
 static unsigned jitter_seed;
+static int paths_ok;	      /* this scheduler takes SWAP_PATHS (SWAP_PATHS_OK) */
 static int ungated_asked;     /* this scheduler asked for UNGATED reports */
 static uint64_t last_rx_ns;   /* when it last sent anything */
 static uint64_t ping_sent_ns; /* an unanswered PING (0: none) */
@@ -174,6 +175,28 @@ void nvs_sc_queue_swap_stats(int dev)
 	queue_msg(&m);
 }
 
+/* SWAP_PATHS for every announced GPU whose figures changed (outside mu:
+ * the engine's and staging's locks are taken after it, never inside). */
+static void send_swap_paths(void)
+{
+	if (!paths_ok || sock < 0)
+		return;
+	int devs[NVS_MAX_GPUS], n = 0;
+	pthread_mutex_lock(&nvs_sc.mu);
+	for (int i = 0; i < nvs_sc.ndev; i++)
+		if (nvs_sc.gpus[i].attached && nvs_sc.gpus[i].announced)
+			devs[n++] = i;
+	pthread_mutex_unlock(&nvs_sc.mu);
+	for (int k = 0; k < n; k++) {
+		struct nvs_msg m;
+		memset(&m, 0, sizeof m);
+		if (!nvs_swap_report(devs[k], &m.u.paths))
+			continue;
+		m.type = NVS_MSG_SWAP_PATHS;
+		queue_msg(&m);
+	}
+}
+
 /* Sends what application threads asked for: ATTACH_GPU for new devices,
  * REQ_LOCK, coalesced MEM_UPDATE. Called with mu held, while connected. */
 static void compose_locked(void)
@@ -232,6 +255,7 @@ static void disconnect_for(int reason, const char *why)
 	inlen = outlen = 0;
 	out_overflow = 0;
 	nvs_sc_idle_watch_stop();
+	paths_ok = 0;
 	ping_sent_ns = 0;
 	ungated_asked = 0;
 	pthread_mutex_lock(&nvs_sc.mu);
@@ -292,11 +316,12 @@ static void try_connect(void)
 	/* Device memory already (the variable, or an earlier MEMORY_MODE):
 	 * say so; else offer to switch on the Pod's word. */
 	m.u.hello.flags = NVS_HELLO_SWAP_HINT | NVS_HELLO_LIMITS | NVS_HELLO_UNGATED |
-			  (sched_timeout_ns ? NVS_HELLO_PING : 0) |
+			  NVS_HELLO_SWAP_PATHS | (sched_timeout_ns ? NVS_HELLO_PING : 0) |
 			  (hello_mem_flags || !nvs_config_unified() ? NVS_HELLO_DEVICE_MEMORY
 								    : NVS_HELLO_MEMORY_MODE) |
 			  hello_prio_flags;
 	queue_msg(&m);
+	paths_ok = 0;
 	ping_sent_ns = 0;
 	ungated_asked = 0;
 	last_rx_ns = nvs_sc_now_ns();
@@ -392,7 +417,12 @@ static void on_readable(void)
 				announce_limits();
 			else if (m.type == NVS_MSG_UNGATED_ASK)
 				ungated_asked = 1;
-			else if (m.type == NVS_MSG_MEMORY_MODE) {
+			else if (m.type == NVS_MSG_SWAP_PATHS_OK) {
+				/* Everything is news to this scheduler. */
+				paths_ok = 1;
+				for (int i = 0; i < NVS_MAX_GPUS; i++)
+					nvs_swap_report_again(i);
+			} else if (m.type == NVS_MSG_MEMORY_MODE) {
 				if (m.u.gpu.value == NVS_MEMORY_MODE_DEVICE)
 					nvs_config_device_memory();
 			} else
@@ -536,10 +566,13 @@ void *nvs_sc_thread_main(void *arg)
 			return NULL;
 		if (sock < 0 && nvs_sc_now_ns() >= next_connect_ns)
 			try_connect();
+		/* Swapped-out memory whose gate may open now comes back first. */
+		nvs_sc_restore_tick();
 		if (sock >= 0) {
 			pthread_mutex_lock(&nvs_sc.mu);
 			compose_locked();
 			pthread_mutex_unlock(&nvs_sc.mu);
+			send_swap_paths();
 		}
 		ungated_tick();
 		int timeout = -1;
@@ -597,6 +630,7 @@ void nvs_sc_conn_atfork_child(void)
 	inlen = outlen = 0;
 	out_overflow = 0;
 	seq = 0;
+	paths_ok = 0;
 	warned_absent = 0;
 	next_connect_ns = 0;
 	ungated_asked = 0;

@@ -127,6 +127,52 @@ static int swap_possible(int dev)
 	return use_ctx(dev, NULL);
 }
 
+/* Restoring swapped-out memory needs the application's context current; a
+ * capture does not stop it (nothing is synchronized but our own stream). */
+static int restore_possible(int dev)
+{
+	return !nvs_sc_stopping() && use_ctx(dev, NULL);
+}
+
+/* Memory may be short on dev: the swap staging grows in the background
+ * (in the application's context; none known yet: later). */
+static void prepare_staging(int dev)
+{
+	pthread_mutex_lock(&nvs_sc.mu);
+	CUcontext ctx = nvs_sc.gpus[dev].ctx;
+	pthread_mutex_unlock(&nvs_sc.mu);
+	if (ctx && !nvs_sc_stopping() && nvs_real.cuCtxSetCurrent &&
+	    nvs_real.cuCtxSetCurrent(ctx) == CUDA_SUCCESS)
+		nvs_swap_prepare(dev);
+}
+
+/* After a gate closed: waits until every gated call that passed it before
+ * has returned from the driver, so that the drain covers their work and no
+ * work reaches the GPU while memory is swapped out (client/sched_client.h).
+ * Bounded (a call blocked in the driver that long is not a launch racing
+ * the gate): 0, or -1 after NVS_INFLIGHT_WAIT_NS. */
+#define NVS_INFLIGHT_WAIT_NS 10000000000ull
+static int wait_inflight(int dev)
+{
+	if (!atomic_load_explicit(&nvs_gate_inflight, memory_order_seq_cst))
+		return 0;
+	uint64_t t0 = nvs_sc_now_ns();
+	long ns = 20000;
+	while (atomic_load_explicit(&nvs_gate_inflight, memory_order_seq_cst)) {
+		if (nvs_sc_now_ns() - t0 > NVS_INFLIGHT_WAIT_NS) {
+			NVS_WARN("GPU %d: a gated call stayed in the driver for %.0f s after the "
+				 "gate closed; this release swaps nothing by the fast path",
+				 dev, (double)NVS_INFLIGHT_WAIT_NS / 1e9);
+			return -1;
+		}
+		struct timespec ts = {0, ns};
+		nanosleep(&ts, NULL);
+		if (ns < 1000000)
+			ns *= 2;
+	}
+	return 0;
+}
+
 static uint64_t busy_threshold_ns(void)
 {
 	uint64_t tick = (uint64_t)(idle_ms / 4 ? idle_ms / 4 : 1) * 1000000ull;
@@ -152,8 +198,9 @@ static void release_lock(int dev, uint32_t drop_flags, int idle)
 	pthread_mutex_unlock(&nvs_sc.mu);
 
 	uint64_t t0 = nvs_sc_now_ns();
+	int calm = wait_inflight(dev) == 0; /* nothing can reach the GPU from now on */
 	sync_gpu(dev);
-	if (!idle && (drop_flags & NVS_LOCK_SWAP_OUT) && swap_possible(dev)) {
+	if (!idle && (drop_flags & NVS_LOCK_SWAP_OUT) && calm && swap_possible(dev)) {
 		/* The amount the scheduler computed (MiB in the flags' upper
 		 * bits; 0 = all): just what the next holder needs. */
 		uint64_t mib = drop_flags >> NVS_DROP_SWAP_MIB_SHIFT;
@@ -182,7 +229,7 @@ static void release_lock(int dev, uint32_t drop_flags, int idle)
 		 * job that was not idle after all moves nothing; the gate stays
 		 * closed meanwhile, and the time counts as drain. */
 		uint32_t mib = g->idle_swap_mib;
-		if (mib && g->lock == L_IDLE_CHECK) {
+		if (mib && calm && g->lock == L_IDLE_CHECK) {
 			pthread_mutex_unlock(&nvs_sc.mu);
 			if (swap_possible(dev)) {
 				moved_mib = nvs_swap_mib(nvs_swap_out(dev, (uint64_t)mib << 20));
@@ -247,6 +294,7 @@ void nvs_sc_handle_msg(const struct nvs_msg *m)
 			g->lock = L_NONE;
 			g->req_pending = 0;
 		}
+		int became = ser && !g->serialized;
 		if (ser != g->serialized)
 			NVS_DEBUG("GPU %d: %s", dev, ser ? "serialized" : "concurrent");
 		g->serialized = ser;
@@ -255,6 +303,11 @@ void nvs_sc_handle_msg(const struct nvs_msg *m)
 		nvs_sc_recompute_gate();
 		pthread_cond_broadcast(&nvs_sc.cv);
 		pthread_mutex_unlock(&nvs_sc.mu);
+		/* Serialized (in auto: the memory does not fit): hand-offs will
+		 * swap, so the staging starts pinning now, off the critical
+		 * path (docs/swap.md "Host staging"). */
+		if (became)
+			prepare_staging(dev);
 		break;
 	}
 	case NVS_MSG_LOCK_OK: {
@@ -265,11 +318,15 @@ void nvs_sc_handle_msg(const struct nvs_msg *m)
 		int regrant = g->lock == L_HELD;
 		CUdevice cudev = g->cudev;
 		pthread_mutex_unlock(&nvs_sc.mu);
-		/* Before the gate opens: the first kernel finds its data on
-		 * the GPU instead of faulting it in page by page. */
-		if ((m->u.lock_ok.flags & NVS_LOCK_SWAP_IN) && !regrant && nvs_swap_enabled() &&
-		    swap_possible(dev)) {
+		/* Before the gate opens: what the swap engine took out comes
+		 * back in any case; with SWAP_IN everything else is prefetched
+		 * too, so the first kernel finds its data on the GPU instead of
+		 * faulting it in page by page. */
+		if ((m->u.lock_ok.flags & NVS_LOCK_SWAP_IN) && !regrant && swap_possible(dev)) {
 			nvs_swap_in(dev, cudev);
+			nvs_sc_queue_swap_stats(dev);
+		} else if (nvs_swap_must_restore(dev) && restore_possible(dev)) {
+			nvs_swap_restore(dev, cudev);
 			nvs_sc_queue_swap_stats(dev);
 		}
 		pthread_mutex_lock(&nvs_sc.mu);
@@ -327,6 +384,10 @@ void nvs_sc_handle_msg(const struct nvs_msg *m)
 		pthread_mutex_lock(&nvs_sc.mu);
 		*(m->type == NVS_MSG_WAITERS ? &g->waiters : &g->idle_swap_mib) = m->u.gpu.value;
 		pthread_mutex_unlock(&nvs_sc.mu);
+		/* Memory is short: the swap staging starts pinning now, in the
+		 * background, before any swap-out needs it. */
+		if (m->type == NVS_MSG_SWAP_HINT && m->u.gpu.value)
+			prepare_staging((int)m->u.gpu.local_gpu);
 		break;
 	case NVS_MSG_SET_LIMITS:
 		if (!(g = msg_gpu(m->u.limits.local_gpu, "SET_LIMITS")))
@@ -343,6 +404,40 @@ void nvs_sc_handle_msg(const struct nvs_msg *m)
 	default:
 		NVS_DEBUG("unexpected %s from scheduler ignored", nvs_msg_type_name(m->type));
 		break;
+	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* Restoring swapped-out memory                                            */
+
+void nvs_sc_restore_tick(void)
+{
+	int cand[NVS_MAX_GPUS], nc = 0;
+	CUdevice cudev[NVS_MAX_GPUS];
+	pthread_mutex_lock(&nvs_sc.mu);
+	for (int i = 0; i < nvs_sc.ndev; i++) {
+		const struct sc_gpu *g = &nvs_sc.gpus[i];
+		/* Open but for the swapped-out memory: concurrent, no
+		 * scheduler, or held (a grant whose restore could not run). */
+		if (g->attached && nvs_swap_must_restore(i) &&
+		    (!nvs_sc.connected || !g->serialized || g->lock == L_HELD)) {
+			cudev[nc] = g->cudev;
+			cand[nc++] = i;
+		}
+	}
+	pthread_mutex_unlock(&nvs_sc.mu);
+	for (int k = 0; k < nc; k++) {
+		if (!restore_possible(cand[k]))
+			continue;
+		nvs_swap_restore(cand[k], cudev[k]);
+		nvs_sc_queue_swap_stats(cand[k]);
+		NVS_DEBUG("GPU %d: swapped-out memory restored (its gate may open)", cand[k]);
+	}
+	if (nc) {
+		pthread_mutex_lock(&nvs_sc.mu);
+		nvs_sc_recompute_gate();
+		pthread_cond_broadcast(&nvs_sc.cv);
+		pthread_mutex_unlock(&nvs_sc.mu);
 	}
 }
 

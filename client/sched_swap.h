@@ -35,6 +35,8 @@
 #ifndef NVSHARE_CLIENT_SCHED_SWAP_H
 #define NVSHARE_CLIENT_SCHED_SWAP_H
 
+#include "protocol.h"
+
 #include <cuda.h>
 #include <stdint.h>
 
@@ -51,6 +53,22 @@ void nvs_swap_fresh(int dev, CUdeviceptr ptr, uint64_t bytes);
 /* Copies dev's cumulative counters; returns 1 if they changed since the
  * last call that returned 1 (a SWAP_STATS is due), else 0. */
 int nvs_swap_totals(int dev, struct nvs_swap_totals *out);
+
+/* dev has memory the swap engine took out (client/swap_engine.h): its gate
+ * stays closed until nvs_swap_restore (or nvs_swap_in) brought it back. */
+int nvs_swap_must_restore(int dev);
+/* Brings back what the engine took out of dev (no prefetch of anything
+ * else); counted as swap-in. Client thread, context current. */
+void nvs_swap_restore(int dev, CUdevice cudev);
+/* Memory may be short on dev: the engine's pinned staging starts growing
+ * in the background. Client thread, context current. */
+void nvs_swap_prepare(int dev);
+
+/* dev's bytes per swap path and its staging (a SWAP_PATHS message);
+ * returns 1 if they changed since the last call that returned 1. */
+int nvs_swap_report(int dev, struct nvs_swap_paths *out);
+/* The next nvs_swap_report(dev) returns 1 (a new connection). */
+void nvs_swap_report_again(int dev);
 
 /* NVSHARE_SWAP (default 1): prefetch on grant. */
 int nvs_swap_enabled(void);

@@ -107,6 +107,7 @@ static void encode_payload(const struct nvs_msg *m, struct wr *w)
 	case NVS_MSG_LIMITS_ASK:
 	case NVS_MSG_MEMORY_MODE:
 	case NVS_MSG_UNGATED_ASK:
+	case NVS_MSG_SWAP_PATHS_OK:
 		U32(m->u.gpu.local_gpu);
 		U32(m->u.gpu.value);
 		break;
@@ -140,6 +141,15 @@ static void encode_payload(const struct nvs_msg *m, struct wr *w)
 		U64(m->u.swap.bytes_out);
 		U64(m->u.swap.ns_in);
 		U64(m->u.swap.ns_out);
+		break;
+	case NVS_MSG_SWAP_PATHS:
+		U32(m->u.paths.local_gpu);
+		U32(m->u.paths.flags);
+		U64(m->u.paths.fast);
+		U64(m->u.paths.prefetch);
+		U64(m->u.paths.pinned);
+		U64(m->u.paths.staging);
+		U64(m->u.paths.staging_used);
 		break;
 	case NVS_MSG_SET_LIMITS:
 	case NVS_MSG_LIMITS_IN_FORCE:
@@ -227,6 +237,7 @@ static void decode_payload(struct nvs_msg *m, struct rd *r)
 	case NVS_MSG_LIMITS_ASK:
 	case NVS_MSG_MEMORY_MODE:
 	case NVS_MSG_UNGATED_ASK:
+	case NVS_MSG_SWAP_PATHS_OK:
 		m->u.gpu.local_gpu = (uint32_t)get(r, 4);
 		m->u.gpu.value = (uint32_t)get(r, 4);
 		break;
@@ -260,6 +271,15 @@ static void decode_payload(struct nvs_msg *m, struct rd *r)
 		m->u.swap.bytes_out = get(r, 8);
 		m->u.swap.ns_in = get(r, 8);
 		m->u.swap.ns_out = get(r, 8);
+		break;
+	case NVS_MSG_SWAP_PATHS:
+		m->u.paths.local_gpu = (uint32_t)get(r, 4);
+		m->u.paths.flags = (uint32_t)get(r, 4);
+		m->u.paths.fast = get(r, 8);
+		m->u.paths.prefetch = get(r, 8);
+		m->u.paths.pinned = get(r, 8);
+		m->u.paths.staging = get(r, 8);
+		m->u.paths.staging_used = get(r, 8);
 		break;
 	case NVS_MSG_SET_LIMITS:
 	case NVS_MSG_LIMITS_IN_FORCE:
@@ -382,6 +402,10 @@ const char *nvs_msg_type_name(unsigned type)
 		return "MEM_UPDATE";
 	case NVS_MSG_SWAP_STATS:
 		return "SWAP_STATS";
+	case NVS_MSG_SWAP_PATHS:
+		return "SWAP_PATHS";
+	case NVS_MSG_SWAP_PATHS_OK:
+		return "SWAP_PATHS_OK";
 	case NVS_MSG_LOCK_OK:
 		return "LOCK_OK";
 	case NVS_MSG_DROP_LOCK:

@@ -50,18 +50,20 @@ enum nvs_msg_type {
 	NVS_MSG_PING = 7,	     /* are you there? (HELLO flag NVS_HELLO_PING) */
 	NVS_MSG_LIMITS_IN_FORCE = 8, /* limits I enforce (answer to LIMITS_ASK) */
 	NVS_MSG_UNGATED = 9,	     /* I ran ungated (answer to UNGATED_ASK) */
+	NVS_MSG_SWAP_PATHS = 10,     /* bytes per swap path, staging (after SWAP_PATHS_OK) */
 	/* scheduler -> client */
-	NVS_MSG_LOCK_OK = 32,	  /* lock granted */
-	NVS_MSG_DROP_LOCK = 33,	  /* release the lock soon */
-	NVS_MSG_GPU_MODE = 34,	  /* GPU switched serialized <-> concurrent */
-	NVS_MSG_SET_LIMITS = 35,  /* memory / compute limits changed */
-	NVS_MSG_WAITERS = 36,	  /* number of clients waiting for this GPU */
-	NVS_MSG_WELCOME = 37,	  /* reply to HELLO */
-	NVS_MSG_SWAP_HINT = 38,	  /* MiB to move to the host on an idle release */
-	NVS_MSG_PONG = 39,	  /* answer to PING (and, once, "I answer PINGs") */
-	NVS_MSG_LIMITS_ASK = 40,  /* which limits do you enforce? (NVS_HELLO_LIMITS) */
-	NVS_MSG_MEMORY_MODE = 41, /* keep new allocations device memory (NVS_HELLO_MEMORY_MODE) */
-	NVS_MSG_UNGATED_ASK = 42, /* tell me when you ran ungated (NVS_HELLO_UNGATED) */
+	NVS_MSG_LOCK_OK = 32,	    /* lock granted */
+	NVS_MSG_DROP_LOCK = 33,	    /* release the lock soon */
+	NVS_MSG_GPU_MODE = 34,	    /* GPU switched serialized <-> concurrent */
+	NVS_MSG_SET_LIMITS = 35,    /* memory / compute limits changed */
+	NVS_MSG_WAITERS = 36,	    /* number of clients waiting for this GPU */
+	NVS_MSG_WELCOME = 37,	    /* reply to HELLO */
+	NVS_MSG_SWAP_HINT = 38,	    /* MiB to move to the host on an idle release */
+	NVS_MSG_PONG = 39,	    /* answer to PING (and, once, "I answer PINGs") */
+	NVS_MSG_LIMITS_ASK = 40,    /* which limits do you enforce? (NVS_HELLO_LIMITS) */
+	NVS_MSG_MEMORY_MODE = 41,   /* keep new allocations device memory (NVS_HELLO_MEMORY_MODE) */
+	NVS_MSG_UNGATED_ASK = 42,   /* tell me when you ran ungated (NVS_HELLO_UNGATED) */
+	NVS_MSG_SWAP_PATHS_OK = 43, /* send SWAP_PATHS (NVS_HELLO_SWAP_PATHS) */
 	/* control (nvsharectl) <-> scheduler */
 	NVS_MSG_CTL_SET = 64,	     /* change a GPU setting */
 	NVS_MSG_CTL_SET_CLIENT = 65, /* change a client's limits */
@@ -148,6 +150,11 @@ static inline uint32_t nvs_swap_mib(uint64_t bytes)
  * never believed for anything else. */
 #define NVS_HELLO_UNGATED 0x80u
 #define NVS_MEMORY_MODE_DEVICE 1u
+/* The client can report its bytes per swap path and its host staging
+ * (docs/swap.md): a scheduler that knows the flag answers HELLO with one
+ * SWAP_PATHS_OK, and only then does the client send SWAP_PATHS (whenever
+ * they change), so an older scheduler never sees a type it would close on. */
+#define NVS_HELLO_SWAP_PATHS 0x100u
 
 /* LOCK_RELEASED flags. Bit 0: an idle release (not asked). Bits 8..31 (same
  * shift as DROP_LOCK): the MiB an idle release moved to the host, as the
@@ -181,7 +188,7 @@ struct nvs_attach_gpu {
 };
 
 /* REQ_LOCK, WAITERS, GPU_MODE, SWAP_HINT, PING, PONG, LIMITS_ASK,
- * MEMORY_MODE and UNGATED_ASK share this layout. */
+ * MEMORY_MODE, UNGATED_ASK and SWAP_PATHS_OK share this layout. */
 struct nvs_gpu_msg {
 	uint32_t local_gpu; /* PING, PONG: 0 */
 	uint32_t value;	    /* WAITERS: count; GPU_MODE: NVS_GPU_MODE_*; SWAP_HINT: MiB;
@@ -217,6 +224,19 @@ struct nvs_swap_stats {
 	uint64_t ns_in, ns_out;
 };
 
+/* SWAP_PATHS: what the client's swap engine does with its memory on one GPU
+ * (a claim, shown in the status and metrics; no decision rests on it). */
+struct nvs_swap_paths {
+	uint32_t local_gpu;
+	uint32_t flags;	       /* NVS_SWAP_PATHS_* */
+	uint64_t fast;	       /* bytes moved at link speed (converted, VMM) */
+	uint64_t prefetch;     /* bytes moved by Unified Memory prefetch */
+	uint64_t pinned;       /* bytes that never move */
+	uint64_t staging;      /* pinned host staging held for this GPU */
+	uint64_t staging_used; /* of which holding swapped-out data now */
+};
+#define NVS_SWAP_PATHS_PIN_FAILED 0x1u /* pinning was refused: staging stopped growing */
+#define NVS_SWAP_PATHS_TRAP 0x2u       /* NVSHARE_SWAP_TRAP=1 (a test mode) */
 /* UNGATED: the runs without the scheduler's gate that ended for one reason
  * since the last report, and how long they lasted together. */
 enum nvs_ungated_reason {
@@ -280,6 +300,7 @@ struct nvs_msg {
 		struct nvs_lock_released released;
 		struct nvs_mem_update mem;
 		struct nvs_swap_stats swap;
+		struct nvs_swap_paths paths;
 		struct nvs_set_limits limits;
 		struct nvs_ungated ungated;
 		struct nvs_ctl_set ctl_set;

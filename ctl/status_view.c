@@ -70,6 +70,42 @@ static void print_swap(FILE *f, const cJSON *clients)
 	}
 }
 
+/* Where each client's memory goes when it swaps (docs/swap.md), for clients
+ * that reported it. */
+static void print_swap_paths(FILE *f, const cJSON *clients)
+{
+	int hdr = 0;
+	const cJSON *c, *x;
+	cJSON_ArrayForEach(c, clients)
+	{
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(c, "gpus"))
+		{
+			const cJSON *sw = cJSON_GetObjectItemCaseSensitive(x, "swap");
+			double fa = numv(sw, "fast_bytes"), pf = numv(sw, "prefetch_bytes");
+			double pi = numv(sw, "pinned_bytes"), st = numv(sw, "staging_bytes");
+			double su = numv(sw, "staging_used_bytes");
+			if (fa == 0 && pf == 0 && pi == 0 && st == 0)
+				continue;
+			if (!hdr++)
+				fprintf(f, "\n%-6s %-4s %-9s %-9s %-9s %-19s %s\n", "PATHS", "GPU",
+					"FAST", "PREFETCH", "PINNED", "STAGING USED/HELD", "NOTE");
+			char b1[32], b2[32], b3[32], b4[32], b5[32], stg[48];
+			snprintf(stg, sizeof stg, "%s/%s",
+				 nvs_format_size((uint64_t)su, b4, sizeof b4),
+				 nvs_format_size((uint64_t)st, b5, sizeof b5));
+			const cJSON *pfail =
+			    cJSON_GetObjectItemCaseSensitive(sw, "staging_pin_failed");
+			const cJSON *trap = cJSON_GetObjectItemCaseSensitive(sw, "trap_mode");
+			fprintf(f, "%-6.0f %-4.0f %-9s %-9s %-9s %-19s %s%s\n", numv(c, "id"),
+				numv(x, "gpu"), nvs_format_size((uint64_t)fa, b1, sizeof b1),
+				nvs_format_size((uint64_t)pf, b2, sizeof b2),
+				nvs_format_size((uint64_t)pi, b3, sizeof b3), stg,
+				cJSON_IsTrue(pfail) ? "pinning refused " : "",
+				cJSON_IsTrue(trap) ? "trap mode" : "");
+		}
+	}
+}
+
 /* Compute quotas (docs/quotas.md), only for clients with a core limit. */
 static void print_quota(FILE *f, const cJSON *clients)
 {
@@ -311,6 +347,7 @@ int nvs_status_print(FILE *f, const char *json, size_t len)
 	if (!n)
 		fprintf(f, "(no clients)\n");
 	print_swap(f, clients);
+	print_swap_paths(f, clients);
 	print_quota(f, clients);
 	cJSON_Delete(root);
 	return 0;

@@ -24,12 +24,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bindings.h"
 #include "devices.h"
 #include "grpc_server.h"
 #include "health.h"
 #include "log.h"
 #include "parse.h"
 #include "plugin.h"
+#include "podres.h"
 #include "policy.h"
 #include "sockpath.h"
 
@@ -77,7 +79,21 @@ static void usage(FILE *f)
 		"                             (default /var/run/nvshare)\n"
 		"  --container-socket-dir DIR where containers see it (default the same;\n"
 		"                             a non-default value is passed as\n"
-		"                             NVSHARE_SOCK_DIR)\n"
+		"                             NVSHARE_SOCK_DIR). Each container gets\n"
+		"                             only its allocation's DIR/pods/<key>\n"
+		"                             there, bound to its Pod (Pod sockets)\n"
+		"  --pod-resources-socket PATH  the kubelet's PodResources API, which\n"
+		"                             names the Pod of each allocation (default\n"
+		"                             %s)\n"
+		"  --pod-resources-interval T reconcile the Pod bindings with it every T\n"
+		"                             (default 30s; 100ms..1h)\n"
+		"  --pod-socket-wait T        PreStartContainer waits up to T for the\n"
+		"                             scheduler's Pod socket (default 3s; 0..20s)\n"
+		"  --state-dir DIR            copies of the allocation records on the\n"
+		"                             node's disk, so that a reboot, which empties\n"
+		"                             the socket directory, does not lose the\n"
+		"                             mounts the kubelet checkpointed (default\n"
+		"                             %s; \"none\": not kept)\n"
 		"  --memory-unit SIZE         bytes per unit of nvshare.com/gpu-memory\n"
 		"                             (default 1Gi; at least 1Mi)\n"
 		"  --memory-oversubscription F  units advertised per GPU = its memory x F /\n"
@@ -103,7 +119,7 @@ static void usage(FILE *f)
 		"  -h, --help                 this text\n"
 		"\n"
 		"Environment: NVIDIA_VISIBLE_DEVICES (GPUs without NVML), NVSHARE_DEBUG=1.\n",
-		NVS_DP_MAX_REPLICAS);
+		NVS_DP_MAX_REPLICAS, NVS_DP_PODRES_SOCKET, NVS_DP_STATE_DIR);
 }
 
 /* Probes (health.h): --health-file, --probe live|ready, --probe-max-age. */
@@ -140,6 +156,7 @@ struct state {
 	unsigned nep;
 	char kubelet_sock[PATH_MAX];
 	int inotify_fd, watch;
+	int sock_watch; /* the scheduler's socket directory: its socket re-created */
 	int waiting_logged;
 };
 
@@ -206,6 +223,9 @@ static void try_register(struct state *st, struct endpoint *e)
 
 static void add_watch(struct state *st)
 {
+	if (st->sock_watch < 0)
+		st->sock_watch = inotify_add_watch(st->inotify_fd, st->cfg.host_sock_dir,
+						   IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF);
 	if (st->watch >= 0)
 		return;
 	st->watch = inotify_add_watch(st->inotify_fd, st->cfg.kubelet_dir,
@@ -228,6 +248,12 @@ static int read_inotify(struct state *st)
 		for (char *p = buf; p < buf + n;) {
 			struct inotify_event *ev = (struct inotify_event *)p;
 			p += sizeof *ev + ev->len;
+			if (ev->wd == st->sock_watch) {
+				/* Only a wake-up: the loop's nvs_dp_bind_tick looks. */
+				if (ev->mask & (IN_DELETE_SELF | IN_IGNORED))
+					st->sock_watch = -1;
+				continue;
+			}
 			if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) {
 				NVS_WARN("%s went away", st->cfg.kubelet_dir);
 				st->watch = -1;
@@ -273,7 +299,11 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 		O_CDI_DIR,
 		O_CDI_DRIVER,
 		O_CDI_DEV,
-		O_REQUIRE
+		O_REQUIRE,
+		O_PODRES,
+		O_PODRES_INT,
+		O_POD_WAIT,
+		O_STATE_DIR
 	};
 	static const struct option opts[] = {
 	    {"kubelet-dir", required_argument, 0, O_KDIR},
@@ -301,6 +331,10 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 	    {"cdi-driver-kind", required_argument, 0, O_CDI_DRIVER},
 	    {"cdi-dev-root", required_argument, 0, O_CDI_DEV},
 	    {"require-scheduler", no_argument, 0, O_REQUIRE},
+	    {"pod-resources-socket", required_argument, 0, O_PODRES},
+	    {"pod-resources-interval", required_argument, 0, O_PODRES_INT},
+	    {"pod-socket-wait", required_argument, 0, O_POD_WAIT},
+	    {"state-dir", required_argument, 0, O_STATE_DIR},
 	    {"version", no_argument, 0, 'V'},
 	    {"help", no_argument, 0, 'h'},
 	    {0, 0, 0, 0},
@@ -459,6 +493,35 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 		case O_REQUIRE:
 			c->require_scheduler = 1;
 			break;
+		case O_PODRES:
+			c->podres_socket = optarg;
+			break;
+		case O_PODRES_INT:
+			if (nvs_parse_duration_ms(optarg, &c->podres_interval_ms) ||
+			    c->podres_interval_ms < 100 || c->podres_interval_ms > 3600000) {
+				fprintf(
+				    stderr,
+				    "--pod-resources-interval: expected 100ms .. 1h such as 30s, "
+				    "got \"%s\"\n",
+				    optarg);
+				return -1;
+			}
+			break;
+		case O_STATE_DIR:
+			c->state_dir = strcmp(optarg, "none") ? optarg : NULL;
+			break;
+		case O_POD_WAIT:
+			/* Below the kubelet's 30 s PreStartContainer timeout, with
+			 * room for the PodResources calls before it. */
+			if (nvs_parse_duration_ms(optarg, &c->pod_socket_wait_ms) ||
+			    c->pod_socket_wait_ms > 20000) {
+				fprintf(
+				    stderr,
+				    "--pod-socket-wait: expected 0 .. 20s such as 3s, got \"%s\"\n",
+				    optarg);
+				return -1;
+			}
+			break;
 		case 'V':
 			printf("nvshare-device-plugin %s\n", NVS_VERSION_FULL);
 			exit(0);
@@ -476,6 +539,13 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 	}
 	if (!c->container_sock_dir)
 		c->container_sock_dir = c->host_sock_dir;
+	if (strlen(c->host_sock_dir) > NVS_SOCK_DIR_MAX) {
+		fprintf(stderr,
+			"--host-socket-dir: at most %zu bytes (the scheduler's socket path in it "
+			"must fit in a UNIX socket address)\n",
+			(size_t)NVS_SOCK_DIR_MAX);
+		return -1;
+	}
 	if (strchr(c->socket_name, '/') || !strcmp(c->socket_name, KUBELET_SOCK)) {
 		fprintf(stderr, "--socket-name: a plain file name other than %s\n", KUBELET_SOCK);
 		return -1;
@@ -500,12 +570,20 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 	}
 	const char *dirs[] = {c->host_lib_dir,	     c->container_lib_dir, c->host_sock_dir,
 			      c->container_sock_dir, c->kubelet_dir,	   c->cdi.spec_dir,
-			      c->cdi.dev_root};
+			      c->cdi.dev_root,	     c->podres_socket};
 	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
 		if (dirs[i][0] != '/') {
-			fprintf(stderr, "directories must be absolute paths: \"%s\"\n", dirs[i]);
+			fprintf(stderr, "directories and sockets must be absolute paths: \"%s\"\n",
+				dirs[i]);
 			return -1;
 		}
+	}
+	if (c->state_dir && (c->state_dir[0] != '/' || strlen(c->state_dir) > 200)) {
+		fprintf(stderr,
+			"--state-dir: an absolute path of at most 200 bytes, or \"none\": "
+			"\"%s\"\n",
+			c->state_dir);
+		return -1;
 	}
 	return 0;
 }
@@ -560,6 +638,10 @@ int main(int argc, char **argv)
 	    .lib_name = "libnvshare.so",
 	    .host_sock_dir = NVS_DEFAULT_SOCK_DIR,
 	    .container_sock_dir = NULL,
+	    .podres_socket = NVS_DP_PODRES_SOCKET,
+	    .podres_interval_ms = 30000,
+	    .pod_socket_wait_ms = 3000,
+	    .state_dir = NVS_DP_STATE_DIR,
 	    .check_library = 1,
 	    .mem_resource_name = "nvshare.com/gpu-memory",
 	    .mem_socket_name = "nvshare-memory.sock",
@@ -616,7 +698,7 @@ int main(int argc, char **argv)
 		NVS_ERROR("signalfd/inotify: %s", strerror(errno));
 		return 1;
 	}
-	st.watch = -1;
+	st.watch = st.sock_watch = -1;
 
 	if (nvs_dp_devices_init(&dev, st.cfg.replicas) < 0)
 		return 1;
@@ -655,6 +737,18 @@ int main(int argc, char **argv)
 	if (st.cfg.cdi.strategies & NVS_DP_LIST_CDI && write_cdi_spec(&st.cfg, &dev))
 		return 1;
 	nvs_rpc_init();
+	/* Pod sockets: a directory that cannot be used is logged and makes
+	 * Allocate fail saying why; the plugin still serves. */
+	struct nvs_dp_bind_cfg bind = {
+	    .sock_dir = st.cfg.host_sock_dir,
+	    .podres_sock = st.cfg.podres_socket,
+	    .state_dir = st.cfg.state_dir,
+	    .resources = {st.cfg.resource_name, st.cfg.mem_resource_name},
+	    .wait_ms = st.cfg.pod_socket_wait_ms,
+	    .list_timeout_ms = 5000,
+	};
+	nvs_dp_bind_init(&bind);
+	uint64_t next_reconcile = 0;
 
 	uint64_t next_health = now_ms() + st.cfg.health_interval_ms;
 	int exit_code = 0;
@@ -665,6 +759,11 @@ int main(int argc, char **argv)
 			nreg += st.ep[i].registered != 0;
 		nvs_dp_health_stamp(health_file, now, nreg, st.nep);
 		add_watch(&st);
+		nvs_dp_bind_tick();
+		if (now >= next_reconcile) {
+			nvs_dp_bind_reconcile();
+			next_reconcile = now_ms() + st.cfg.podres_interval_ms;
+		}
 		for (unsigned i = 0; i < st.nep; i++) {
 			struct endpoint *e = &st.ep[i];
 			if (!e->server && now >= e->next_server) {
@@ -694,6 +793,8 @@ int main(int argc, char **argv)
 		}
 		if (st.cfg.health_interval_ms && next_health < wake)
 			wake = next_health;
+		if (next_reconcile < wake)
+			wake = next_reconcile;
 		int timeout = wake > now ? (int)(wake - now) : 0;
 		struct pollfd pf[2] = {{sfd, POLLIN, 0}, {st.inotify_fd, POLLIN, 0}};
 		int pr = poll(pf, 2, timeout);
@@ -712,6 +813,8 @@ int main(int argc, char **argv)
 		int kubelet_back = 0;
 		if (pr > 0 && (pf[1].revents & POLLIN))
 			kubelet_back = read_inotify(&st);
+		if (kubelet_back)
+			nvs_dp_bind_kubelet_restarted();
 		for (unsigned i = 0; i < st.nep; i++) {
 			struct endpoint *e = &st.ep[i];
 			int restart = kubelet_back;

@@ -1,15 +1,28 @@
 /* Device-plugin API handlers (see plugin.h). */
 #include "plugin.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "bindings.h"
 #include "deviceplugin.pb-c.h"
 #include "log.h"
 #include "pbuf.h"
 #include "sockpath.h"
+
+/* A request message, or NULL with "cannot decode <Message>" in msg (the
+ * caller answers INVALID_ARGUMENT). */
+static void *unpack_request(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t len,
+			    char *msg, size_t msgcap)
+{
+	void *m = protobuf_c_message_unpack(d, NULL, len, nvs_pb_bytes(data));
+	if (!m)
+		snprintf(msg, msgcap, "cannot decode %s", d->short_name);
+	return m;
+}
 
 /* ---- ListAndWatch ---- */
 
@@ -78,10 +91,12 @@ static uint64_t generation(void *ctx)
 
 /* ---- GetDevicePluginOptions ---- */
 
+/* PreStartContainer binds the container's allocation to its Pod (Pod
+ * sockets, bindings.h). */
 static int options(struct nvs_rpc_buf *resp)
 {
 	V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
-	o.pre_start_required = 0;
+	o.pre_start_required = 1;
 	o.get_preferred_allocation_available = 1;
 	return nvs_pb_pack(&o.base, resp);
 }
@@ -102,12 +117,10 @@ int nvs_dp_check_options(const uint8_t *data, size_t len)
 static int preferred(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
 		     struct nvs_rpc_buf *resp, char *msg, size_t msgcap)
 {
-	V1beta1__PreferredAllocationRequest *req =
-	    v1beta1__preferred_allocation_request__unpack(NULL, len, nvs_pb_bytes(data));
-	if (!req) {
-		snprintf(msg, msgcap, "cannot decode PreferredAllocationRequest");
+	V1beta1__PreferredAllocationRequest *req = unpack_request(
+	    &v1beta1__preferred_allocation_request__descriptor, data, len, msg, msgcap);
+	if (!req)
 		return NVS_RPC_INVALID_ARGUMENT;
-	}
 	size_t nc = req->n_container_requests;
 	V1beta1__ContainerPreferredAllocationResponse *cr = calloc(nc + 1, sizeof *cr);
 	V1beta1__ContainerPreferredAllocationResponse **crp = calloc(nc + 1, sizeof *crp);
@@ -191,6 +204,7 @@ struct one_response {
 	V1beta1__CDIDevice cdi[2 * NVS_MAX_GPUS];
 	V1beta1__CDIDevice *cdip[2 * NVS_MAX_GPUS];
 	char preload[512];
+	char sock_dir[PATH_MAX]; /* the allocation's pods/<key> directory */
 	char visible[NVS_MAX_GPUS * NVS_DP_ID_MAX];
 	char mem_request[24], mem_total[24]; /* decimal bytes */
 };
@@ -290,11 +304,9 @@ static int allocate(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
 {
 	const struct nvs_dp_config *cfg = p->cfg;
 	V1beta1__AllocateRequest *req =
-	    v1beta1__allocate_request__unpack(NULL, len, nvs_pb_bytes(data));
-	if (!req) {
-		snprintf(msg, msgcap, "cannot decode AllocateRequest");
+	    unpack_request(&v1beta1__allocate_request__descriptor, data, len, msg, msgcap);
+	if (!req)
 		return NVS_RPC_INVALID_ARGUMENT;
-	}
 	size_t nc = req->n_container_requests;
 	struct one_response *o = calloc(nc + 1, sizeof *o);
 	V1beta1__ContainerAllocateResponse **op = calloc(nc + 1, sizeof *op);
@@ -353,8 +365,18 @@ static int allocate(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
 			set_env(r, "NVSHARE_GPU_MEMORY_REQUEST", r->mem_request);
 			set_env(r, "NVSHARE_GPU_MEMORY_TOTAL", r->mem_total);
 		}
+		/* Only this allocation's directory, never the whole socket
+		 * directory: its socket is the container's identity, and the
+		 * other Pods' sockets are out of its reach (bindings.h). */
+		if (nvs_dp_bind_allocate(p->resource_name, (const char *const *)c->devices_ids,
+					 c->n_devices_ids, r->sock_dir, sizeof r->sock_dir, err,
+					 sizeof err)) {
+			snprintf(msg, msgcap, "%s: %s", p->resource_name, err);
+			status = NVS_RPC_FAILED_PRECONDITION;
+			goto out;
+		}
 		add_mount(r, cfg->host_lib_dir, cfg->container_lib_dir);
-		add_mount(r, cfg->host_sock_dir, cfg->container_sock_dir);
+		add_mount(r, r->sock_dir, cfg->container_sock_dir);
 		op[i] = &r->r;
 		NVS_INFO("Allocate %s: %zu device(s) -> %s%s%s%s", p->resource_name,
 			 c->n_devices_ids, r->visible,
@@ -376,6 +398,27 @@ out:
 	return status;
 }
 
+/* ---- PreStartContainer ---- */
+
+/* Never fails the container: binding or not, it is logged (bindings.c). */
+static int prestart(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
+		    struct nvs_rpc_buf *resp, char *msg, size_t msgcap)
+{
+	V1beta1__PreStartContainerRequest *req = unpack_request(
+	    &v1beta1__pre_start_container_request__descriptor, data, len, msg, msgcap);
+	if (!req)
+		return NVS_RPC_INVALID_ARGUMENT;
+	nvs_dp_bind_prestart(p->resource_name, (const char *const *)req->devices_ids,
+			     req->n_devices_ids);
+	v1beta1__pre_start_container_request__free_unpacked(req, NULL);
+	V1beta1__PreStartContainerResponse r = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
+	if (nvs_pb_pack(&r.base, resp)) {
+		snprintf(msg, msgcap, "out of memory");
+		return NVS_RPC_INTERNAL;
+	}
+	return NVS_RPC_OK;
+}
+
 /* ---- dispatch ---- */
 
 static int unary(void *ctx, const char *method, const uint8_t *req, size_t req_len,
@@ -391,12 +434,8 @@ static int unary(void *ctx, const char *method, const uint8_t *req, size_t req_l
 		return preferred(p, req, req_len, resp, msg, msgcap);
 	if (!strcmp(method, NVS_DP_METHOD_ALLOCATE))
 		return allocate(p, req, req_len, resp, msg, msgcap);
-	if (!strcmp(method, NVS_DP_METHOD_PRESTART)) {
-		V1beta1__PreStartContainerResponse r = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
-		if (nvs_pb_pack(&r.base, resp))
-			goto oom;
-		return NVS_RPC_OK;
-	}
+	if (!strcmp(method, NVS_DP_METHOD_PRESTART))
+		return prestart(p, req, req_len, resp, msg, msgcap);
 	snprintf(msg, msgcap, "unknown method %s", method);
 	return NVS_RPC_UNIMPLEMENTED;
 oom:
@@ -416,7 +455,10 @@ void nvs_dp_plugin_ops(struct nvs_dp_plugin *p, struct nvs_rpc_ops *ops)
 
 int nvs_dp_register_request(const struct nvs_dp_plugin *p, struct nvs_rpc_buf *out)
 {
+	/* The same options as GetDevicePluginOptions: older kubelets take
+	 * them from here. */
 	V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+	o.pre_start_required = 1;
 	o.get_preferred_allocation_available = 1;
 	V1beta1__RegisterRequest r = V1BETA1__REGISTER_REQUEST__INIT;
 	r.version = NVS_DP_API_VERSION;

@@ -38,7 +38,12 @@ struct nvs_dp_config {
 	const char *lib_name;
 	const char *host_sock_dir; /* the scheduler's socket directory on the node */
 	const char *container_sock_dir;
-	int check_library; /* Allocate fails if host_lib_dir/lib_name is missing */
+	/* Pod sockets (bindings.h) */
+	const char *podres_socket; /* the kubelet's PodResources API */
+	uint64_t podres_interval_ms;
+	uint64_t pod_socket_wait_ms;
+	const char *state_dir; /* copies of the allocation records; NULL: none */
+	int check_library;     /* Allocate fails if host_lib_dir/lib_name is missing */
 	/* nvshare.com/gpu-memory (docs/kubernetes.md) */
 	const char *mem_resource_name; /* NULL: not advertised */
 	const char *mem_socket_name;

@@ -1,5 +1,5 @@
 #include "clients.h"
-#include "limits.h"
+#include "peer_limits.h"
 
 #include "claims.h"
 #include "conn.h"
@@ -207,6 +207,11 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 		nvs_msg_gpu(&m, NVS_MSG_UNGATED_ASK, 0, 0);
 		conn_send(c, &m);
 	}
+	if (h->flags & NVS_HELLO_SWAP_PATHS) {
+		/* "Tell me your swap paths": only now may it send them. */
+		nvs_msg_gpu(&m, NVS_MSG_SWAP_PATHS_OK, 0, 0);
+		conn_send(c, &m);
+	}
 	nvs_devmem_welcomed(cl); /* MEMORY_MODE for a device-memory Pod */
 	char b[32];
 	NVS_INFO("HELLO client=%u pid=%d uid=%d tenant=%s claimed_name=\"%s\" core_limit=%u "
@@ -373,6 +378,9 @@ void nvs_client_msg(struct conn *c, const struct nvs_msg *m)
 	case NVS_MSG_SWAP_STATS:
 		local = m->u.swap.local_gpu;
 		break;
+	case NVS_MSG_SWAP_PATHS:
+		local = m->u.paths.local_gpu;
+		break;
 	case NVS_MSG_LIMITS_IN_FORCE:
 		local = m->u.limits.local_gpu;
 		break;
@@ -405,6 +413,17 @@ void nvs_client_msg(struct conn *c, const struct nvs_msg *m)
 		break;
 	case NVS_MSG_LIMITS_IN_FORCE:
 		limits_claim(cg, &m->u.limits);
+		break;
+	case NVS_MSG_SWAP_PATHS:
+		/* Shown as it is; nothing is decided on it. */
+		cg->paths = m->u.paths;
+		NVS_DEBUG("SWAP_PATHS client=%u gpu=%d fast=%llu prefetch=%llu pinned=%llu "
+			  "staging=%llu used=%llu flags=%u",
+			  cl->id, cg->gpu->index, (unsigned long long)m->u.paths.fast,
+			  (unsigned long long)m->u.paths.prefetch,
+			  (unsigned long long)m->u.paths.pinned,
+			  (unsigned long long)m->u.paths.staging,
+			  (unsigned long long)m->u.paths.staging_used, m->u.paths.flags);
 		break;
 	default:
 		break;

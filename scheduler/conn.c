@@ -3,7 +3,7 @@
 #include "clients.h"
 #include "control.h"
 #include "events.h"
-#include "limits.h"
+#include "peer_limits.h"
 #include "log.h"
 #include "loop.h"
 #include "plog.h"
@@ -295,6 +295,7 @@ static void dispatch(struct conn *c, const struct nvs_msg *m)
 	case NVS_MSG_LOCK_RELEASED:
 	case NVS_MSG_MEM_UPDATE:
 	case NVS_MSG_SWAP_STATS:
+	case NVS_MSG_SWAP_PATHS:
 	case NVS_MSG_PING:
 	case NVS_MSG_LIMITS_IN_FORCE:
 	case NVS_MSG_UNGATED:

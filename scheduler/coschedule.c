@@ -526,22 +526,21 @@ void nvs_cosched_inform(struct gpu *g)
 	for (struct client_gpu *h = g->ahead; h; h = h->anext) {
 		if (!h->co.guest || h->state != CG_HOLDING)
 			continue;
-		uint32_t w = waiters_with(g, h, &s);
 		struct nvs_msg m;
-		if (h->waiters_sent != w) {
-			h->waiters_sent = w;
-			nvs_msg_gpu(&m, NVS_MSG_WAITERS, h->local_gpu, w);
-			nvs_client_send(h->client, &m);
-		}
-		if (!(h->client->hello_flags & NVS_HELLO_SWAP_HINT))
-			continue;
+		/* The hint before WAITERS, as policy.c's inform_holder. */
 		uint32_t mib = nvs_swap_mib(hint_with(g, h, &s));
-		if (h->hint_sent_mib != mib) {
+		if ((h->client->hello_flags & NVS_HELLO_SWAP_HINT) && h->hint_sent_mib != mib) {
 			h->hint_sent_mib = mib;
 			nvs_msg_gpu(&m, NVS_MSG_SWAP_HINT, h->local_gpu, mib);
 			nvs_client_send(h->client, &m);
 			nvs_event("swap_hint", CG_EV ",\"mib\":%u,\"waiters\":%u", CG_ARGS(h), mib,
 				  g->qlen);
+		}
+		uint32_t w = waiters_with(g, h, &s);
+		if (h->waiters_sent != w) {
+			h->waiters_sent = w;
+			nvs_msg_gpu(&m, NVS_MSG_WAITERS, h->local_gpu, w);
+			nvs_client_send(h->client, &m);
 		}
 	}
 }

@@ -9,7 +9,7 @@
 #include "events.h"
 #include "gpus.h"
 #include "k8s/k8s_watch.h"
-#include "limits.h"
+#include "peer_limits.h"
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
@@ -21,6 +21,7 @@
 #include "server.h"
 #include "settings.h"
 #include "sockpath.h"
+#include "sd_notify.h"
 #include "state_file.h"
 #include "health.h"
 #include "state.h"
@@ -141,6 +142,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	nvs_health_start();
+	nvs_sd_start(); /* systemd's NOTIFY_SOCKET and watchdog, if any */
 	nvs_policy_start();
 	nvs_limits_start();
 	conn_start();
@@ -163,7 +165,9 @@ int main(int argc, char **argv)
 		nvs_loop_close();
 		return 1;
 	}
+	nvs_sd_ready();	     /* both sockets listen: systemd may start what needs us */
 	rc = nvs_loop_run(); /* until SIGTERM/SIGINT (server.c) */
+	nvs_sd_stopping();
 	nvs_k8s_stop();
 	nvs_metrics_stop();
 	nvs_server_close();

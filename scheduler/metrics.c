@@ -12,7 +12,7 @@
 #include "metrics.h"
 
 #include "events.h"
-#include "limits.h"
+#include "peer_limits.h"
 #include "log.h"
 #include "loop.h"
 #include "metrics_snap.h"
@@ -169,6 +169,13 @@ static struct msnap *snap_build(uint64_t now)
 		o->swap_bytes_out = g->swap_bytes_out;
 		o->swap_ns_in = g->swap_ns_in;
 		o->swap_ns_out = g->swap_ns_out;
+		o->swap_fast = o->swap_prefetch = o->swap_pinned = o->swap_staging = 0;
+		for (const struct client_gpu *cg = g->ahead; cg; cg = cg->anext) {
+			o->swap_fast += cg->paths.fast;
+			o->swap_prefetch += cg->paths.prefetch;
+			o->swap_pinned += cg->paths.pinned;
+			o->swap_staging += cg->paths.staging;
+		}
 		o->tq_effective_ns = nvs_policy_tq_ns(g);
 		o->unmanaged = g->unmanaged;
 		if (g->holder)

@@ -411,6 +411,21 @@ static void render_gpus(struct mbuf *b, const struct msnap *s, const struct msam
 	gpu_family(b, s, "nvshare_gpu_swap_out_seconds_total", "counter",
 		   "Time the GPU's clients spent moving memory to the host at hand-offs.",
 		   GOFF(swap_ns_out), V_SECONDS);
+	gpu_family(b, s, "nvshare_gpu_swap_fast_bytes", "gauge",
+		   "Memory of the GPU's clients that hand-offs move at link speed (converted "
+		   "allocations, VMM handles), as the clients report it.",
+		   GOFF(swap_fast), V_INT);
+	gpu_family(b, s, "nvshare_gpu_swap_prefetch_bytes", "gauge",
+		   "Memory of the GPU's clients that hand-offs move by Unified Memory prefetch "
+		   "(the applications' own managed memory).",
+		   GOFF(swap_prefetch), V_INT);
+	gpu_family(b, s, "nvshare_gpu_swap_pinned_bytes", "gauge",
+		   "Memory of the GPU's clients that never leaves the GPU (pools, arrays, device "
+		   "memory, exported VMM handles).",
+		   GOFF(swap_pinned), V_INT);
+	gpu_family(b, s, "nvshare_gpu_swap_staging_bytes", "gauge",
+		   "Pinned host memory the GPU's clients hold as swap staging.", GOFF(swap_staging),
+		   V_INT);
 	gpu_family(b, s, "nvshare_gpu_time_quantum_effective_seconds", "gauge",
 		   "Quantum in force: the TQ, stretched to a multiple of the last swap time "
 		   "while memory does not fit.",

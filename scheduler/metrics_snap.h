@@ -33,6 +33,8 @@ struct msnap_gpu {
 	uint64_t mode_switches;
 	uint64_t switches_deferred, claims_clamped, reports_coalesced, revoke_penalties;
 	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
+	/* Sums of the clients' SWAP_PATHS: bytes per swap path, host staging. */
+	uint64_t swap_fast, swap_prefetch, swap_pinned, swap_staging;
 	uint64_t tq_effective_ns;
 	uint64_t unmanaged; /* processes on it without nvshare (unmanaged.c) */
 	/* Co-scheduling (coschedule.c): members asked to drop, by reason:

@@ -4,7 +4,7 @@ SCHED_SRCS := scheduler/main.c scheduler/loop.c scheduler/server.c scheduler/con
 	scheduler/status_json.c scheduler/quota.c scheduler/metrics.c scheduler/http_front.c \
 	scheduler/metrics_render.c scheduler/metrics_tenant.c scheduler/peer.c scheduler/podsock.c \
 	scheduler/events.c scheduler/unmanaged.c scheduler/fairness.c \
-	scheduler/claims.c scheduler/limits.c scheduler/plog.c scheduler/coschedule.c \
+	scheduler/claims.c scheduler/peer_limits.c scheduler/plog.c scheduler/coschedule.c \
 	scheduler/state_file.c scheduler/health.c scheduler/config_check.c scheduler/devmem.c \
 	scheduler/sd_notify.c
 # Kubernetes (K8S_SRCS, K8S_LIBS: the Pod watch and libcurl unless K8S=0).

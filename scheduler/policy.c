@@ -75,12 +75,13 @@ static int oversubscribed(const struct gpu *g)
 /* ---- swap (docs/swap.md) ---- */
 
 /* Effective TQ = max(TQ, factor x recent swap time) while memory does not
- * fit; NVSHARE_SWAP_TQ_FACTOR (default 20, 0 = off). A hand-off costs about
+ * fit; NVSHARE_SWAP_TQ_FACTOR (default 33, 0 = off). A hand-off costs about
  * one swap each way, so with factor k jobs taking turns lose about 1/k of
- * their GPU time to swapping: 20 keeps two batch jobs that do not fit within
- * 5 % of running them one after the other (issue 21's target; 10 let a job
- * that ends just past one quantum pay a swap each way, 1.12-1.14x on an
- * H100/H200, docs/BENCHMARKS.md). The swap time is the
+ * their GPU time to swapping: 33 keeps it near 3 %, issue 32's pressure
+ * target. The factor was 10, then 20 (issue 21: 5 %); with the swap engine
+ * moving memory at the link's speed (docs/swap.md) a swap takes a fifth of
+ * what it took, so the same factor would cut jobs five times as often and
+ * the hand-off's fixed costs would show. The swap time is the
  * median of the last swaps in each direction (claims.c), so one client's
  * forged SWAP_STATS do not set it; the result is bounded by
  * NVSHARE_SWAP_TQ_MAX_FACTOR x TQ (default 4) and 60 s. */
@@ -224,20 +225,24 @@ static void inform_holder(struct gpu *g)
 	if (!h)
 		return;
 	nvs_cosched_inform(g); /* the guests of the running set */
+	/* The hint first: WAITERS is what lets an idle holder release, and a
+	 * client that read WAITERS alone (the two writes apart, the client
+	 * quick) would release without knowing what to move out. */
+	if (h->client->hello_flags & NVS_HELLO_SWAP_HINT) {
+		uint32_t mib = nvs_swap_mib(nvs_cosched_hint_bytes(g, h));
+		if (h->hint_sent_mib != mib) {
+			h->hint_sent_mib = mib;
+			send_gpu(h, NVS_MSG_SWAP_HINT, mib);
+			NVS_DEBUG("SWAP_HINT " CG_FMT " mib=%u waiters=%u", CG_ARGS(h), mib,
+				  g->qlen);
+			nvs_event("swap_hint", CG_EV ",\"mib\":%u,\"waiters\":%u", CG_ARGS(h), mib,
+				  g->qlen);
+		}
+	}
 	uint32_t w = nvs_cosched_waiters(g, h);
 	if (h->waiters_sent != w) {
 		h->waiters_sent = w;
 		send_gpu(h, NVS_MSG_WAITERS, w);
-	}
-	if (!(h->client->hello_flags & NVS_HELLO_SWAP_HINT))
-		return;
-	uint32_t mib = nvs_swap_mib(nvs_cosched_hint_bytes(g, h));
-	if (h->hint_sent_mib != mib) {
-		h->hint_sent_mib = mib;
-		send_gpu(h, NVS_MSG_SWAP_HINT, mib);
-		NVS_DEBUG("SWAP_HINT " CG_FMT " mib=%u waiters=%u", CG_ARGS(h), mib, g->qlen);
-		nvs_event("swap_hint", CG_EV ",\"mib\":%u,\"waiters\":%u", CG_ARGS(h), mib,
-			  g->qlen);
 	}
 }
 

@@ -2,7 +2,7 @@
 
 #include "conn.h"
 #include "events.h"
-#include "limits.h"
+#include "peer_limits.h"
 #include "log.h"
 #include "loop.h"
 #include "peer.h"
@@ -153,8 +153,9 @@ static void warn_unreachable(const char *dir)
 /* mkdir -p: parents 0755 (search permission for clients), the last
  * component l->dir_mode. An admin directory that already exists must be
  * ours and is narrowed to 0700: a directory someone else prepared could
- * hand them our admin socket. */
-static int make_dirs(const struct nvs_listener *l)
+ * hand them our admin socket. warn: say a client directory other users
+ * cannot reach (once per opening, not for the first look at start). */
+static int make_dirs(const struct nvs_listener *l, int warn)
 {
 	char p[sizeof S.cfg.sock_dir];
 	snprintf(p, sizeof p, "%s", l->dir);
@@ -174,7 +175,7 @@ static int make_dirs(const struct nvs_listener *l)
 		if (!c)
 			break;
 	}
-	if (l->role != CONN_ROLE_ADMIN && !l->bind)
+	if (warn && l->role != CONN_ROLE_ADMIN && !l->bind)
 		warn_unreachable(l->dir);
 	return nvs_server_own_dir(l->dir, l->dir_mode, l->what);
 }
@@ -337,7 +338,7 @@ static int watch_listener(struct nvs_listener *l, int fd)
 /* Directory, lock file and socket of one listener. */
 static int open_listener(struct nvs_listener *l)
 {
-	if (make_dirs(l))
+	if (make_dirs(l, 1))
 		return -1;
 	/* The lock file settles races between two schedulers starting at
 	 * once; the connect() check in bind_socket() catches one that lost
@@ -421,7 +422,7 @@ int nvs_server_open(void)
 	 * reap has given descriptors back (loop.h). */
 	nvs_loop_timer(NVS_LOOP_ACCEPT, server_tick, server_next_deadline);
 	/* Both directories first: they are compared as they resolve. */
-	if (make_dirs(&listeners[0]) || make_dirs(&listeners[1]) || admin_outside_client())
+	if (make_dirs(&listeners[0], 0) || make_dirs(&listeners[1], 0) || admin_outside_client())
 		return -1;
 	for (unsigned i = 0; i < NLISTENERS; i++) {
 		if (open_listener(&listeners[i])) {
@@ -529,7 +530,7 @@ static void check_listener(struct nvs_listener *l)
 			a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 	if (same_lock)
 		lfd = l->lock_fd;
-	else if (make_dirs(l) == 0)
+	else if (make_dirs(l, loud) == 0)
 		lfd = l->bind ? -2 : take_lock_file(l, loud); /* -2: none needed */
 	if (lfd != -1)
 		fd = bind_socket(l, &ino, loud);

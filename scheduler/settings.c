@@ -10,7 +10,7 @@
 #include "coschedule.h"
 #include "health.h"
 #include "k8s/k8s_watch.h"
-#include "limits.h"
+#include "peer_limits.h"
 #include "log.h"
 #include "metrics.h"
 #include "parse.h"

@@ -98,6 +98,9 @@ struct client_gpu {
 	uint64_t claim_mem;  /* bytes or NVS_NO_LIMIT */
 	struct lock_stats st;
 	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
+	/* SWAP_PATHS: the client's bytes per swap path and its host staging
+	 * (a claim, for the status and metrics only; docs/swap.md). */
+	struct nvs_swap_paths paths;
 	/* Compute quota (scheduler/quota.c); all zero for unlimited clients. */
 	struct cg_quota {
 		uint32_t limit;	       /* core limit in force this window */
@@ -342,7 +345,7 @@ struct sched_config {
 	uint32_t swap_tq_max_factor; /* NVSHARE_SWAP_TQ_MAX_FACTOR, 4 */
 	/* swap (policy.c, docs/swap.md) */
 	unsigned swap_out;	 /* NVSHARE_SWAP_OUT: needed, all, none */
-	uint32_t swap_tq_factor; /* NVSHARE_SWAP_TQ_FACTOR, 20 */
+	uint32_t swap_tq_factor; /* NVSHARE_SWAP_TQ_FACTOR, 33 */
 	/* logs and events (main.c) */
 	int debug, log_json;
 	char events_path[500]; /* NVSHARE_EVENTS, "": off */

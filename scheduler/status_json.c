@@ -6,7 +6,7 @@
 #include "gpus.h"
 #include "health.h"
 #include "k8s/k8s_watch.h"
-#include "limits.h"
+#include "peer_limits.h"
 #include "log.h"
 #include "plog.h"
 #include "policy.h"
@@ -278,6 +278,17 @@ static cJSON *client_json(const struct client *cl, uint64_t now)
 		num(sw, "bytes_out", cg->swap_bytes_out);
 		num(sw, "ns_in", cg->swap_ns_in);
 		num(sw, "ns_out", cg->swap_ns_out);
+		/* The client's word (SWAP_PATHS): where its memory goes when it
+		 * swaps, and the pinned host staging it holds for that. */
+		num(sw, "fast_bytes", cg->paths.fast);
+		num(sw, "prefetch_bytes", cg->paths.prefetch);
+		num(sw, "pinned_bytes", cg->paths.pinned);
+		num(sw, "staging_bytes", cg->paths.staging);
+		num(sw, "staging_used_bytes", cg->paths.staging_used);
+		cJSON_AddBoolToObject(sw, "staging_pin_failed",
+				      (cg->paths.flags & NVS_SWAP_PATHS_PIN_FAILED) != 0);
+		cJSON_AddBoolToObject(sw, "trap_mode",
+				      (cg->paths.flags & NVS_SWAP_PATHS_TRAP) != 0);
 		cJSON_AddItemToArray(gs, x);
 	}
 	return o;

@@ -31,10 +31,13 @@ NB_IDLE = config.env("BENCH_NB_IDLE", 2.0, float)
 NB_BURST = 5
 # BENCH_NB_OFF=1: also nvshare with --coschedule off (one holder at a time).
 NB_OFF = config.env("BENCH_NB_OFF", "1") == "1"
+# BENCH_NB_UNDECLARED=1: also nvshare with clients that declare nothing (no
+# NVSHARE_PRIORITY), as most users run them (issue 32).
+NB_UNDECLARED = config.env("BENCH_NB_UNDECLARED", "1") == "1"
 WORKER = os.path.join(config.BENCH_DIR, "notebook_worker.py")
 CASES = [("nb3", 3, 2048, 1536, "6Gi"), ("nb8", 8, 2048, 512, "4Gi")]
 # Seconds the scenario needs (start-up ~15 s per run).
-NB_COST = len(CASES) * (3 if NB_OFF else 2) * NB_REPS * (NB_SECONDS + 15)
+NB_COST = len(CASES) * (2 + NB_OFF + NB_UNDECLARED) * NB_REPS * (NB_SECONDS + 15)
 
 
 def _start_sched(name, cap, extra):
@@ -58,7 +61,7 @@ def _readline(p, buf, deadline):
     return line.decode(errors="replace")
 
 
-def run_once(name, case, nvshare, sched_extra):
+def run_once(name, case, nvshare, sched_extra, declare=True):
     """One run of case under configuration name; returns its measurements."""
     cname, nnb, bmib, nmib, cap = case
     sched = sock = None
@@ -74,7 +77,7 @@ def run_once(name, case, nvshare, sched_extra):
         roles = [("batch", bmib)] + [("notebook", nmib)] * nnb
         for i, (role, mib) in enumerate(roles):
             e = dict(env)
-            if nvshare:
+            if nvshare and declare:
                 e["NVSHARE_PRIORITY"] = "batch" if role == "batch" else "interactive"
             log = open(os.path.join(config.LOGDIR, "nb-%s-%s-%d.log" % (cname, name, i)), "ab")
             procs.append((subprocess.Popen(
@@ -108,23 +111,29 @@ def run_once(name, case, nvshare, sched_extra):
                 "max": max(lat) if lat else float("nan"), "sps": b["steps"] / b["elapsed"],
                 "gap": max(gaps), "info": info}
     finally:
-        for p, _ in procs:
-            try:
-                p.stdin.close()
-            except OSError:
-                pass
-        for p, _ in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        if sched:
-            sched.terminate()
-            try:
-                sched.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                sched.kill()
+        _stop(procs, sched)
+
+
+def _stop(procs, sched, wait_s=10):
+    """Ends a run's workers (EOF on their stdin, then a kill after wait_s)
+    and its scheduler."""
+    for p, _ in procs:
+        try:
+            p.stdin.close()
+        except OSError:
+            pass
+    for p, _ in procs:
+        try:
+            p.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    if sched:
+        sched.terminate()
+        try:
+            sched.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            sched.kill()
 
 
 # Real footprint of the largest case: 6.5 GiB of data + 9 CUDA contexts.
@@ -139,6 +148,8 @@ def run_notebooks(R, gpu):
         R["notebooks"] = {"skipped": "only %d MiB free" % gpu.get("free_mib", 0)}
         return
     confs = [("native", False, {}), ("nvshare", True, {})]
+    if NB_UNDECLARED:
+        confs.append(("nvshare_undeclared", True, {}))
     if NB_OFF:
         confs.append(("nvshare_off", True, {"NVSHARE_COSCHEDULE": "off"}))
     out = {"seconds": NB_SECONDS, "reps": NB_REPS, "idle": NB_IDLE, "burst": NB_BURST}
@@ -148,7 +159,7 @@ def run_notebooks(R, gpu):
             order = confs if rep % 2 == 0 else list(reversed(confs))
             for n, ns, extra in order:
                 try:
-                    r = run_once(n, case, ns, extra)
+                    r = run_once(n, case, ns, extra, declare=n != "nvshare_undeclared")
                     say("notebooks %s %s rep %d: bursts %d p50 %s p99 %s batch %.1f steps/s gap %.1f s" % (
                         case[0], n, rep, r["bursts"], fmt_ms(r["p50"]), fmt_ms(r["p99"]), r["sps"], r["gap"]))
                     runs[n].append(r)
@@ -172,8 +183,8 @@ def notebooks_section(nb, meta, L, T):
              "notebook-like jobs (bursts of %d such steps, then %.1f s idle), %.0f s per run, %d "
              "repetitions, medians; `native` = no preload (the memory really fits), `nvshare` = "
              "mode auto with the capacity below (co-scheduling on, clients declare "
-             "`NVSHARE_PRIORITY`), `nvshare_off` = the same with `--coschedule off` (one holder at a "
-             "time, as before). Burst latency = end of the idle period → first step done. "
+             "`NVSHARE_PRIORITY`), `nvshare_undeclared` = the same with clients that declare nothing, "
+             "`nvshare_off` = `--coschedule off` (one holder at a time, as before). Burst latency = end of the idle period → first step done. "
              "PyTorch %s." % (nb["burst"], nb["idle"], nb["seconds"], nb["reps"], nb.get("torch", "?")))
     L.append("")
     for cname, nnb, bmib, nmib, cap in CASES:
@@ -210,6 +221,18 @@ def notebooks_section(nb, meta, L, T):
         sr = _med(ns, "sps") / max(1e-9, _med(nat, "sps"))
         p50, p99 = _med(ns, "p50"), _med(ns, "p99")
         gap = max(r["gap"] for r in ns)
+        nu = [r for r in runs.get("nvshare_undeclared", []) if "error" not in r]
+        if nu:
+            ubr = _med(nu, "bursts") / max(1e-9, _med(nat, "bursts"))
+            usr = _med(nu, "sps") / max(1e-9, _med(nat, "sps"))
+            up50, up99 = _med(nu, "p50"), _med(nu, "p99")
+            k = "nbu3" if cname == "nb3" else "nbu8"
+            T[k + "_bursts"] = ("%.3f×" % ubr, ubr >= 0.95)
+            T[k + "_batch"] = ("%.3f×" % usr, usr >= 0.90)
+            if cname == "nb3":
+                T["nbu3_lat"] = ("p50 %s, p99 %s" % (fmt_ms(up50), fmt_ms(up99)), up50 <= 0.030 and up99 <= 0.100)
+            else:
+                T["nbu8_lat"] = ("p99 %s" % fmt_ms(up99), up99 <= 0.150)
         if cname == "nb3":
             T["nb3_bursts"] = ("%.3f×" % br, br >= 0.95)
             T["nb3_lat"] = ("p50 %s, p99 %s" % (fmt_ms(p50), fmt_ms(p99)), p50 <= 0.020 and p99 <= 0.500)

@@ -11,6 +11,7 @@ from notebooks import notebooks_section
 from overhead import overhead_section
 from quota_report import quota_section
 from sched_latency import sched_latency_section
+from swapbench import swapspeed_section, vmmtrain_section
 from two_jobs import fit_section, pressure_section
 
 # Each section gets its scenario's results (R[name]); one that did not run
@@ -18,7 +19,8 @@ from two_jobs import fit_section, pressure_section
 SECTIONS = [("overhead", overhead_section), ("fit", fit_section), ("idle", idle_section),
             ("interactive", interactive_section), ("pressure", pressure_section),
             ("sched_latency", sched_latency_section), ("quota", quota_section),
-            ("notebooks", notebooks_section), ("multigpu", multigpu_section)]
+            ("notebooks", notebooks_section), ("multigpu", multigpu_section),
+            ("swapspeed", swapspeed_section), ("vmmtrain", vmmtrain_section)]
 
 
 def verdict(ok):

@@ -55,8 +55,8 @@ for family, fname in (("LAUNCH", "hooks_launch.inc"), ("COPY", "hooks_memcpy.inc
         continue
     args, names = params(pfn)
     member = ("abi_" + name) if ren else name
-    out.append("CUresult CUDAAPI nvs_wrap_%s(%s)\n{\n\tNVS_GATED_PROLOGUE(%s);\n\treturn nvs_real.%s(%s);\n}\n"
-               % (name, args, member, member, ", ".join(names)))
+    out.append("CUresult CUDAAPI nvs_wrap_%s(%s)\n{\n\tNVS_GATED_CALL(%s, (%s));\n}\n"
+               % (name, args, member, ", ".join(names)))
   open(os.path.join(OUT, fname), "w").write("\n".join(out))
 
 out = [hdr]

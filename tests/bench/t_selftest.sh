@@ -19,8 +19,8 @@ for h in "Targets" "Overhead of a single job" "Two jobs that fit together" "Idle
   check "report has section: $h" grep -q "^### $h" "$OUTD/bench.md"
 done
 check "the command line is in the report" grep -q 'bench/run --selftest' "$OUTD/bench.md"
-# results.json: every scenario present, none reports an error, every quota
-# case measured.
+# results.json: every scenario present, none reports an error (nor a
+# failed tool), every quota case measured.
 chk=$(python3 - "$OUTD/results.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))["results"]
@@ -38,6 +38,9 @@ def errors(x, path):
         for i, v in enumerate(x):
             errors(v, "%s[%d]" % (path, i))
 errors(r, "results")
+lat = r.get("sched_latency", {})
+if lat.get("rc"):
+    bad.append("sched_latency exit %s: %s" % (lat["rc"], lat.get("stderr", "").strip()[-300:]))
 q = r.get("quota", {})
 if len(q.get("cases", [])) != 6:
     bad.append("quota cases: %d of 6" % len(q.get("cases", [])))

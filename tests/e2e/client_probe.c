@@ -99,6 +99,7 @@ static void *worker(void *arg)
 	has_ctx = 1;
 	for (long k = 1; k <= kernels; k++) {
 		nvs_gate();
+		nvs_gate_done(); /* "submitted": the kernel runs on by itself */
 		/* t = when the call passed the gate. The "kernel" (a sleep in
 		 * this thread) is invisible to the drain, so a time taken after
 		 * it may fall into the next holder's turn on a busy machine; the

@@ -50,6 +50,7 @@ check "... and warns that other users' applications run UNGATED" \
   grep -q "WARN client socket directory $T/s2: $T/s2 is mode 0700, not searchable by other users: applications of any uid but 0 cannot reach the scheduler and run UNGATED" "$T/s2.log"
 check "... (event sock_dir_unreachable with path and mode)" \
   has_event sock_dir_unreachable path="\"$T/s2\"" mode='"0700"'
+check "... once" test "$(grep -c "WARN client socket directory $T/s2:" "$T/s2.log")" = 1
 # What such a user sees (when this machine has the nobody user).
 if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null; then
   mkdir -m 0777 "$T/simn"

@@ -56,8 +56,16 @@ env.pop("NVIDIA_VISIBLE_DEVICES", None)
 if args.plugin_libs:
     env["LD_LIBRARY_PATH"] = args.plugin_libs + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
 log = open(os.path.join(args.dir, "plugin.log"), "w")
+# Private socket directory, PodResources socket and state directory:
+# Allocate makes <sock-dir>/pods/<key> (Pod sockets) and its record's copy,
+# never in the machine's /var/run/nvshare or /var/lib/nvshare.
 plugin = subprocess.Popen([args.plugin, "--kubelet-dir", kdir, "--replicas", str(args.replicas),
-                           "--host-lib-dir", args.lib_dir, "--memory-unit", "1Gi"],
+                           "--host-lib-dir", args.lib_dir, "--memory-unit", "1Gi",
+                           "--host-socket-dir", os.path.join(args.dir, "sock"),
+                           "--container-socket-dir", "/var/run/nvshare",
+                           "--pod-resources-socket",
+                           os.path.join(args.dir, "pod-resources", "kubelet.sock"),
+                           "--state-dir", os.path.join(args.dir, "state")],
                           env=env, stdout=log, stderr=subprocess.STDOUT)
 kl = FakeKubelet(kdir, pb)
 visible = {}

@@ -92,10 +92,14 @@ def v_managed(native, preload):
     for r in (a, b):
         if "_error" in r:
             return out(False, "managed allocations: no result (%s)" % r["_error"])
-    ok = a.get("runtime_type") == 2 and b.get("runtime_type") == 3
-    return out(ok, ("torch.empty pointer type: native %s, preload %s "
+    # Trap mode (NVSHARE_SWAP_TRAP=1, docs/swap.md): converted allocations
+    # are VMM device memory, unmapped while swapped out; not managed.
+    trap = os.environ.get("NVSHARE_SWAP_TRAP") == "1"
+    ok = a.get("runtime_type") == 2 and b.get("runtime_type") == (2 if trap else 3)
+    return out(ok, ("torch.empty pointer type: native %s, preload %s%s "
                     "(driver IS_MANAGED native %s, preload %s)") % (
         a.get("runtime_type_name"), b.get("runtime_type_name"),
+        " (trap mode: VMM device memory)" if trap else "",
         a.get("driver_is_managed"), b.get("driver_is_managed")))
 
 

@@ -138,6 +138,7 @@ def main():
     # Scheduler DaemonSet.
     s = find(deploy, "DaemonSet", "nvshare-scheduler")
     sched_unit = None
+    sched_sock = None  # the scheduler's socket directory, as a hostPath
     check("scheduler DaemonSet exists", s is not None)
     if s:
         sp = pod_spec(s)
@@ -153,6 +154,9 @@ def main():
         check("scheduler: /var/run/nvshare hostPath DirectoryOrCreate, mounted as a directory",
               len(sock) == 1 and sock[0]["hostPath"].get("type") == "DirectoryOrCreate"
               and mounts.get(sock[0]["name"], {}).get("mountPath") == "/var/run/nvshare", sock)
+        if len(sock) == 1 and env.get("NVSHARE_SOCK_DIR", {}).get("value") == \
+                mounts.get(sock[0]["name"], {}).get("mountPath"):
+            sched_sock = sock[0]["hostPath"]["path"]
         adm = [n for n, v in vols.items() if "emptyDir" in v
                and mounts.get(n, {}).get("mountPath") == "/var/run/nvshare-admin"]
         check("scheduler: admin socket directory /var/run/nvshare-admin is a Pod-local emptyDir",
@@ -233,6 +237,36 @@ def main():
               a.get("host-socket-dir") == "/var/run/nvshare"
               and not any("nvshare-admin" in json.dumps(v) for v in vols.values()),
               a.get("host-socket-dir"))
+        # Pod sockets (docs/security.md): the plugin writes bindings and
+        # per-allocation directories into the scheduler's own directory.
+        sd = [n for n, v in vols.items()
+              if v.get("hostPath", {}).get("path") == a.get("host-socket-dir")]
+        check("device plugin: --host-socket-dir is the scheduler's hostPath, mounted writable "
+              "at the same path (bindings, pods/<key>)",
+              len(sd) == 1 and s is not None and sched_sock == a.get("host-socket-dir")
+              and mounts.get(sd[0], {}).get("mountPath") == a.get("host-socket-dir")
+              and not mounts.get(sd[0], {}).get("readOnly"), (sd, sched_sock))
+        pr = a.get("pod-resources-socket", "")
+        prv = [n for n, v in vols.items()
+               if v.get("hostPath", {}).get("path") == "/var/lib/kubelet/pod-resources"]
+        check("device plugin: /var/lib/kubelet/pod-resources (a Directory, read-only) holds "
+              "--pod-resources-socket",
+              len(prv) == 1 and vols[prv[0]]["hostPath"].get("type") == "Directory"
+              and mounts.get(prv[0], {}).get("readOnly") is True
+              and pr == mounts.get(prv[0], {}).get("mountPath", "//") + "/kubelet.sock",
+              (prv, pr))
+        # The records' copies must outlive a reboot (the socket directory's
+        # tmpfs does not): a hostPath on the node's disk, writable, at the
+        # same path, never the library directory containers mount.
+        st = a.get("state-dir", "")
+        stv = [n for n, v in vols.items()
+               if v.get("hostPath", {}).get("path") == st and st.startswith("/var/lib/")]
+        check("device plugin: --state-dir is a hostPath under /var/lib, mounted writable at "
+              "the same path, not the library directory",
+              len(stv) == 1 and mounts.get(stv[0], {}).get("mountPath") == st
+              and not mounts.get(stv[0], {}).get("readOnly")
+              and st != a.get("host-lib-dir") and not st.startswith(a.get("host-lib-dir", "//") + "/"),
+              (stv, st))
         lib = a.get("host-lib-dir")
         libvol = [n for n, v in vols.items() if v.get("hostPath", {}).get("path") == lib]
         init = [ic for ic in sp.get("initContainers", [])

@@ -2,7 +2,9 @@
 the fake kubelet (fake_kubelet.py). Prints TAP. Run by t_device_plugin.sh,
 which sets B (build dir), T (private temp dir) and NVS_ROOT."""
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -11,7 +13,8 @@ import time
 import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fake_kubelet import GPU, MEM, SPEED, FakeKubelet, load_messages  # noqa: E402
+from dptap import done, guard, ok, skip, wait_until  # noqa: E402
+from fake_kubelet import GPU, MEM, FakeKubelet, load_messages  # noqa: E402
 
 ROOT = os.environ["NVS_ROOT"]
 B = os.environ["B"]
@@ -23,31 +26,14 @@ SIM_NVML = os.path.join(B, "tests", "sim", "libnvidia-ml.so.1")
 GA = "GPU-aaaaaaaa-1111-4000-8000-000000000001"
 GB = "GPU-bbbbbbbb-2222-4000-8000-000000000002"
 
-n = 0
-failed = 0
-
-
-def ok(cond, desc, diag=None):
-    global n, failed
-    n += 1
-    if cond:
-        print("ok %d - %s" % (n, desc), flush=True)
-    else:
-        failed += 1
-        print("not ok %d - %s" % (n, desc), flush=True)
-        if diag is not None:
-            for line in str(diag).splitlines():
-                print("#   " + line, flush=True)
-
-
-def skip(desc, why):
-    global n
-    n += 1
-    print("ok %d - %s # SKIP %s" % (n, desc, why), flush=True)
-
-
 pb = load_messages(os.path.join(ROOT, "device-plugin"), os.path.join(T, "py"))
 procs = []
+
+
+def sock_dir(name):
+    """The plugin's private --host-socket-dir (the scheduler's socket
+    directory; Allocate makes pods/<key> in it)."""
+    return os.path.join(T, "sock-" + name)
 
 
 def start_plugin(name, plugin_dir, args, env_extra):
@@ -55,7 +41,12 @@ def start_plugin(name, plugin_dir, args, env_extra):
     env.pop("NVIDIA_VISIBLE_DEVICES", None)
     env.update(env_extra)
     log = open(os.path.join(T, name + ".log"), "w")
-    p = subprocess.Popen([PLUGIN, "--kubelet-dir", plugin_dir] + args, env=env,
+    # Private socket directory and PodResources socket (never the node's);
+    # no PodResources serves here: Pod sockets are t_dp_podsock.sh's.
+    own = ["--host-socket-dir", sock_dir(name), "--container-socket-dir", "/var/run/nvshare",
+           "--pod-resources-socket", os.path.join(T, "podres-" + name, "kubelet.sock"),
+           "--state-dir", os.path.join(T, "state-" + name)]
+    p = subprocess.Popen([PLUGIN, "--kubelet-dir", plugin_dir] + own + args, env=env,
                          stdout=log, stderr=subprocess.STDOUT)
     p.logpath = log.name
     procs.append(p)
@@ -67,25 +58,11 @@ def log_of(p):
         return f.read()
 
 
-# Every timeout below is a hang guard, stretched by the speed factor.
-def guard(seconds):
-    return seconds * SPEED
-
-
 # How long a plugin may take to end after SIGTERM: a hang guard, not a
 # latency claim (no check here times the exit). On a loaded VM one exit was
 # held 11 s in the kernel (close() of its inotify descriptor waiting for an
 # SRCU grace period), past the 5 s this was.
 EXIT_GUARD = 60
-
-
-def wait_until(pred, timeout):
-    end = time.monotonic() + guard(timeout)
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
 
 
 def rpc_error(fn):
@@ -106,6 +83,27 @@ def mounts_of(r):
 
 def ids(uuid, k):
     return ["%s__%d" % (uuid, i) for i in range(1, k + 1)]
+
+
+def pod_dir(name, resource, devs, r, cpath="/var/run/nvshare"):
+    """Where Allocate r mounted the container's socket directory (cpath)
+    from, when that is <sock-dir>/pods/<key> (a key of 16 hex digits) whose
+    record names this resource and these devices; else a text saying what
+    was wrong (which no expected mount equals)."""
+    got = [m.host_path for m in r.mounts if m.container_path == cpath]
+    if len(got) != 1:
+        return "no single mount at %s: %s" % (cpath, got)
+    d, key = os.path.split(got[0])
+    if d != os.path.join(sock_dir(name), "pods") or not re.fullmatch("[0-9a-f]{16}", key):
+        return "not <sock-dir>/pods/<key>: " + got[0]
+    try:
+        with open(os.path.join(got[0], ".device-plugin.json")) as f:
+            rec = json.load(f)
+    except (OSError, ValueError) as e:
+        return "no record in %s: %s" % (got[0], e)
+    if (rec.get("resource"), rec.get("devices")) != (resource, sorted(devs)):
+        return "record of %s: %s" % (got[0], rec)
+    return got[0]
 
 
 libdir = os.path.join(T, "lib")
@@ -137,8 +135,10 @@ def scenario_env_gpus():
        and r.request.options.get_preferred_allocation_available,
        "RegisterRequest: v1beta1, nvshare.com/gpu, endpoint nvshare.sock, preferred allocation",
        r.request)
-    ok(r.options.get_preferred_allocation_available and not r.options.pre_start_required,
-       "dial-back GetDevicePluginOptions answered while Register was pending", r.options)
+    ok(r.options.get_preferred_allocation_available and r.options.pre_start_required
+       and r.request.options.pre_start_required,
+       "dial-back GetDevicePluginOptions answered while Register was pending "
+       "(PreStartContainer required, in the RegisterRequest too)", r.options)
     got = kl.wait(lambda: kl.lists and kl.r(MEM).lists, 3)
     ok(got and kl.last_list(MEM) == [] and "memory size unknown" in log_of(p),
        "no NVML and no --gpu-memory-size: nvshare.com/gpu-memory has no units (logged)",
@@ -166,10 +166,14 @@ def scenario_env_gpus():
     ok(e.get("LD_PRELOAD") == "/usr/local/nvshare/lib/libnvshare.so"
        and e.get("NVIDIA_VISIBLE_DEVICES") == GA and "NVSHARE_SOCK_DIR" not in e,
        "Allocate 1 device: LD_PRELOAD and NVIDIA_VISIBLE_DEVICES=<uuid>, default socket dir", e)
+    want_dir = pod_dir("plugin1", GPU, [GA + "__1"], a)
     ok(mounts_of(a) == sorted([(libdir, "/usr/local/nvshare/lib", True),
-                               ("/var/run/nvshare", "/var/run/nvshare", True)]),
-       "Allocate mounts the library directory and the socket directory read-only",
-       mounts_of(a))
+                               (want_dir, "/var/run/nvshare", True)]),
+       "Allocate mounts the library directory and the allocation's own socket directory "
+       "<sock-dir>/pods/<key> (not the whole socket directory) read-only", mounts_of(a))
+    ok(os.path.isdir(want_dir) and os.stat(want_dir).st_mode & 0o777 == 0o755,
+       "... which exists, mode 0755, when Allocate answers (the kubelet mounts it)",
+       os.path.exists(want_dir) and oct(os.stat(want_dir).st_mode))
     a = kl.allocate([GB + "__3", GA + "__2"])
     ok(envs_of(a).get("NVIDIA_VISIBLE_DEVICES") == GB + "," + GA,
        "Allocate 2 devices on 2 GPUs: both UUIDs, deduplicated", envs_of(a))
@@ -235,7 +239,7 @@ def scenario_nvml_health():
     a = kl.allocate([GB + "__2"])
     e = envs_of(a)
     ok(e.get("NVSHARE_SOCK_DIR") == "/run/nvshare-x"
-       and ("/var/run/nvshare", "/run/nvshare-x", True) in mounts_of(a),
+       and (pod_dir("plugin2", GPU, [GB + "__2"], a, "/run/nvshare-x"), "/run/nvshare-x", True) in mounts_of(a),
        "non-default container socket dir: NVSHARE_SOCK_DIR set and mounted there",
        (e, mounts_of(a)))
 
@@ -355,9 +359,10 @@ def scenario_memory():
        "Allocate 2 units: the library, the GPU, NVSHARE_GPU_MEMORY_REQUEST=4Gi in bytes, "
        "NVSHARE_GPU_MEMORY_TOTAL", e)
     ok(mounts_of(a) == sorted([(libdir, "/usr/local/nvshare/lib", True),
-                               ("/var/run/nvshare", "/var/run/nvshare", True)]),
-       "Allocate mounts the library and socket directories as for nvshare.com/gpu",
-       mounts_of(a))
+                               (pod_dir("plugin5", MEM, [GA + "__1", GA + "__2"], a),
+                                "/var/run/nvshare", True)]),
+       "Allocate mounts the library and the allocation's socket directory as for "
+       "nvshare.com/gpu (its record names nvshare.com/gpu-memory and the units)", mounts_of(a))
     a = kl.allocate([GA + "__4", GB + "__1", GB + "__2"], resource=MEM)
     e = envs_of(a)
     ok(e.get("NVIDIA_VISIBLE_DEVICES") == GB
@@ -631,12 +636,8 @@ def main():
             p.wait(guard(EXIT_GUARD))
             k.stop()
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    print("1..%d" % n)
-    return 1 if failed else 0
+        rc = done(procs)
+    return rc
 
 
 if __name__ == "__main__":

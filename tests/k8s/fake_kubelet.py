@@ -2,9 +2,9 @@
 
 It speaks the kubelet's side of the device-plugin API v1beta1 over UNIX
 sockets with Debian's python3-grpcio and python3-protobuf. Message classes
-come from device-plugin/deviceplugin.proto compiled with `protoc
---python_out` at test time (load_messages); methods are plain paths, so no
-generated service stubs are needed.
+come from device-plugin/deviceplugin.proto (and podresources.proto)
+compiled with `protoc --python_out` at test time (load_messages); methods
+are plain paths, so no generated service stubs are needed.
 
 What it does, as the real kubelet does:
   - serves Registration/Register on <dir>/kubelet.sock;
@@ -14,7 +14,11 @@ What it does, as the real kubelet does:
     per resource name (a plugin may register several: nvshare.com/gpu and
     nvshare.com/gpu-memory; the newest registration of a name wins);
   - restart(): stops serving, deletes every socket in the directory (the
-    checkpoint file is kept), serves again.
+    checkpoint file is kept), serves again;
+  - with a PodResources directory (and its messages): serves
+    /v1.PodResourcesLister/List on <podres dir>/kubelet.sock from the
+    allocations it made, each under a Pod it invents per Allocate (or is
+    told), like the kubelet's podDevices; delete_pod() forgets one.
 """
 
 import glob
@@ -88,8 +92,19 @@ class Waiter:
             return True
 
 
+class Alloc:
+    """One container's devices of one resource, as the kubelet keeps them."""
+
+    def __init__(self, ns, pod, container, resource, ids, listed=True):
+        self.ns, self.pod, self.container = ns, pod, container
+        self.resource, self.ids = resource, list(ids)
+        # PodResources lists app containers (and restartable init
+        # containers), not plain init containers.
+        self.listed = listed
+
+
 class FakeKubelet(Waiter):
-    def __init__(self, plugin_dir, pb):
+    def __init__(self, plugin_dir, pb, podres_dir=None, prpb=None):
         self.dir = plugin_dir
         self.pb = pb
         self.cv = threading.Condition()
@@ -98,7 +113,24 @@ class FakeKubelet(Waiter):
         self.reject = 0          # reject this many Register calls
         self.rejected = 0
         self.server = None
+        # PodResources (podres_dir and prpb, the podresources messages).
+        self.podres_dir = podres_dir
+        self.prpb = prpb
+        self.podres = None
+        self.allocs = []         # Alloc, in Allocate order
+        self.npods = 0           # Pods invented so far
+        self.last_pod = None     # (namespace, name) of the last Allocate
+        self.podres_lists = 0    # PodResources List calls answered
+        self.hide_pods = False   # List answers no Pod (a kubelet that has not synced)
+        # hold_lists: a List that arrives outside a prestart() waits until
+        # it is cleared (held counts those waiting), so that the plugin's
+        # reconciliation, one List at a time, stands still meanwhile.
+        self.hold_lists = False
+        self.held = 0
+        self.prestarting = 0
         os.makedirs(plugin_dir, exist_ok=True)
+        if podres_dir:
+            os.makedirs(podres_dir, exist_ok=True)
 
     def r(self, resource=GPU):
         with self.cv:
@@ -126,17 +158,69 @@ class FakeKubelet(Waiter):
             return [x for x in self.registrations if x.request.resource_name == resource]
 
     # ---- serving ----
-    def start(self):
-        handler = grpc.method_handlers_generic_handler("v1beta1.Registration", {
-            "Register": grpc.unary_unary_rpc_method_handler(
-                self._register,
-                request_deserializer=self.pb.RegisterRequest.FromString,
-                response_serializer=self.pb.Empty.SerializeToString),
+    @staticmethod
+    def _serve(path, service, method, fn, req_cls, resp_cls):
+        """A gRPC server with one unary method on the UNIX socket path."""
+        handler = grpc.method_handlers_generic_handler(service, {
+            method: grpc.unary_unary_rpc_method_handler(
+                fn, request_deserializer=req_cls.FromString,
+                response_serializer=resp_cls.SerializeToString),
         })
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        self.server.add_generic_rpc_handlers((handler,))
-        self.server.add_insecure_port("unix:" + os.path.join(self.dir, "kubelet.sock"))
-        self.server.start()
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        server.add_generic_rpc_handlers((handler,))
+        server.add_insecure_port("unix:" + path)
+        server.start()
+        return server
+
+    def start(self):
+        self.server = self._serve(os.path.join(self.dir, "kubelet.sock"), "v1beta1.Registration",
+                                  "Register", self._register, self.pb.RegisterRequest,
+                                  self.pb.Empty)
+        if self.podres_dir:
+            self.start_podres()
+
+    def start_podres(self):
+        self.podres = self._serve(self.podres_sock(), "v1.PodResourcesLister", "List", self._list,
+                                  self.prpb.ListPodResourcesRequest,
+                                  self.prpb.ListPodResourcesResponse)
+
+    def podres_sock(self):
+        return os.path.join(self.podres_dir, "kubelet.sock")
+
+    def stop_podres(self):
+        """PodResources goes away, its socket with it."""
+        if self.podres is not None:
+            self.podres.stop(0).wait()
+            self.podres = None
+        try:
+            os.unlink(self.podres_sock())
+        except FileNotFoundError:
+            pass
+
+    def _list(self, req, ctx):
+        pr = self.prpb
+        with self.cv:
+            if self.hold_lists and not self.prestarting:
+                self.held += 1
+                self.cv.notify_all()
+                self.cv.wait_for(lambda: not self.hold_lists, 60 * SPEED)
+                self.held -= 1
+            pods = {}
+            for a in ([] if self.hide_pods else [a for a in self.allocs if a.listed]):
+                p = pods.setdefault((a.ns, a.pod), {})
+                p.setdefault(a.container, []).append(
+                    pr.ContainerDevices(resource_name=a.resource, device_ids=a.ids))
+            self.podres_lists += 1
+            self.cv.notify_all()
+        return pr.ListPodResourcesResponse(pod_resources=[
+            pr.PodResources(namespace=ns, name=name, containers=[
+                pr.ContainerResources(name=c, devices=d) for c, d in cs.items()])
+            for (ns, name), cs in pods.items()])
+
+    def delete_pod(self, ns, name):
+        """The Pod is gone: its allocations too."""
+        with self.cv:
+            self.allocs = [a for a in self.allocs if (a.ns, a.pod) != (ns, name)]
 
     def stop(self):
         """The kubelet goes away: streams cancelled, sockets deleted."""
@@ -150,6 +234,8 @@ class FakeKubelet(Waiter):
         if self.server is not None:
             self.server.stop(0).wait()
             self.server = None
+        if self.podres_dir:
+            self.stop_podres()
         for s in glob.glob(os.path.join(self.dir, "*.sock")):
             try:
                 os.unlink(s)
@@ -232,11 +318,45 @@ class FakeKubelet(Waiter):
                         resource=resource)
         return list(r.container_responses[0].deviceIDs)
 
-    def allocate(self, ids, resource=GPU):
+    def allocate(self, ids, resource=GPU, pod=None, container="main", listed=True):
+        """Allocate for one container; on success the devices belong to pod
+        (namespace, name), or to a Pod invented for it (last_pod); listed:
+        False for a plain init container, which PodResources leaves out."""
         pb = self.pb
         req = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)])
-        return self._unary("Allocate", req, pb.AllocateResponse,
-                           resource=resource).container_responses[0]
+        r = self._unary("Allocate", req, pb.AllocateResponse,
+                        resource=resource).container_responses[0]
+        with self.cv:
+            if pod is None:
+                self.npods += 1
+                pod = ("ns-%d" % self.npods, "pod-%d" % self.npods)
+            self.last_pod = pod
+            self.allocs.append(Alloc(pod[0], pod[1], container, resource, ids, listed))
+        return r
+
+    def assign(self, ids, pod, resource=GPU, container="main"):
+        """The devices belong to pod from now on without an Allocate (a
+        kubelet that lies, or one whose Allocate the plugin never saw)."""
+        with self.cv:
+            self.allocs.append(Alloc(pod[0], pod[1], container, resource, ids))
+
+    def prestart(self, ids, resource=GPU, timeout=30):
+        """PreStartContainer, as the kubelet calls it before creating the
+        container (its own timeout is 30 s)."""
+        pb = self.pb
+        with self.cv:
+            self.prestarting += 1
+        try:
+            return self._unary("PreStartContainer", pb.PreStartContainerRequest(devices_ids=ids),
+                               pb.PreStartContainerResponse, timeout=timeout, resource=resource)
+        finally:
+            with self.cv:
+                self.prestarting -= 1
+
+    def release_lists(self):
+        with self.cv:
+            self.hold_lists = False
+            self.cv.notify_all()
 
 
 # ---- Dynamic Resource Allocation (nvshare-dra-plugin) ----

@@ -8,7 +8,7 @@
 #include "harness.h"
 #include "parse.h"
 #include "scheduler/coschedule.h"
-#include "scheduler/limits.h"
+#include "scheduler/peer_limits.h"
 #include "scheduler/settings.h"
 #include "scheduler/state.h"
 
@@ -93,8 +93,8 @@ static void table(void)
 		nvs_cosched_cfg.batch_floor_pct == 50,
 	    "defaults reach the modules' variables (co-scheduling)");
 	tap(S.cfg.unknown_mem_limit == (1ull << 30) && S.cfg.q_slice_ms == 0 &&
-		S.cfg.swap_tq_factor == 20,
-	    "1Gi unknown-tenant limit; the quota slice unset (derived); swap factor 20");
+		S.cfg.swap_tq_factor == 33,
+	    "1Gi unknown-tenant limit; the quota slice unset (derived); swap factor 33");
 
 	/* One name per row. */
 	int dup = 0;

@@ -129,9 +129,11 @@ CUresult sim_alloc_new(uint64_t *out, size_t size, int kind, int dev, unsigned f
 		a->npages = (uint32_t)((size + SIM_PAGE - 1) / SIM_PAGE);
 		a->slot = malloc(a->npages * sizeof(int32_t));
 		a->pdev = calloc(a->npages, 1);
-		if (!a->slot || !a->pdev) {
+		a->disc = calloc(a->npages, 1);
+		if (!a->slot || !a->pdev || !a->disc) {
 			free(a->slot);
 			free(a->pdev);
+			free(a->disc);
 			free(a);
 			munmap(m, len);
 			return CUDA_ERROR_OUT_OF_MEMORY;
@@ -145,6 +147,7 @@ CUresult sim_alloc_new(uint64_t *out, size_t size, int kind, int dev, unsigned f
 	if (r != 0) {
 		free(a->slot);
 		free(a->pdev);
+		free(a->disc);
 		free(a);
 		munmap(m, len);
 		if (charge)
@@ -174,6 +177,7 @@ static void alloc_destroy(struct sim_alloc *a)
 	free(a->ipc_path);
 	free(a->slot);
 	free(a->pdev);
+	free(a->disc);
 	free(a);
 }
 
@@ -315,16 +319,54 @@ CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
 	return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+#ifdef MADV_POPULATE_WRITE
+#define SIM_MADV_POPULATE_WRITE MADV_POPULATE_WRITE
+#else
+#define SIM_MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/* Host bytes this process has pinned (cuMemHostRegister), under sim_mu;
+ * also in its process entry of the shared state (the stats). */
+static uint64_t pinned_bytes;
+
+static void pinned_publish(void)
+{
+	sim_lock();
+	sim_self_locked()->host_pinned = pinned_bytes;
+	sim_unlock();
+}
+
 CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
 	SIM_REQUIRE_INIT();
 	if (!p || !bytesize)
 		return CUDA_ERROR_INVALID_VALUE;
+	CUresult cr = sim_capture_unsafe_call("cuMemHostRegister");
+	if (cr != CUDA_SUCCESS)
+		return cr;
 	pthread_mutex_lock(&sim_mu);
 	int dup = sim_alloc_find_locked((uint64_t)(uintptr_t)p) != NULL;
+	int over = sim_cfg.pin_limit && pinned_bytes + bytesize > sim_cfg.pin_limit;
+	if (!dup && !over)
+		pinned_bytes += bytesize;
 	pthread_mutex_unlock(&sim_mu);
 	if (dup)
 		return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+	if (over) {
+		sim_log("call cuMemHostRegister %zu bytes refused (NVSHARE_SIM_PIN_LIMIT)",
+			bytesize);
+		return CUDA_ERROR_OUT_OF_MEMORY; /* as memlock or the cgroup refuse it */
+	}
+	/* Pinning faults every page in, writable (later copies to it take no
+	 * faults); the contents stay as they are. */
+	uint64_t q0 = (uint64_t)(uintptr_t)p & ~4095ull;
+	(void)madvise((void *)(uintptr_t)q0, (uint64_t)(uintptr_t)p + bytesize - q0,
+		      SIM_MADV_POPULATE_WRITE);
+	if (sim_cfg.pin_us_per_mib) /* and locks them: what it costs on a real host */
+		sim_sleep_until(sim_now() + (bytesize >> 20) * sim_cfg.pin_us_per_mib * 1000);
+	pthread_mutex_lock(&sim_mu);
+	pinned_publish();
+	pthread_mutex_unlock(&sim_mu);
 	struct sim_alloc *a = calloc(1, sizeof(*a));
 	if (!a)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -348,6 +390,13 @@ CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
 CUresult cuMemHostUnregister(void *p)
 {
 	SIM_REQUIRE_INIT();
+	pthread_mutex_lock(&sim_mu);
+	struct sim_alloc *a = sim_alloc_find_locked((uint64_t)(uintptr_t)p);
+	if (a && a->kind == A_HOSTREG && a->base == (uint64_t)(uintptr_t)p) {
+		pinned_bytes -= pinned_bytes >= a->size ? a->size : pinned_bytes;
+		pinned_publish();
+	}
+	pthread_mutex_unlock(&sim_mu);
 	CUresult r = sim_free_kind((uint64_t)(uintptr_t)p, 1u << A_HOSTREG);
 	return r == CUDA_SUCCESS ? r : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 }

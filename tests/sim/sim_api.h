@@ -40,6 +40,9 @@
 
 #define NVSHARE_SIM_KERNEL_NAME "nvshare_sim_kernel"
 #define NVSHARE_SIM_PAGE_SIZE (2ULL << 20) /* managed residency granule */
+/* What a discarded managed range holds (cuMemDiscardBatchAsync: indeterminate
+ * on a real GPU): this word at both ends and at the start of every 4 KiB. */
+#define NVSHARE_SIM_DISCARD_POISON 0xdeadbeefdeadbeefULL
 #define NVSHARE_SIM_MAX_GPUS 16
 
 /* Counters of one GPU, for the whole GPU (all processes sharing the state
@@ -61,6 +64,14 @@ struct nvshare_sim_stats {
 	uint64_t kernel_busy_ns; /* time the GPU spent running kernels */
 	uint64_t busy_until_ns;	 /* CLOCK_MONOTONIC ns; whole-GPU view only */
 	uint64_t nprocs;	 /* processes with a context; whole-GPU view only */
+	uint64_t discard_bytes;	 /* managed bytes discarded (cuMemDiscard*BatchAsync) */
+	/* GPU accesses that a correct program (and nvshare) never makes: a
+	 * read of a discarded managed page before anything wrote or
+	 * prefetched it (its value is indeterminate on a real GPU), or an
+	 * access to a VMM range with no mapping or no access for that GPU
+	 * (CUDA_ERROR_ILLEGAL_ADDRESS on a real GPU, and here). */
+	uint64_t stray_accesses;
+	uint64_t host_pinned_bytes; /* host memory the process pinned; process view only */
 };
 
 /* Whole-GPU counters. Returns 0, or -1 for a bad device. Works before cuInit. */
@@ -89,6 +100,13 @@ int nvshareSimGetPrefetchLog(struct nvshare_sim_prefetch *out, int max);
 /* Where the managed page holding ptr lives: GPU index, -1 = host, -2 = not a
  * managed address of this process. */
 int nvshareSimPageLocation(uint64_t ptr);
+
+/* A GPU access from the current context's device to [ptr, ptr+bytes), as a
+ * kernel reading the range would make, but through no CUDA entry point (so
+ * nothing in between can gate it): CUDA_SUCCESS, CUDA_ERROR_ILLEGAL_ADDRESS
+ * (unmapped or inaccessible VMM range), CUDA_ERROR_INVALID_CONTEXT. Tests use
+ * it to stand for work that bypassed nvshare's gate. */
+int nvshareSimTouch(uint64_t ptr, uint64_t bytes);
 
 /* CLOCK_MONOTONIC now in ns (the clock the simulation uses). */
 uint64_t nvshareSimNowNs(void);

@@ -30,6 +30,14 @@ static CUresult copy_bytes(uint64_t dst, int dst_dev, uint64_t src, int src_dev,
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!dst || !src)
 		return CUDA_ERROR_INVALID_VALUE;
+	/* Device sides: an unmapped VMM range is an illegal address (never a
+	 * fault in the simulator's process); reading discarded managed pages
+	 * is a stray access, writing them defines them again. */
+	CUresult r = src_dev ? sim_gpu_access(src, n, -1, 0) : CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS && dst_dev)
+		r = sim_gpu_access(dst, n, -1, 1);
+	if (r != CUDA_SUCCESS)
+		return r;
 	memmove(DP(dst), DP(src), n);
 	return CUDA_SUCCESS;
 }
@@ -417,6 +425,9 @@ static CUresult set2d(CUdeviceptr dst, size_t pitch, unsigned v, size_t size, si
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!sim_range_ok(dst, (h - 1) * pitch + w * size))
 		return CUDA_ERROR_INVALID_VALUE;
+	CUresult r = sim_gpu_access(dst, (h - 1) * pitch + w * size, -1, 1);
+	if (r != CUDA_SUCCESS)
+		return r;
 	for (size_t y = 0; y < h; y++) {
 		char *row = (char *)DP(dst) + y * pitch;
 		if (size == 1) {

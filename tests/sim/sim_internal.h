@@ -26,6 +26,7 @@
 #define SIM_MAX_GPUS NVSHARE_SIM_MAX_GPUS
 #define SIM_MAX_PROCS 256
 #define SIM_PAGE NVSHARE_SIM_PAGE_SIZE
+#define SIM_DISCARD_POISON NVSHARE_SIM_DISCARD_POISON
 #define SIM_UTIL_BUCKET_NS 10000000ULL /* utilization granularity: 10 ms */
 #define SIM_UTIL_BUCKETS 400	       /* 4 s of history/future */
 #define SIM_PREFETCH_LOG 1024
@@ -39,6 +40,8 @@ struct sim_counters {
 	uint64_t fault_bytes, fault_ns;
 	uint64_t evictions, evicted_bytes, evict_ns;
 	uint64_t kernels, kernel_busy_ns;
+	uint64_t discard_bytes;	 /* cuMemDiscard[AndPrefetch]BatchAsync */
+	uint64_t stray_accesses; /* GPU reads of discarded pages, accesses to unmapped VMM */
 };
 
 /* A resident managed page. Owner identified by (pid, alloc_id, page). */
@@ -69,6 +72,7 @@ struct sim_proc {
 	uint32_t ctx_mask;		 /* GPUs this process holds a context on */
 	uint64_t used[SIM_MAX_GPUS];	 /* device allocations */
 	uint64_t resident[SIM_MAX_GPUS]; /* managed pages on the GPU */
+	uint64_t host_pinned;		 /* host bytes it pinned (cuMemHostRegister) */
 	struct sim_counters c[SIM_MAX_GPUS];
 	/* Its latest kernel on each GPU (sim_now times): what NVML's
 	 * per-process utilization samples report. */
@@ -97,6 +101,8 @@ struct sim_config {
 	 * managed pages (NVSHARE_SIM_NVML_PROC_MANAGED, default 1); 0: only
 	 * its device allocations, as drivers have been seen to report. */
 	int nvml_proc_managed;
+	uint64_t pin_limit;	 /* NVSHARE_SIM_PIN_LIMIT: host bytes cuMemHostRegister pins */
+	uint64_t pin_us_per_mib; /* NVSHARE_SIM_PIN_US_PER_MIB: what pinning costs */
 };
 extern struct sim_config sim_cfg;
 extern struct sim_shared *sim_sh;
@@ -157,8 +163,10 @@ struct sim_stream {
 	uint64_t launches; /* launches recorded in `done` so far */
 	unsigned flags;
 	int prio;
-	int kind;      /* 0 created, 1 legacy, 2 per-thread */
-	int capturing; /* CUstreamCaptureStatus */
+	int kind;		  /* 0 created, 1 legacy, 2 per-thread */
+	int capturing;		  /* CUstreamCaptureStatus */
+	int capture_mode;	  /* CUstreamCaptureMode it began with */
+	pthread_t capture_thread; /* the thread that began it */
 	uint64_t capture_id;
 	struct sim_graph *capture_graph;
 };
@@ -180,6 +188,13 @@ void sim_ctx_tail_all(struct sim_ctx *ctx, uint64_t *max_tail);
 /* Any stream of ctx capturing? Invalidates those captures (a context-wide
  * sync during capture is illegal) and returns 1. */
 int sim_ctx_capture_violation(struct sim_ctx *ctx);
+/* A "potentially unsafe" call (cuMemHostRegister) during capture, as CUDA
+ * rules it (cuThreadExchangeStreamCaptureMode): refused when the calling
+ * thread is not in relaxed mode and a capture begun in global mode is under
+ * way in the process (any thread's), or one of the thread's own not begun
+ * in relaxed mode. Those captures are invalidated; returns
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, else CUDA_SUCCESS. */
+CUresult sim_capture_unsafe_call(const char *what);
 int sim_phys(CUdevice d);
 CUdevice sim_ordinal(int phys);
 struct sim_graph *sim_graph_new(void);
@@ -197,11 +212,20 @@ void sim_streams_forget_ctx(struct sim_ctx *ctx);
 int sim_mem_reserve(int dev, uint64_t bytes);
 void sim_mem_unreserve(int dev, uint64_t bytes);
 /* Migrates the managed pages of [ptr, ptr+bytes) to dst (GPU or -1 host)
- * starting at `start`. Returns the end time. kind: 0 prefetch, 1 fault. */
+ * starting at `start`. Returns the end time. kind: 0 prefetch, 1 fault,
+ * 2 populate (discard-and-prefetch: the pages are placed, nothing moves). */
 uint64_t sim_migrate(uint64_t ptr, uint64_t bytes, int dst, uint64_t start, int kind,
 		     uint64_t *moved);
 /* Mark managed pages of a range used now (LRU). */
 void sim_touch(uint64_t ptr, uint64_t bytes, int dev);
+/* A GPU access (kernel, copy) to [ptr, ptr+bytes) on dev (-1: a copy's host
+ * side does not count). CUDA_SUCCESS, or CUDA_ERROR_ILLEGAL_ADDRESS for a
+ * VMM range that is not mapped or not accessible from dev (counted as a
+ * stray access). write: the access makes discarded managed pages defined
+ * again; a read of one is counted as a stray access. */
+CUresult sim_gpu_access(uint64_t ptr, uint64_t bytes, int dev, int write);
+/* Counts one stray access for this process on dev (the shared lock held). */
+void sim_count_stray_locked(int dev);
 /* Graph memory nodes: the allocation node's device memory (pp->location),
  * and the free node's release of it (only such memory, once). */
 CUresult sim_graph_mem_alloc(CUdeviceptr *dptr, size_t bytes, const CUmemPoolProps *pp);

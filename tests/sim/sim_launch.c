@@ -376,6 +376,13 @@ static CUresult run_kernel(struct sim_stream *s, const struct sim_kernel_desc *k
 		sim_stream_admit(s);
 	int dev = s->ctx->dev;
 	uint64_t ready = sim_stream_ready(s), fault_ns = 0;
+	if (k->touch_ptr && k->touch_bytes) {
+		/* An unmapped (or inaccessible) VMM range faults the kernel, as
+		 * on a real GPU: the launch reports it at once. */
+		CUresult r = sim_gpu_access(k->touch_ptr, k->touch_bytes, dev, 0);
+		if (r != CUDA_SUCCESS)
+			return r;
+	}
 	if (k->touch_ptr && k->touch_bytes)
 		fault_ns = sim_migrate(k->touch_ptr, k->touch_bytes, dev, ready, 1, NULL) - ready;
 	sim_lock();

@@ -109,6 +109,84 @@ CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocat
 	return prefetch(devPtr, count, loc_ordinal(location), hStream, 1);
 }
 
+/* ---- discard (CUDA 13): the contents of a range are dropped ----
+ * cuMemDiscardBatchAsync gives the pages up without writing them back (the
+ * range then reads as zeros here; indeterminate on a real GPU, and a kernel
+ * that reads a discarded page before anything wrote or prefetched it is
+ * counted as a stray access). cuMemDiscardAndPrefetchBatchAsync also places
+ * the pages on the target GPU, moving nothing. Both need a stream other
+ * than the legacy default one, as the driver says. Stream time: none. */
+static CUresult discard_batch(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *locs,
+			      size_t *loc_idx, size_t nlocs, CUstream h, int pt)
+{
+	SIM_REQUIRE_INIT();
+	if (!dptrs || !sizes || !count || (!pt && (h == NULL || h == CU_STREAM_LEGACY)))
+		return CUDA_ERROR_INVALID_VALUE;
+	struct sim_stream *s = sim_stream_get(h, pt);
+	if (!s)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (locs && (!loc_idx || !nlocs || nlocs > count || loc_idx[0] != 0))
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < count; i++)
+		if (!managed_range(dptrs[i], sizes[i]))
+			return CUDA_ERROR_INVALID_VALUE;
+	size_t li = 0;
+	for (size_t i = 0; i < count; i++) {
+		pthread_mutex_lock(&sim_mu);
+		struct sim_alloc *a = sim_alloc_find_locked(dptrs[i]);
+		if (a)
+			sim_discard_locked(a, dptrs[i], sizes[i]);
+		pthread_mutex_unlock(&sim_mu);
+		if (!locs)
+			continue;
+		while (li + 1 < nlocs && loc_idx[li + 1] <= i)
+			li++;
+		int dst = locs[li].type == CU_MEM_LOCATION_TYPE_DEVICE ? sim_phys(locs[li].id) : -1;
+		if (locs[li].type == CU_MEM_LOCATION_TYPE_DEVICE && dst < 0)
+			return CUDA_ERROR_INVALID_DEVICE;
+		sim_migrate(dptrs[i], sizes[i], dst, sim_stream_ready(s), 2, NULL);
+	}
+	sim_log("call %s count=%zu",
+		locs ? "cuMemDiscardAndPrefetchBatchAsync" : "cuMemDiscardBatchAsync", count);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemDiscardBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+				unsigned long long flags, CUstream hStream)
+{
+	return flags ? CUDA_ERROR_INVALID_VALUE
+		     : discard_batch(dptrs, sizes, count, NULL, NULL, 0, hStream, 0);
+}
+
+CUresult cuMemDiscardBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+				     unsigned long long flags, CUstream hStream)
+{
+	return flags ? CUDA_ERROR_INVALID_VALUE
+		     : discard_batch(dptrs, sizes, count, NULL, NULL, 0, hStream, 1);
+}
+
+CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+					   CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs,
+					   size_t numPrefetchLocs, unsigned long long flags,
+					   CUstream hStream)
+{
+	if (flags || !prefetchLocs)
+		return CUDA_ERROR_INVALID_VALUE;
+	return discard_batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs,
+			     hStream, 0);
+}
+
+CUresult cuMemDiscardAndPrefetchBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+						CUmemLocation *prefetchLocs,
+						size_t *prefetchLocIdxs, size_t numPrefetchLocs,
+						unsigned long long flags, CUstream hStream)
+{
+	if (flags || !prefetchLocs)
+		return CUDA_ERROR_INVALID_VALUE;
+	return discard_batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs,
+			     hStream, 1);
+}
+
 CUresult cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_attribute attribute,
 				CUdeviceptr devPtr, size_t count)
 {

@@ -45,6 +45,7 @@ struct sim_alloc {
 	uint32_t npages;    /* managed */
 	int32_t *slot;	    /* managed: slot index, -1 = host */
 	int8_t *pdev;	    /* managed: GPU of that slot */
+	uint8_t *disc;	    /* managed: page discarded, nothing wrote or prefetched it since */
 	int last_prefetch;  /* managed: last prefetch target ordinal, -1 host, -2 none */
 	int graph;	    /* device memory of a graph allocation node */
 	struct vmap *vmaps; /* VA reservation: what cuMemMap put there */
@@ -88,6 +89,11 @@ void sim_release_pages(struct sim_alloc *a);
 /* ---- virtual memory management (sim_vmm.c) ---- */
 /* Drops the cuMemMap mappings inside [p, p+n) of reservation a. sim_mu held. */
 void sim_vmm_unmap_range(struct sim_alloc *a, uint64_t p, uint64_t n);
+/* Whether [p, p+n) of reservation a is mapped throughout and readable and
+ * writable from phys GPU dev (dev < 0: mapped is enough). sim_mu held. */
+int sim_vmm_accessible(struct sim_alloc *a, uint64_t p, uint64_t n, int dev);
+/* Managed residency: marks [p, p+n) discarded (data dropped). sim_mu held. */
+void sim_discard_locked(struct sim_alloc *a, uint64_t p, uint64_t n);
 
 /* ---- arrays (sim_array.c; their copies: sim_copy.c) ---- */
 struct sim_array {

@@ -161,10 +161,21 @@ uint64_t sim_migrate(uint64_t ptr, uint64_t bytes, int dst, uint64_t start, int 
 	sim_lock();
 	struct sim_proc *me = sim_self_locked();
 	uint64_t now = sim_now();
+	int stray = 0;
 	for (uint32_t i = p0; i < p1; i++) {
 		int cur = page_loc(a, i);
 		uint64_t pb = page_bytes(a, i);
-		if (cur == dst) {
+		if (a->disc[i]) {
+			/* A kernel reading a discarded page before anything
+			 * defined it again reads an indeterminate value; a
+			 * prefetch defines it (cuMemDiscardBatchAsync). */
+			stray |= kind == 1;
+			a->disc[i] = 0;
+		}
+		if (kind == 2 && cur == -1 && dst >= 0) {
+			/* Discard-and-prefetch: the page is populated on the
+			 * GPU without moving anything. */
+		} else if (cur == dst) {
 			if (cur >= 0)
 				sim_slots(cur)[a->slot[i]].last_use = now;
 			continue;
@@ -208,14 +219,19 @@ uint64_t sim_migrate(uint64_t ptr, uint64_t bytes, int dst, uint64_t start, int 
 			sim_sh->gpu[dst].resident += pb;
 			me->resident[dst] += pb;
 		}
-		moved += pb;
+		if (kind != 2)
+			moved += pb;
 	}
 	free(l.idx);
+	if (stray)
+		sim_count_stray_locked(dst >= 0 ? dst : 0);
 
 	/* Time: evictions are written back first, then the pages move. */
 	uint64_t ev_ns = sim_xfer_ns(evicted, sim_cfg.d2h_bps);
 	uint64_t mv_ns;
-	if (dst < 0)
+	if (kind == 2)
+		mv_ns = 0;
+	else if (dst < 0)
 		mv_ns = sim_xfer_ns(moved, sim_cfg.d2h_bps);
 	else if (kind == 1)
 		mv_ns = sim_xfer_ns(moved, sim_cfg.fault_bps);
@@ -227,7 +243,9 @@ uint64_t sim_migrate(uint64_t ptr, uint64_t bytes, int dst, uint64_t start, int 
 		for (int k = 0; k < 2; k++) {
 			struct sim_counters *c = cs[k];
 			c->evict_ns += ev_ns;
-			if (kind == 1) {
+			if (kind == 2) {
+				/* nothing moved */
+			} else if (kind == 1) {
 				c->fault_bytes += moved;
 				c->fault_ns += mv_ns;
 			} else if (dst >= 0) {
@@ -264,6 +282,49 @@ void sim_touch(uint64_t ptr, uint64_t bytes, int dev)
 	pthread_mutex_unlock(&sim_mu);
 }
 
+CUresult sim_gpu_access(uint64_t ptr, uint64_t bytes, int dev, int write)
+{
+	if (!bytes)
+		return CUDA_SUCCESS;
+	CUresult r = CUDA_SUCCESS;
+	pthread_mutex_lock(&sim_mu);
+	struct sim_alloc *a = sim_alloc_find_locked(ptr);
+	if (a && a->kind == A_VA) {
+		uint64_t e = ptr + bytes > a->base + a->size ? a->base + a->size : ptr + bytes;
+		if (!sim_vmm_accessible(a, ptr, e - ptr, dev)) {
+			r = CUDA_ERROR_ILLEGAL_ADDRESS;
+			sim_lock();
+			sim_count_stray_locked(dev >= 0 ? dev : (a->dev >= 0 ? a->dev : 0));
+			sim_unlock();
+		}
+	} else if (a && a->kind == A_MANAGED) {
+		uint64_t e = ptr + bytes > a->base + a->size ? a->base + a->size : ptr + bytes;
+		int stray = 0;
+		for (uint32_t i = (uint32_t)((ptr - a->base) / SIM_PAGE);
+		     i < (uint32_t)((e - a->base + SIM_PAGE - 1) / SIM_PAGE); i++)
+			if (a->disc[i]) {
+				stray |= !write;
+				a->disc[i] = 0;
+			}
+		if (stray) {
+			sim_lock();
+			sim_count_stray_locked(dev >= 0 ? dev : 0);
+			sim_unlock();
+		}
+	}
+	pthread_mutex_unlock(&sim_mu);
+	return r;
+}
+
+int nvshareSimTouch(uint64_t ptr, uint64_t bytes)
+{
+	sim_state_init();
+	int dev = sim_cur_dev();
+	if (dev < 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return (int)sim_gpu_access(ptr, bytes, dev, 0);
+}
+
 int nvshareSimPageLocation(uint64_t ptr)
 {
 	sim_state_init();
@@ -277,6 +338,49 @@ int nvshareSimPageLocation(uint64_t ptr)
 	}
 	pthread_mutex_unlock(&sim_mu);
 	return r;
+}
+
+void sim_count_stray_locked(int dev)
+{
+	if (dev < 0 || (uint32_t)dev >= sim_sh->ngpus)
+		return;
+	sim_sh->gpu[dev].c.stray_accesses++;
+	sim_self_locked()->c[dev].stray_accesses++;
+	sim_log("stray access dev=%d (a discarded page read, or an unmapped VMM range)", dev);
+}
+
+void sim_discard_locked(struct sim_alloc *a, uint64_t p, uint64_t n)
+{
+	uint64_t e = p + n > a->base + a->size ? a->base + a->size : p + n;
+	if (p >= e)
+		return;
+	uint32_t p0 = (uint32_t)((p - a->base) / SIM_PAGE);
+	uint32_t p1 = (uint32_t)((e - a->base + SIM_PAGE - 1) / SIM_PAGE);
+	int dev = sim_cur_dev();
+	sim_lock();
+	for (uint32_t i = p0; i < p1; i++) {
+		int d = page_loc(a, i);
+		if (d >= 0) { /* dropped, not written back */
+			slot_free(d, (uint32_t)a->slot[i]);
+			a->slot[i] = -1;
+		}
+		a->disc[i] = 1;
+	}
+	if (dev >= 0) {
+		sim_sh->gpu[dev].c.discard_bytes += e - p;
+		sim_self_locked()->c[dev].discard_bytes += e - p;
+	}
+	sim_unlock();
+	/* The bytes are gone: poison at the start of every 4 KiB page and at
+	 * both ends, so a range that is read back without being restored
+	 * fails any data check (cheap, and no page faults later, as a copy
+	 * into the range would take after MADV_DONTNEED). */
+	static const uint64_t poison = SIM_DISCARD_POISON;
+	for (uint64_t q = (p + 4095) & ~4095ull; q + 8 <= e; q += 4096)
+		memcpy(DP(q), &poison, 8);
+	memcpy(DP(p), &poison, e - p < 8 ? e - p : 8);
+	if (e - p >= 8)
+		memcpy(DP(e - 8), &poison, 8);
 }
 
 void sim_release_pages(struct sim_alloc *a)

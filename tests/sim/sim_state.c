@@ -279,6 +279,11 @@ static void map_state(void)
 	uint64_t pm = 1;
 	nvs_env_u64("NVSHARE_SIM_NVML_PROC_MANAGED", 0, 1, &pm);
 	sim_cfg.nvml_proc_managed = (int)pm;
+	/* Pinned host memory (cuMemHostRegister): how much may be pinned
+	 * (memlock / cgroup limits; 0 = no limit) and how long pinning takes
+	 * (a real H200 host: ~700 us per MiB). */
+	nvs_env_size("NVSHARE_SIM_PIN_LIMIT", 1, &sim_cfg.pin_limit);
+	nvs_env_u64("NVSHARE_SIM_PIN_US_PER_MIB", 0, 1000000, &sim_cfg.pin_us_per_mib);
 
 	const char *dir = getenv("NVSHARE_SIM_STATE_DIR");
 	if (dir && *dir)
@@ -470,6 +475,8 @@ static void fill_counters(struct nvshare_sim_stats *o, const struct sim_counters
 	o->evict_ns = c->evict_ns;
 	o->kernels = c->kernels;
 	o->kernel_busy_ns = c->kernel_busy_ns;
+	o->discard_bytes = c->discard_bytes;
+	o->stray_accesses = c->stray_accesses;
 }
 
 int nvshareSimGetStats(int dev, struct nvshare_sim_stats *out)
@@ -505,6 +512,7 @@ int nvshareSimGetProcStats(int dev, int pid, struct nvshare_sim_stats *out)
 		out->total_bytes = sim_sh->gpu[dev].total;
 		out->used_bytes = p->used[dev];
 		out->resident_bytes = p->resident[dev];
+		out->host_pinned_bytes = p->host_pinned;
 	}
 	sim_unlock();
 	return p ? 0 : -1;

@@ -539,10 +539,11 @@ static CUresult begin_capture(CUstream h, int pt, CUstreamCaptureMode mode)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	pthread_mutex_lock(&sim_mu);
 	s->capturing = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+	s->capture_mode = (int)mode;
+	s->capture_thread = pthread_self();
 	s->capture_graph = g;
 	s->capture_id = ++capture_ids;
 	pthread_mutex_unlock(&sim_mu);
-	(void)mode;
 	return CUDA_SUCCESS;
 }
 
@@ -674,6 +675,32 @@ CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream h, CUstreamCaptureStatus *st, c
 					const CUgraphEdgeData **e, size_t *n)
 {
 	return capture_info(h, 1, st, id, g, d, e, n);
+}
+
+CUresult sim_capture_unsafe_call(const char *what)
+{
+	if (thread_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_SUCCESS;
+	int v = 0;
+	pthread_mutex_lock(&sim_mu);
+	for (size_t i = 0; i < nstreams; i++) {
+		struct sim_stream *s = streams[i];
+		if (s->capturing != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+			continue;
+		int own = pthread_equal(s->capture_thread, pthread_self());
+		if (s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
+		    (own && s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED)) {
+			s->capturing = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+			v = 1;
+		}
+	}
+	pthread_mutex_unlock(&sim_mu);
+	if (!v)
+		return CUDA_SUCCESS;
+	sim_log("call %s during a stream capture: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, capture "
+		"invalidated",
+		what);
+	return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)

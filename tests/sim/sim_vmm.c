@@ -2,6 +2,12 @@
  * Simulated GPU: virtual memory management.
  * A physical handle is a memfd (so mappings really share bytes); a
  * reservation is a PROT_NONE mapping; cuMemMap maps the memfd over it.
+ * A handle is counted (cuMemCreate 1, cuMemRetainAllocationHandle +1,
+ * cuMemRelease -1) and its memory freed once the count is 0 and nothing
+ * maps it, as the driver does. Each mapping remembers the access
+ * cuMemSetAccess gave it per location; a kernel (or nvshareSimTouch) that
+ * touches a range that is not mapped, or not accessible from its GPU, fails
+ * with CUDA_ERROR_ILLEGAL_ADDRESS and is counted as a stray access.
  */
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -15,15 +21,22 @@ struct sim_vmm {
 	size_t size;
 	int dev; /* physical, -1 host */
 	int maps;
+	int refs; /* cuMemCreate + retains - releases */
 	int released;
 	CUmemAllocationProp prop;
 };
 #define SIM_VMM_MAGIC 0x4d4d5653u
 
+#define VMAP_ACC_MAX 16
 struct vmap {
 	uint64_t ptr, size;
 	struct sim_vmm *v;
 	struct vmap *next;
+	struct {
+		CUmemLocation loc;
+		unsigned long long flags;
+	} acc[VMAP_ACC_MAX]; /* what cuMemSetAccess granted */
+	int nacc;
 };
 
 static struct sim_vmm *vmm_check(CUmemGenericAllocationHandle h)
@@ -70,6 +83,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 	v->fd = fd;
 	v->size = size;
 	v->dev = dev;
+	v->refs = 1;
 	v->prop = *prop;
 	*handle = (CUmemGenericAllocationHandle)(uintptr_t)v;
 	sim_log("call cuMemCreate dev=%d size=%zu", dev, size);
@@ -96,8 +110,10 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 		pthread_mutex_unlock(&sim_mu);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
-	v->released = 1;
-	vmm_maybe_free(v);
+	if (--v->refs == 0) {
+		v->released = 1;
+		vmm_maybe_free(v);
+	}
 	pthread_mutex_unlock(&sim_mu);
 	return CUDA_SUCCESS;
 }
@@ -169,7 +185,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 	pthread_mutex_lock(&sim_mu);
 	struct sim_vmm *v = vmm_check(handle);
 	struct sim_alloc *a = sim_alloc_find_locked(ptr);
-	if (!v || !a || a->kind != A_VA || ptr + size > a->base + a->size ||
+	if (!v || v->released || !a || a->kind != A_VA || ptr + size > a->base + a->size ||
 	    offset + size > v->size || size % SIM_PAGE || offset % SIM_PAGE) {
 		pthread_mutex_unlock(&sim_mu);
 		return CUDA_ERROR_INVALID_VALUE;
@@ -210,19 +226,98 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 	return CUDA_SUCCESS;
 }
 
+/* The mapping of reservation a that holds p, or NULL. sim_mu held. */
+static struct vmap *vmap_at(struct sim_alloc *a, uint64_t p)
+{
+	for (struct vmap *m = a->vmaps; m; m = m->next)
+		if (p >= m->ptr && p < m->ptr + m->size)
+			return m;
+	return NULL;
+}
+
+static unsigned long long vmap_access(const struct vmap *m, CUmemLocation loc)
+{
+	for (int i = 0; i < m->nacc; i++)
+		if (m->acc[i].loc.type == loc.type && m->acc[i].loc.id == loc.id)
+			return m->acc[i].flags;
+	return 0;
+}
+
+int sim_vmm_accessible(struct sim_alloc *a, uint64_t p, uint64_t n, int dev)
+{
+	CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, dev >= 0 ? sim_ordinal(dev) : 0};
+	uint64_t e = p + n;
+	while (p < e) {
+		struct vmap *m = vmap_at(a, p);
+		if (!m || (dev >= 0 && vmap_access(m, loc) != CU_MEM_ACCESS_FLAGS_PROT_READWRITE))
+			return 0;
+		p = m->ptr + m->size;
+	}
+	return 1;
+}
+
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
 	SIM_REQUIRE_INIT();
-	return sim_range_ok(ptr, size) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	if (!desc || !count || !size)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&sim_mu);
+	struct sim_alloc *a = sim_alloc_find_locked(ptr);
+	if (!a || a->kind != A_VA || ptr + size > a->base + a->size ||
+	    !sim_vmm_accessible(a, ptr, size, -1)) {
+		pthread_mutex_unlock(&sim_mu);
+		return CUDA_ERROR_INVALID_VALUE; /* the whole range must be mapped */
+	}
+	for (struct vmap *m = a->vmaps; m; m = m->next) {
+		if (m->ptr + m->size <= ptr || m->ptr >= ptr + size)
+			continue;
+		for (size_t k = 0; k < count; k++) {
+			int i = 0;
+			while (i < m->nacc && (m->acc[i].loc.type != desc[k].location.type ||
+					       m->acc[i].loc.id != desc[k].location.id))
+				i++;
+			if (i == m->nacc && m->nacc < VMAP_ACC_MAX)
+				m->nacc++;
+			if (i < m->nacc) {
+				m->acc[i].loc = desc[k].location;
+				m->acc[i].flags = desc[k].flags;
+			}
+		}
+	}
+	pthread_mutex_unlock(&sim_mu);
+	sim_log("call cuMemSetAccess 0x%llx %zu count=%zu", (unsigned long long)ptr, size, count);
+	return CUDA_SUCCESS;
 }
 
 CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
 {
 	SIM_REQUIRE_INIT();
-	if (!flags)
+	if (!flags || !location)
 		return CUDA_ERROR_INVALID_VALUE;
-	*flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	return CUDA_SUCCESS;
+	pthread_mutex_lock(&sim_mu);
+	struct sim_alloc *a = sim_alloc_find_locked(ptr);
+	struct vmap *m = a && a->kind == A_VA ? vmap_at(a, ptr) : NULL;
+	if (m)
+		*flags = vmap_access(m, *location);
+	pthread_mutex_unlock(&sim_mu);
+	return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+	SIM_REQUIRE_INIT();
+	if (!handle)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&sim_mu);
+	struct sim_alloc *a = sim_alloc_find_locked((uint64_t)(uintptr_t)addr);
+	struct vmap *m = a && a->kind == A_VA ? vmap_at(a, (uint64_t)(uintptr_t)addr) : NULL;
+	if (m) {
+		m->v->refs++; /* a released handle that is still mapped comes back */
+		m->v->released = 0;
+		*handle = (CUmemGenericAllocationHandle)(uintptr_t)m->v;
+	}
+	pthread_mutex_unlock(&sim_mu);
+	return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,

@@ -40,6 +40,7 @@ int main(void)
 	setenv("NVSHARE_SIM_H2D_GBPS", "10", 1);  /* 512 MiB: ~54 ms */
 	setenv("NVSHARE_SIM_D2H_GBPS", "5", 1);	  /* 256 MiB: ~54 ms */
 	setenv("NVSHARE_SIM_FAULT_GBPS", "2", 1); /* 64 MiB: ~34 ms */
+	setenv("NVSHARE_SIM_PIN_LIMIT", "64Mi", 1);
 	unsetenv("NVSHARE_SIM_GPUS");
 	unsetenv("CUDA_VISIBLE_DEVICES");
 
@@ -168,5 +169,106 @@ int main(void)
 	   "cuMemAdvise on non-managed memory rejected");
 	OK(cuMemFree_v2(a) == 0 && cuMemFree_v2(b) == 0 && st().resident_bytes == 0,
 	   "free releases resident pages");
+
+	/* Discard (CUDA 13): the pages leave without a write-back, the range
+	 * reads as zeros, and a kernel that reads a discarded page before
+	 * anything wrote or prefetched it is a stray access. */
+	CUdeviceptr c = 0;
+	OK(cuMemAllocManaged(&c, 64 * MiB, CU_MEM_ATTACH_GLOBAL) == 0, "managed 64 MiB (C)");
+	memset((void *)(uintptr_t)c, 0x5a, 64 * MiB);
+	cuMemPrefetchAsync_v2(c, 64 * MiB, gpu0, 0, s);
+	cuStreamSynchronize(s);
+	struct nvshare_sim_stats b0 = st();
+	CUdeviceptr dp[1] = {c};
+	size_t ds[1] = {32 * MiB}, idx0 = 0;
+	OK(cuMemDiscardBatchAsync(dp, ds, 1, 0, NULL) == CUDA_ERROR_INVALID_VALUE,
+	   "discard refuses the legacy default stream");
+	OK(cuMemDiscardBatchAsync(dp, ds, 1, 0, s) == 0, "discard the first 32 MiB of C");
+	x = st();
+	OK(x.discard_bytes - b0.discard_bytes == 32 * MiB &&
+	       b0.resident_bytes - x.resident_bytes == 32 * MiB &&
+	       x.prefetch_d2h_bytes == b0.prefetch_d2h_bytes && x.evicted_bytes == b0.evicted_bytes,
+	   "discarded pages leave the GPU without a write-back");
+	const unsigned char *cb = (const unsigned char *)(uintptr_t)c;
+	uint64_t w0, w1;
+	memcpy(&w0, cb + 4096, 8);
+	memcpy(&w1, cb + 32 * MiB - 8, 8);
+	OK(w0 == NVSHARE_SIM_DISCARD_POISON && w1 == NVSHARE_SIM_DISCARD_POISON &&
+	       cb[32 * MiB] == 0x5a,
+	   "discarded bytes are gone (poisoned here), the rest intact");
+	touch = c;
+	bytes = 64 * MiB;
+	OK(cuLaunchKernel(k, 1, 1, 1, 1, 1, 1, 0, s, params, NULL) == 0 &&
+	       cuStreamSynchronize(s) == 0 && st().stray_accesses == b0.stray_accesses + 1,
+	   "a kernel reading discarded pages is counted as a stray access");
+	OK(cuMemDiscardBatchAsync(dp, ds, 1, 0, s) == 0, "discard again");
+	b0 = st();
+	OK(cuMemDiscardAndPrefetchBatchAsync(dp, ds, 1, &gpu0, &idx0, 1, 0, s) == 0 &&
+	       cuStreamSynchronize(s) == 0,
+	   "discard-and-prefetch to GPU 0");
+	x = st();
+	OK(x.resident_bytes - b0.resident_bytes == 32 * MiB &&
+	       x.prefetch_h2d_bytes == b0.prefetch_h2d_bytes && nvshareSimPageLocation(c) == 0,
+	   "discard-and-prefetch places the pages on the GPU, moving nothing");
+	OK(cuMemcpyHtoD_v2(c, cb + 32 * MiB, 4096) == 0 &&
+	       cuLaunchKernel(k, 1, 1, 1, 1, 1, 1, 0, s, params, NULL) == 0 &&
+	       cuStreamSynchronize(s) == 0 && st().stray_accesses == b0.stray_accesses &&
+	       st().fault_bytes == b0.fault_bytes,
+	   "prefetched pages are defined again: no stray access, no fault");
+	OK(cuMemFree_v2(c) == 0, "free C");
+
+	/* VMM: a mapping without access for the kernel's GPU, or no mapping at
+	 * all, is an illegal address (and a stray access). */
+	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				    .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+	CUmemGenericAllocationHandle h = 0, h2 = 0;
+	CUdeviceptr va = 0;
+	OK(cuMemCreate(&h, 8 * MiB, &prop, 0) == 0 &&
+	       cuMemAddressReserve(&va, 16 * MiB, 0, 0, 0) == 0 &&
+	       cuMemMap(va, 8 * MiB, 0, h, 0) == 0,
+	   "VMM: 8 MiB created and mapped");
+	b0 = st();
+	touch = va;
+	bytes = 8 * MiB;
+	OK(cuLaunchKernel(k, 1, 1, 1, 1, 1, 1, 0, s, params, NULL) == CUDA_ERROR_ILLEGAL_ADDRESS &&
+	       st().stray_accesses == b0.stray_accesses + 1,
+	   "a kernel on a mapping without access: illegal address, stray access");
+	CUmemAccessDesc acc = {.location = prop.location,
+			       .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+	unsigned long long fl = 0;
+	OK(cuMemSetAccess(va, 16 * MiB, &acc, 1) == CUDA_ERROR_INVALID_VALUE,
+	   "access on a range that is not all mapped is refused");
+	OK(cuMemSetAccess(va, 8 * MiB, &acc, 1) == 0 &&
+	       cuMemGetAccess(&fl, &prop.location, va) == 0 &&
+	       fl == CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+	   "access recorded per mapping (cuMemGetAccess)");
+	OK(cuLaunchKernel(k, 1, 1, 1, 1, 1, 1, 0, s, params, NULL) == 0 &&
+	       cuStreamSynchronize(s) == 0 && st().stray_accesses == b0.stray_accesses + 1,
+	   "with access the kernel runs");
+	OK(nvshareSimTouch(va, 8 * MiB) == 0, "nvshareSimTouch: a mapped range is fine");
+	OK(nvshareSimTouch(va + 8 * MiB, 4096) == CUDA_ERROR_ILLEGAL_ADDRESS,
+	   "nvshareSimTouch: the unmapped half is an illegal address");
+	OK(cuMemRetainAllocationHandle(&h2, (void *)(uintptr_t)(va + 4096)) == 0 && h2 == h,
+	   "cuMemRetainAllocationHandle finds the handle by address");
+	OK(cuMemRelease(h) == 0 && cuMemRelease(h2) == 0 && cuMemRelease(h) != 0,
+	   "retain counts: two releases, a third is refused");
+	OK(cuMemsetD8_v2(va, 1, 4096) == 0, "the mapping keeps the memory after the releases");
+	OK(cuMemUnmap(va, 8 * MiB) == 0 && cuMemsetD8_v2(va, 1, 4096) == CUDA_ERROR_ILLEGAL_ADDRESS,
+	   "a copy into an unmapped range: illegal address, not a crash");
+	OK(cuMemAddressFree(va, 16 * MiB) == 0 && st().used_bytes == b0.used_bytes - 8 * MiB,
+	   "unmapped and released: the memory is free");
+
+	/* Pinning host memory within NVSHARE_SIM_PIN_LIMIT (64 MiB here). */
+	static char hostbuf[112 * MiB];
+	struct nvshare_sim_stats me2;
+	OK(cuMemHostRegister(hostbuf, 32 * MiB, 0) == 0 &&
+	       cuMemHostRegister(hostbuf + 32 * MiB, 48 * MiB, 0) == CUDA_ERROR_OUT_OF_MEMORY,
+	   "pinning beyond NVSHARE_SIM_PIN_LIMIT is refused (out of memory)");
+	OK(nvshareSimGetProcStats(0, 0, &me2) == 0 && me2.host_pinned_bytes == 32 * MiB,
+	   "the process's pinned bytes are in its stats");
+	OK(cuMemHostUnregister(hostbuf) == 0 &&
+	       cuMemHostRegister(hostbuf + 32 * MiB, 48 * MiB, 0) == 0 &&
+	       cuMemHostUnregister(hostbuf + 32 * MiB) == 0,
+	   "unpinned memory counts no more");
 	TAP_DONE();
 }

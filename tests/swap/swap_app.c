@@ -8,6 +8,7 @@
  *   swap_app --name A --ranges 16Mi,64Mi,256Mi --steps 40 --kernel-us 2000
  *            [--linger-ms MS] [--pause-after STEPS --pause-ms MS] [--start-file F]
  *            [--end-file F] [--pause-file F]
+ *            [--capture-alloc SIZE]
  *   swap_app --prefetch-log      print the simulated GPU's prefetch log
  *
  * --start-file F: after allocating and filling, print "READY name=A" and
@@ -21,8 +22,17 @@
  * --pause-file F: with --pause-after, pause until F exists (after
  * --pause-ms, if given): the test decides when the pause ends.
  *
+ * --capture-alloc SIZE: after the steps, capture one step into a CUDA graph
+ * in global mode on a stream of its own and, during the capture, allocate
+ * SIZE more as PyTorch's graph pool does (cuMemAlloc in relaxed mode), then
+ * wait (10 s at most) until this process's pinned host memory grew (nvshare's
+ * staging follows the allocations, pinned by its own thread while the
+ * capture is under way), end the capture and replay it:
+ *   CAPTURE name=A result=ok|rc=N pinned_before=B pinned_after=B
+ *
  * Output: one DONE line, with this process's simulated-GPU counters:
- *   DONE name=A result=ok|BAD fault_bytes=N h2d_bytes=N d2h_bytes=N elapsed_ms=T
+ *   DONE name=A result=ok|BAD fault_bytes=N h2d_bytes=N d2h_bytes=N evicted_bytes=N
+ *        discard_bytes=N stray=N elapsed_ms=T
  * --prefetch-log prints "PF seq pid dst ptr bytes moved start_ns end_ns".
  */
 #include <cuda.h>
@@ -82,6 +92,50 @@ static int print_log(void)
 	return 0;
 }
 
+static uint64_t pinned_now(void)
+{
+	struct nvshare_sim_stats st;
+	memset(&st, 0, sizeof st);
+	nvshareSimGetProcStats(0, 0, &st);
+	return st.host_pinned_bytes;
+}
+
+static void sleep_ms(long ms);
+
+/* --capture-alloc (header). */
+static void capture_alloc(CUfunction fn, CUdeviceptr q, uint64_t n, uint64_t extra)
+{
+	CUstream s;
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	uint64_t before = pinned_now(), after = before;
+	unsigned long long us = 1000;
+	void *args[3] = {&us, &q, &n};
+	CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s, args, NULL));
+	CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+	CK(cuThreadExchangeStreamCaptureMode(&m));
+	CUdeviceptr more;
+	CK(cuMemAlloc(&more, extra));
+	CK(cuThreadExchangeStreamCaptureMode(&m));
+	for (int i = 0; i < 1000 && (after = pinned_now()) <= before; i++)
+		sleep_ms(10);
+	CK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s, args, NULL));
+	CUgraph g = NULL;
+	CUresult r = cuStreamEndCapture(s, &g);
+	if (r == CUDA_SUCCESS) {
+		CUgraphExec ge;
+		CK(cuGraphInstantiateWithFlags(&ge, g, 0));
+		CK(cuGraphLaunch(ge, s));
+		CK(cuStreamSynchronize(s));
+		printf("CAPTURE name=%s result=ok pinned_before=%llu pinned_after=%llu\n", name,
+		       (unsigned long long)before, (unsigned long long)after);
+	} else {
+		printf("CAPTURE name=%s result=rc=%d pinned_before=%llu pinned_after=%llu\n", name,
+		       (int)r, (unsigned long long)before, (unsigned long long)after);
+	}
+	CK(cuMemFree(more));
+}
+
 static void sleep_ms(long ms)
 {
 	if (ms <= 0)
@@ -98,6 +152,7 @@ int main(int argc, char **argv)
 	long steps = 20, linger_ms = 0, pause_after = -1, pause_ms = 0;
 	const char *start_file = NULL, *end_file = NULL, *pause_file = NULL;
 	unsigned long long kus = 1000;
+	uint64_t capture_extra = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
 		if (!strcmp(a, "--prefetch-log"))
@@ -120,6 +175,8 @@ int main(int argc, char **argv)
 			end_file = v;
 		else if (!strcmp(a, "--pause-file") && ++i)
 			pause_file = v;
+		else if (!strcmp(a, "--capture-alloc") && ++i)
+			capture_extra = parse_size(v);
 		else if (!strcmp(a, "--ranges") && ++i) {
 			char *d = strdup(v), *save = NULL;
 			for (char *t = strtok_r(d, ",", &save); t && nr < MAXR;
@@ -170,6 +227,8 @@ int main(int argc, char **argv)
 		}
 		CK(cuStreamSynchronize(NULL));
 	}
+	if (capture_extra && nr)
+		capture_alloc(fn, p[0], sizes[0], capture_extra);
 	/* Every byte of every range still holds its pattern. */
 	const char *res = "ok";
 	for (int r = 0; r < nr && !strcmp(res, "ok"); r++) {
@@ -188,10 +247,11 @@ int main(int argc, char **argv)
 	memset(&st, 0, sizeof st);
 	nvshareSimGetProcStats(0, 0, &st);
 	printf("DONE name=%s result=%s fault_bytes=%llu h2d_bytes=%llu d2h_bytes=%llu "
-	       "evicted_bytes=%llu elapsed_ms=%.1f t=%.3f\n",
+	       "evicted_bytes=%llu discard_bytes=%llu stray=%llu elapsed_ms=%.1f t=%.3f\n",
 	       name, res, (unsigned long long)st.fault_bytes,
 	       (unsigned long long)st.prefetch_h2d_bytes, (unsigned long long)st.prefetch_d2h_bytes,
-	       (unsigned long long)st.evicted_bytes, now_ms() - t0, now_ms());
+	       (unsigned long long)st.evicted_bytes, (unsigned long long)st.discard_bytes,
+	       (unsigned long long)st.stray_accesses, now_ms() - t0, now_ms());
 	if (end_file)
 		while (access(end_file, F_OK) != 0)
 			sleep_ms(10);

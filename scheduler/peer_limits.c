@@ -3,7 +3,7 @@
  * connection counts, the handshake deadline, the global buffer budget and
  * the descriptor reserve.
  */
-#include "limits.h"
+#include "peer_limits.h"
 
 #include "clients.h"
 #include "conn.h"
