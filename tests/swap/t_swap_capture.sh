@@ -14,6 +14,7 @@
 export NVSHARE_SIM_LOG=$T/sim.log
 # Mode on: serialized from the start, so the staging is pinning.
 NVSHARE_SCHED_MODE=on start_scheduler || { not_ok "scheduler starts"; exit 1; }
+# shellcheck disable=SC2034 # read by swap_lib.sh's job
 RANGES=16Mi
 job A --steps 3 --kernel-us 500 --capture-alloc 32Mi
 hg=$(scaled 30)
