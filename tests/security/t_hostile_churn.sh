@@ -99,6 +99,7 @@ for _ in $(seq 1 40); do "$CTL" --tenant -S off >/dev/null 2>&1; done
 t1=$(date +%s%N)
 check "40 refused control messages: 40 events" \
   test "$(count_events ctl_refused socket='"client"')" = 40
+check_rss "accept churn, refused control messages"
 kill -HUP "$SCHED_PID"
 wait_log 5 "$T/scheduler.log" 'SIGHUP: ignored' || not_ok "the SIGHUP line is written"
 secs=$(( (t1 - t0 + 999999999) / 1000000000 ))

@@ -21,6 +21,7 @@
 . "$NVS_ROOT/tests/sched/sched_lib.sh"
 . "$NVS_ROOT/tests/k8s_watch/k8s_lib.sh"
 . "$(dirname "$0")/sec_lib.sh"
+. "$(dirname "$0")/hostile_lib.sh"
 UP=0a1b2c3d-0000-4000-8000-0000000000c1
 UQ=0a1b2c3d-0000-4000-8000-0000000000d2
 MiB=$((1 << 20))
@@ -105,3 +106,4 @@ check "six unsafe or malformed binding files: each refused (pod_binding_refused)
 check "... and none of them has a socket" \
   sh -c "! ls '$NVSHARE_SOCK_DIR/pods/'*/scheduler.sock 2>/dev/null"
 check "... the FIFO did not stall the scheduler" sched_alive
+check_rss "1000 races a layout, Pod sockets, refused bindings"
