@@ -55,6 +55,25 @@ void nvs_client_update_limits(struct client_gpu *cg)
 		if (cg->claim_mem < cg->mem_limit)
 			cg->mem_limit = cg->claim_mem;
 	}
+	nvs_client_ceil(cg);
+}
+
+int nvs_client_ceil(struct client_gpu *cg)
+{
+	/* The binding's ceiling (a DRA claim's consumed capacity): what the
+	 * Kubernetes scheduler counted, so that claims sharing the GPU fit
+	 * together. Nothing raises a limit above it, nvsharectl included. */
+	const struct client *cl = cg->client;
+	int capped = 0;
+	if (cl->ceil_core && cg->core_limit > cl->ceil_core) {
+		cg->core_limit = cl->ceil_core;
+		capped = 1;
+	}
+	if (cl->ceil_mem && cg->mem_limit > cl->ceil_mem) {
+		cg->mem_limit = cl->ceil_mem;
+		capped = 1;
+	}
+	return capped;
 }
 
 /* LIMITS_IN_FORCE: the limits the client enforces on one GPU, received
@@ -146,6 +165,8 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 	snprintf(cl->pod_namespace, sizeof cl->pod_namespace, "%s", c->peer.pod_ns);
 	snprintf(cl->pod_name, sizeof cl->pod_name, "%s", c->peer.pod_name);
 	snprintf(cl->cg_pod_uid, sizeof cl->cg_pod_uid, "%s", c->peer.cg_pod_uid);
+	cl->ceil_core = c->peer.ceil_core;
+	cl->ceil_mem = c->peer.ceil_mem;
 	cl->reported_pid = h->client_pid;
 	snprintf(cl->name, sizeof cl->name, "%s", h->name);
 	sanitize(cl->name);
@@ -299,7 +320,7 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 	nvs_policy_attach(cg);
 	nvs_gpu_learned_memory(g);
 	if (cl->core_override || cl->has_mem_override || cl->annot_core || cl->has_annot_mem ||
-	    cl->pod_mem_request)
+	    cl->pod_mem_request || cl->ceil_core || cl->ceil_mem)
 		nvs_client_send_limits(cg);
 }
 

@@ -23,5 +23,9 @@ void nvs_client_send(struct client *cl, const struct nvs_msg *m);
 void nvs_client_send_limits(struct client_gpu *cg);
 /* Recomputes cg's effective limits from HELLO and the overrides. */
 void nvs_client_update_limits(struct client_gpu *cg);
+/* Lowers cg's limits to the client's ceiling (its Pod socket's binding,
+ * podsock.h), if above; 1 when it did. nvs_client_update_limits applies
+ * it; so does whoever sets cg's limits directly (control.c). */
+int nvs_client_ceil(struct client_gpu *cg);
 
 #endif

@@ -259,7 +259,7 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 		reply(c, m->seq, -ENODEV, "no GPU %d", s->gpu);
 		return;
 	}
-	unsigned matched = 0, sent = 0;
+	unsigned matched = 0, sent = 0, capped = 0;
 	for (struct client *cl = S.clients; cl; cl = cl->next) {
 		if ((uint32_t)cl->pid != s->pid)
 			continue;
@@ -287,7 +287,11 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 			if (s->gpu != -1 && cg->gpu->index != s->gpu)
 				continue;
 			if (s->gpu == -1) {
-				nvs_client_update_limits(cg);
+				nvs_client_update_limits(cg); /* the ceiling applied */
+				capped += (s->core_limit && cl->ceil_core &&
+					   s->core_limit > cl->ceil_core) ||
+					  ((s->flags & NVS_CTL_CLIENT_SET_MEM) && cl->ceil_mem &&
+					   s->mem_limit > cl->ceil_mem);
 			} else {
 				/* One GPU only: its own override. */
 				if (s->core_limit)
@@ -297,6 +301,7 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 									   : cl->hello_core_limit;
 				if (s->flags & NVS_CTL_CLIENT_SET_MEM)
 					cg->mem_limit = s->mem_limit;
+				capped += nvs_client_ceil(cg);
 			}
 			nvs_client_send_limits(cg);
 			/* Quotas: serialize / re-evaluate the GPU for the new
@@ -312,8 +317,11 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 		reply(c, m->seq, -ESRCH, "no client with pid %u is connected", s->pid);
 		return;
 	}
-	reply(c, m->seq, 0, "limits set for %u client(s) with pid %u, %u GPU(s) told", matched,
-	      s->pid, sent);
+	reply(c, m->seq, 0, "limits set for %u client(s) with pid %u, %u GPU(s) told%s", matched,
+	      s->pid, sent,
+	      capped ? "; capped at the ceiling of its DRA claim (a limit above what the claim "
+		       "consumed cannot be set: change the claim)"
+		     : "");
 }
 
 void nvs_control_msg(struct conn *c, const struct nvs_msg *m)
