@@ -77,6 +77,7 @@ include scheduler/module.mk
 include ctl/module.mk
 include bench/module.mk
 -include device-plugin/module.mk
+-include dra-plugin/module.mk
 -include deploy/module.mk
 include man/module.mk
 include deploy/deb/module.mk
@@ -139,14 +140,16 @@ DP_BUILDABLE := $(if $(DP_LIBS),1)
 MAN_DIR = $(PREFIX)/share/man
 DOCS := $(wildcard docs/*.md)
 INSTALLED = $(PREFIX)/lib/libnvshare.so $(PREFIX)/sbin/nvshare-scheduler \
-	$(PREFIX)/bin/nvsharectl $(PREFIX)/sbin/nvshare-device-plugin \
+	$(PREFIX)/bin/nvsharectl $(PREFIX)/sbin/nvshare-device-plugin $(PREFIX)/sbin/nvshare-dra-plugin \
 	$(SYSTEMD_UNIT_DIR)/$(UNIT) $(addprefix $(DOC_DIR)/,README.md LICENSE NOTICE CHANGELOG.md) \
 	$(addprefix $(DOC_DIR)/,$(DOCS)) $(DOC_DIR)/examples/nvshare-scheduler.default \
 	$(MAN_DIR)/man8/nvshare-scheduler.8 $(MAN_DIR)/man1/nvsharectl.1 \
-	$(MAN_DIR)/man8/nvshare-device-plugin.8 $(MAN_DIR)/man7/libnvshare.7
+	$(MAN_DIR)/man8/nvshare-device-plugin.8 $(MAN_DIR)/man8/nvshare-dra-plugin.8 \
+	$(MAN_DIR)/man7/libnvshare.7
 
 install: $(B)/libnvshare.so $(B)/nvshare-scheduler $(B)/nvsharectl \
-		$(if $(DP_BUILDABLE),$(B)/nvshare-device-plugin) $(if $(HAVE_HELP2MAN),man)
+		$(if $(DP_BUILDABLE),$(B)/nvshare-device-plugin $(B)/nvshare-dra-plugin) \
+		$(if $(HAVE_HELP2MAN),man)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin \
 		$(DESTDIR)$(SYSTEMD_UNIT_DIR) $(DESTDIR)$(DOC_DIR)/docs $(DESTDIR)$(DOC_DIR)/examples \
 		$(addprefix $(DESTDIR)$(MAN_DIR)/man,1 7 8)
@@ -161,6 +164,10 @@ install: $(B)/libnvshare.so $(B)/nvshare-scheduler $(B)/nvsharectl \
 		     "finds no grpc/libprotobuf-c; apt-get install libgrpc-dev libprotobuf-c-dev" \
 		     "protobuf-c-compiler, or scripts/install-deps.sh, then make install again)." \
 		     "Only Kubernetes nodes need it." >&2; \
+	fi
+	@if [ -f $(B)/nvshare-dra-plugin ]; then \
+		echo "$(INSTALL_PROG) $(B)/nvshare-dra-plugin $(DESTDIR)$(PREFIX)/sbin/nvshare-dra-plugin"; \
+		$(INSTALL_PROG) $(B)/nvshare-dra-plugin $(DESTDIR)$(PREFIX)/sbin/nvshare-dra-plugin; \
 	fi
 	sed -e 's#/usr/local/sbin/#$(PREFIX)/sbin/#' -e 's#/usr/local/share/doc/#$(PREFIX)/share/doc/#' \
 		deploy/systemd/$(UNIT) >$(DESTDIR)$(SYSTEMD_UNIT_DIR)/$(UNIT).tmp
@@ -183,6 +190,10 @@ install: $(B)/libnvshare.so $(B)/nvshare-scheduler $(B)/nvsharectl \
 		if [ -f $(B)/nvshare-device-plugin ] && [ -f $(MAN_BUILD)/nvshare-device-plugin.8 ]; then \
 			echo "install -m 0644 $(MAN_BUILD)/nvshare-device-plugin.8 $(DESTDIR)$(MAN_DIR)/man8/"; \
 			install -m 0644 $(MAN_BUILD)/nvshare-device-plugin.8 $(DESTDIR)$(MAN_DIR)/man8/; \
+		fi; \
+		if [ -f $(B)/nvshare-dra-plugin ] && [ -f $(MAN_BUILD)/nvshare-dra-plugin.8 ]; then \
+			echo "install -m 0644 $(MAN_BUILD)/nvshare-dra-plugin.8 $(DESTDIR)$(MAN_DIR)/man8/"; \
+			install -m 0644 $(MAN_BUILD)/nvshare-dra-plugin.8 $(DESTDIR)$(MAN_DIR)/man8/; \
 		fi; \
 	fi
 	@echo "installed under $(DESTDIR)$(PREFIX); start the scheduler with:" \
@@ -211,7 +222,7 @@ lint: lint-cppcheck lint-format lint-shell
 lint-cppcheck:
 	cppcheck --quiet --error-exitcode=1 --std=c11 --enable=warning,portability \
 	  --inline-suppr --suppress=missingIncludeSystem -I common -I client \
-	  common client scheduler ctl device-plugin bench tests
+	  common client scheduler ctl device-plugin dra-plugin bench tests
 
 lint-format:
 	clang-format --dry-run -Werror $(SOURCES)

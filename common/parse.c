@@ -336,6 +336,33 @@ int nvs_parse_cgroup_pod_uid(const char *line, char *out, size_t cap)
 	return -1;
 }
 
+int nvs_k8s_name_ok(const char *s, size_t max, int dots)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n >= max)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+		      (dots && c == '.')))
+			return 0;
+	}
+	return 1;
+}
+
+int nvs_k8s_uid_ok(const char *s)
+{
+	if (strlen(s) != 36)
+		return 0;
+	for (int i = 0; i < 36; i++) {
+		char c = s[i];
+		int dash = i == 8 || i == 13 || i == 18 || i == 23;
+		if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return 0;
+	}
+	return 1;
+}
+
 const char *nvs_format_size(uint64_t bytes, char *buf, size_t cap)
 {
 	static const char *names[] = {"Ki", "Mi", "Gi", "Ti"};

@@ -50,6 +50,14 @@ int nvs_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
  */
 int nvs_parse_cgroup_pod_uid(const char *line, char *out, size_t cap);
 
+/* Kubernetes names as the API server takes them, for what a binding file
+ * or the kubelet says (these two answer 1 for yes, 0 for no): a DNS label
+ * (namespaces: lower-case letters, digits, '-') or, with dots, a DNS
+ * subdomain (Pod and claim names), 1..max-1 characters; a UID (a UUID,
+ * 36 characters, lower-case hex and dashes). */
+int nvs_k8s_name_ok(const char *s, size_t max, int dots);
+int nvs_k8s_uid_ok(const char *s);
+
 /* Formats bytes as "512Mi", "4Gi", "1.5Gi" or "123" into buf. */
 const char *nvs_format_size(uint64_t bytes, char *buf, size_t cap);
 

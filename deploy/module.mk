@@ -41,10 +41,12 @@ $(IMAGE_CONTEXT)/scheduler/.staged-$(IMAGE_ARCH): $(B)/nvshare-scheduler $(B)/nv
 		$(B)/nvshare-scheduler:/usr/local/bin/ $(B)/nvsharectl:/usr/local/bin/
 	@touch $@
 
+# The device plugin's image also carries the DRA driver (same libraries;
+# components/dra runs it with command: nvshare-dra-plugin).
 $(IMAGE_CONTEXT)/device-plugin/.staged-$(IMAGE_ARCH): $(B)/nvshare-device-plugin \
-		deploy/images/stage.sh
+		$(B)/nvshare-dra-plugin deploy/images/stage.sh
 	deploy/images/stage.sh $(IMAGE_CONTEXT)/device-plugin $(IMAGE_ARCH) \
-		$(B)/nvshare-device-plugin:/usr/local/bin/
+		$(B)/nvshare-device-plugin:/usr/local/bin/ $(B)/nvshare-dra-plugin:/usr/local/bin/
 	@touch $@
 
 # The library goes into arbitrary containers: it must need nothing but glibc,

@@ -171,6 +171,17 @@ static cJSON *nodes_or_control(cJSON *nodes, const char *dev_root)
 	return control_nodes(dev_root);
 }
 
+cJSON *nvs_dp_cdi_nodes(const char *dev_root, int minor, int control)
+{
+	cJSON *nodes = control ? control_nodes(dev_root) : cJSON_CreateArray();
+	if (minor >= 0) {
+		char path[32];
+		snprintf(path, sizeof path, "/dev/nvidia%d", minor);
+		add_node(nodes, dev_root, path);
+	}
+	return nodes;
+}
+
 static char *render(const struct nvs_dp_cdi_cfg *c, const struct nvs_dp_cdi_gpu *g, unsigned n,
 		    char *err, size_t errcap)
 {
@@ -218,7 +229,7 @@ static char *render(const struct nvs_dp_cdi_cfg *c, const struct nvs_dp_cdi_gpu 
 	return s;
 }
 
-static int mkdir_p(const char *dir)
+int nvs_dp_mkdir_p(const char *dir, unsigned mode)
 {
 	char p[512];
 	snprintf(p, sizeof p, "%s", dir);
@@ -227,7 +238,7 @@ static int mkdir_p(const char *dir)
 			continue;
 		char ch = *s;
 		*s = '\0';
-		if (mkdir(p, 0755) && errno != EEXIST)
+		if (mkdir(p, (mode_t)mode) && errno != EEXIST)
 			return -1;
 		*s = ch;
 		if (!ch)
@@ -241,7 +252,7 @@ int nvs_dp_cdi_write_spec(const struct nvs_dp_cdi_cfg *c, const struct nvs_dp_cd
 	char path[512], tmp[520];
 	snprintf(path, sizeof path, "%s/%s", c->spec_dir, NVS_DP_CDI_SPEC_FILE);
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	if (mkdir_p(c->spec_dir)) {
+	if (nvs_dp_mkdir_p(c->spec_dir, 0755)) {
 		snprintf(err, errcap, "cannot create %s: %s", c->spec_dir, strerror(errno));
 		return -1;
 	}

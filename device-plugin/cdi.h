@@ -96,4 +96,14 @@ struct nvs_dp_cdi_gpu {
 int nvs_dp_cdi_write_spec(const struct nvs_dp_cdi_cfg *c, const struct nvs_dp_cdi_gpu *g,
 			  unsigned n, char *err, size_t errcap);
 
+/* For other writers of CDI specs (the DRA driver's per-claim specs): the
+ * device nodes that exist under dev_root, as a cJSON array of {"path"[,
+ * "hostPath"]}: /dev/nvidia<minor> (minor >= 0) and, with control, the
+ * control nodes every GPU needs (nvidiactl, nvidia-uvm, ...). */
+struct cJSON;
+struct cJSON *nvs_dp_cdi_nodes(const char *dev_root, int minor, int control);
+
+/* mkdir -p with mode for the directories it creates. 0, or -1 (errno). */
+int nvs_dp_mkdir_p(const char *dir, unsigned mode);
+
 #endif

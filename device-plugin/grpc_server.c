@@ -286,7 +286,8 @@ static void new_call(struct nvs_rpc_server *s, struct waiting *w, int shutting)
 	c->t_reply = (struct tag){T_REPLY, c};
 	c->t_send = (struct tag){T_SEND, c};
 	c->t_close = (struct tag){T_CLOSE, c};
-	c->streaming = !strcmp(c->method, s->ops.stream_method);
+	c->streaming = !strcmp(c->method, s->ops.stream_method) ||
+		       (s->ops.stream_method_alt && !strcmp(c->method, s->ops.stream_method_alt));
 	NVS_DEBUG("call %s", c->method);
 	if (c->streaming) {
 		c->next = s->streams;

@@ -41,6 +41,9 @@ struct nvs_rpc_ops {
 	/* The server-streaming method's path, its current message and the
 	 * generation that message belongs to. */
 	const char *stream_method;
+	/* Another path for the same stream (an older version of the API
+	 * with the same messages), or NULL. */
+	const char *stream_method_alt;
 	int (*snapshot)(void *ctx, struct nvs_rpc_buf *msg, uint64_t *generation);
 	uint64_t (*generation)(void *ctx);
 };

@@ -10,29 +10,15 @@
 #include "bindings.h"
 #include "deviceplugin.pb-c.h"
 #include "log.h"
+#include "pbuf.h"
 #include "sockpath.h"
-
-static int pack(const ProtobufCMessage *m, struct nvs_rpc_buf *out)
-{
-	size_t n = protobuf_c_message_get_packed_size(m);
-	out->data = malloc(n ? n : 1);
-	if (!out->data)
-		return -1;
-	out->len = protobuf_c_message_pack(m, out->data);
-	return 0;
-}
-
-static const uint8_t *nz(const uint8_t *p)
-{
-	return p ? p : (const uint8_t *)"";
-}
 
 /* A request message, or NULL with "cannot decode <Message>" in msg (the
  * caller answers INVALID_ARGUMENT). */
 static void *unpack_request(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t len,
 			    char *msg, size_t msgcap)
 {
-	void *m = protobuf_c_message_unpack(d, NULL, len, nz(data));
+	void *m = protobuf_c_message_unpack(d, NULL, len, nvs_pb_bytes(data));
 	if (!m)
 		snprintf(msg, msgcap, "cannot decode %s", d->short_name);
 	return m;
@@ -84,7 +70,7 @@ static int snapshot(void *ctx, struct nvs_rpc_buf *msg, uint64_t *generation)
 		V1beta1__ListAndWatchResponse r = V1BETA1__LIST_AND_WATCH_RESPONSE__INIT;
 		r.n_devices = b.n;
 		r.devices = b.ptr;
-		rc = pack(&r.base, msg);
+		rc = nvs_pb_pack(&r.base, msg);
 		size_t unhealthy = 0;
 		for (size_t i = 0; i < b.n; i++)
 			unhealthy += strcmp(b.dev[i].health, "Healthy") != 0;
@@ -112,13 +98,13 @@ static int options(struct nvs_rpc_buf *resp)
 	V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
 	o.pre_start_required = 1;
 	o.get_preferred_allocation_available = 1;
-	return pack(&o.base, resp);
+	return nvs_pb_pack(&o.base, resp);
 }
 
 int nvs_dp_check_options(const uint8_t *data, size_t len)
 {
 	V1beta1__DevicePluginOptions *o =
-	    v1beta1__device_plugin_options__unpack(NULL, len, nz(data));
+	    v1beta1__device_plugin_options__unpack(NULL, len, nvs_pb_bytes(data));
 	if (!o)
 		return -1;
 	int ok = o->get_preferred_allocation_available;
@@ -186,7 +172,7 @@ static int preferred(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
 	V1beta1__PreferredAllocationResponse r = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
 	r.n_container_responses = nc;
 	r.container_responses = crp;
-	if (pack(&r.base, resp)) {
+	if (nvs_pb_pack(&r.base, resp)) {
 		status = NVS_RPC_INTERNAL;
 		snprintf(msg, msgcap, "out of memory");
 	}
@@ -401,7 +387,7 @@ static int allocate(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
 	V1beta1__AllocateResponse ar = V1BETA1__ALLOCATE_RESPONSE__INIT;
 	ar.n_container_responses = nc;
 	ar.container_responses = op;
-	if (pack(&ar.base, resp)) {
+	if (nvs_pb_pack(&ar.base, resp)) {
 		snprintf(msg, msgcap, "out of memory");
 		status = NVS_RPC_INTERNAL;
 	}
@@ -426,7 +412,7 @@ static int prestart(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
 			     req->n_devices_ids);
 	v1beta1__pre_start_container_request__free_unpacked(req, NULL);
 	V1beta1__PreStartContainerResponse r = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
-	if (pack(&r.base, resp)) {
+	if (nvs_pb_pack(&r.base, resp)) {
 		snprintf(msg, msgcap, "out of memory");
 		return NVS_RPC_INTERNAL;
 	}
@@ -479,5 +465,5 @@ int nvs_dp_register_request(const struct nvs_dp_plugin *p, struct nvs_rpc_buf *o
 	r.endpoint = (char *)p->socket_name;
 	r.resource_name = (char *)p->resource_name;
 	r.options = &o;
-	return pack(&r.base, out);
+	return nvs_pb_pack(&r.base, out);
 }

@@ -11,9 +11,10 @@ HELP2MAN ?= help2man
 HAVE_HELP2MAN := $(shell command -v $(HELP2MAN) 2>/dev/null)
 # Where the generated pages go (tests give each install their own).
 MAN_BUILD ?= $(B)/man
-# The device plugin's page only where it can be built (device-plugin/module.mk).
+# The device plugin's and DRA driver's pages only where they can be built
+# (device-plugin/module.mk, dra-plugin/module.mk).
 MAN_PAGES := $(MAN_BUILD)/nvshare-scheduler.8 $(MAN_BUILD)/nvsharectl.1 \
-	$(if $(DP_LIBS),$(MAN_BUILD)/nvshare-device-plugin.8)
+	$(if $(DP_LIBS),$(MAN_BUILD)/nvshare-device-plugin.8 $(MAN_BUILD)/nvshare-dra-plugin.8)
 MAN_EPOCH := $(or $(SOURCE_DATE_EPOCH),$(shell git log -1 --format=%ct 2>/dev/null))
 
 man: $(MAN_PAGES)
@@ -33,3 +34,5 @@ $(MAN_BUILD)/nvsharectl.1: $(B)/nvsharectl man/nvsharectl.h2m
 	$(call man_rule,$(B)/nvsharectl,1,man/nvsharectl.h2m)
 $(MAN_BUILD)/nvshare-device-plugin.8: $(B)/nvshare-device-plugin man/nvshare-device-plugin.h2m
 	$(call man_rule,$(B)/nvshare-device-plugin,8,man/nvshare-device-plugin.h2m)
+$(MAN_BUILD)/nvshare-dra-plugin.8: $(B)/nvshare-dra-plugin man/nvshare-dra-plugin.h2m
+	$(call man_rule,$(B)/nvshare-dra-plugin,8,man/nvshare-dra-plugin.h2m)

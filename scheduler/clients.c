@@ -52,6 +52,8 @@ void nvs_client_limit_sources(const struct client_gpu *cg, struct nvs_limit_sour
 	src->has_claim = cg->has_claim;
 	src->claim_core = cg->claim_core;
 	src->claim_mem = cg->claim_mem;
+	src->ceil_core = cl->ceil_core;
+	src->ceil_mem = cl->ceil_mem;
 }
 
 struct nvs_limits nvs_client_update_limits(struct client_gpu *cg)
@@ -153,6 +155,8 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 	snprintf(cl->pod_namespace, sizeof cl->pod_namespace, "%s", c->peer.pod_ns);
 	snprintf(cl->pod_name, sizeof cl->pod_name, "%s", c->peer.pod_name);
 	snprintf(cl->cg_pod_uid, sizeof cl->cg_pod_uid, "%s", c->peer.cg_pod_uid);
+	cl->ceil_core = c->peer.ceil_core;
+	cl->ceil_mem = c->peer.ceil_mem;
 	cl->reported_pid = h->client_pid;
 	snprintf(cl->name, sizeof cl->name, "%s", h->name);
 	sanitize(cl->name);
@@ -306,7 +310,7 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 	nvs_policy_attach(cg);
 	nvs_gpu_learned_memory(g);
 	if (cl->core_override || cl->has_mem_override || cl->annot_core || cl->has_annot_mem ||
-	    cl->pod_mem_request)
+	    cl->pod_mem_request || cl->ceil_core || cl->ceil_mem)
 		nvs_client_send_limits(cg);
 }
 

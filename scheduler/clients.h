@@ -24,7 +24,7 @@ void nvs_client_send(struct client *cl, const struct nvs_msg *m);
 void nvs_client_send_limits(struct client_gpu *cg);
 /* The sources of cg's limits (limit_resolve.h): its client's HELLO, Pod
  * request and annotations, nvsharectl's client-wide and per-GPU values,
- * its LIMITS_IN_FORCE claim. */
+ * its LIMITS_IN_FORCE claim, its Pod socket binding's ceiling. */
 void nvs_client_limit_sources(const struct client_gpu *cg, struct nvs_limit_sources *src);
 /* Recomputes cg's limits in force from those sources (the one place they
  * are resolved, nvs_limits_resolve) and stores them in cg; returns them

@@ -259,7 +259,7 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 		reply(c, m->seq, -ENODEV, "no GPU %d", s->gpu);
 		return;
 	}
-	unsigned matched = 0, sent = 0;
+	unsigned matched = 0, sent = 0, capped = 0;
 	for (struct client *cl = S.clients; cl; cl = cl->next) {
 		if ((uint32_t)cl->pid != s->pid)
 			continue;
@@ -299,6 +299,9 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 				cg->gpu_mem_override = s->mem_limit;
 			}
 			struct nvs_limits l = nvs_client_update_limits(cg);
+			/* A value above the binding's ceiling: capped (said). */
+			capped += (core && l.core_from == NVS_LIMIT_FROM_CEILING) ||
+				  (mem_set && l.mem_from == NVS_LIMIT_FROM_CEILING);
 			nvs_client_send_limits(cg);
 			/* Quotas: serialize / re-evaluate the GPU for the new
 			 * core limit (in force from its next window). */
@@ -316,8 +319,11 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 		reply(c, m->seq, -ESRCH, "no client with pid %u is connected", s->pid);
 		return;
 	}
-	reply(c, m->seq, 0, "limits set for %u client(s) with pid %u, %u GPU(s) told", matched,
-	      s->pid, sent);
+	reply(c, m->seq, 0, "limits set for %u client(s) with pid %u, %u GPU(s) told%s", matched,
+	      s->pid, sent,
+	      capped ? "; capped at the ceiling of its DRA claim (a limit above what the claim "
+		       "consumed cannot be set: change the claim)"
+		     : "");
 }
 
 void nvs_control_msg(struct conn *c, const struct nvs_msg *m)

@@ -15,9 +15,9 @@
  *   5. none: 100 %, NVS_NO_LIMIT
  * then two that only lower what that gives:
  *   - the client's LIMITS_IN_FORCE claim after a scheduler restart;
- *   - a ceiling (for a binding that carries one, e.g. a DRA claim's
- *     capacity): nothing goes above it, nvsharectl included. No source
- *     sets one yet (nvs_client_limit_sources leaves it 0).
+ *   - the ceiling of the client's Pod socket binding (a DRA claim's
+ *     consumed capacity, podsock.h): nothing goes above it, nvsharectl
+ *     included.
  */
 #ifndef NVSHARE_SCHEDULER_LIMIT_RESOLVE_H
 #define NVSHARE_SCHEDULER_LIMIT_RESOLVE_H

@@ -227,6 +227,11 @@ int nvs_peer_resolve(int fd, struct nvs_peer *p)
 
 void nvs_peer_bind(struct nvs_peer *p, const struct nvs_binding *b)
 {
+	p->ceil_core = b->core_limit;
+	p->ceil_mem = b->mem_limit;
+	snprintf(p->bind_key, sizeof p->bind_key, "%s", b->key);
+	if (!b->name[0])
+		return; /* no Pod: the identity is the cgroup's (podsock.h) */
 	char cg[NVS_POD_UID_LEN] = "";
 	if (p->kind == NVS_TENANT_POD && p->source == NVS_ID_CGROUP)
 		snprintf(cg, sizeof cg, "%s", p->pod_uid);
@@ -239,7 +244,6 @@ void nvs_peer_bind(struct nvs_peer *p, const struct nvs_binding *b)
 	p->unknown_why = NULL;
 	snprintf(p->cg_pod_uid, sizeof p->cg_pod_uid, "%s", cg);
 	snprintf(p->pod_uid, sizeof p->pod_uid, "%s", b->uid);
-	snprintf(p->bind_key, sizeof p->bind_key, "%s", b->key);
 	snprintf(p->pod_ns, sizeof p->pod_ns, "%s", b->ns);
 	snprintf(p->pod_name, sizeof p->pod_name, "%s", b->name);
 }

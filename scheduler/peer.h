@@ -21,6 +21,7 @@
 #ifndef NVSHARE_SCHEDULER_PEER_H
 #define NVSHARE_SCHEDULER_PEER_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "names.h"
@@ -54,6 +55,10 @@ struct nvs_peer {
 	char pod_name[NVS_K8S_NAME_LEN];
 	/* Source SOCKET: the Pod a sound cgroup read named, "" none. */
 	char cg_pod_uid[NVS_POD_UID_LEN];
+	/* Accepted on a Pod socket whose binding has a ceiling (podsock.h):
+	 * its limits never go above these. 0: none. */
+	uint32_t ceil_core;
+	uint64_t ceil_mem;
 };
 
 /* /proc, or NVSHARE_PROC_ROOT / --proc-root: set only by whoever starts
@@ -70,7 +75,10 @@ int nvs_peer_resolve(int fd, struct nvs_peer *p);
  * socket's Pod, whatever its process did: the binding overrides what
  * nvs_peer_resolve found (kind POD, source SOCKET; the binding's UID, or
  * "" until the watch names the Pod, pod_identity.c). What a sound cgroup
- * read said is kept in cg_pod_uid, so that a disagreement is logged. */
+ * read said is kept in cg_pod_uid, so that a disagreement is logged.
+ * The binding's ceiling (ceil_core, ceil_mem) comes along; a binding that
+ * names no Pod (a shared DRA claim) gives only that, and the identity
+ * stays what nvs_peer_resolve found. */
 struct nvs_binding;
 void nvs_peer_bind(struct nvs_peer *p, const struct nvs_binding *b);
 

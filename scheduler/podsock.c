@@ -14,6 +14,7 @@
 #include "events.h"
 #include "log.h"
 #include "loop.h"
+#include "parse.h"
 #include "server.h"
 #include "state.h"
 
@@ -66,36 +67,6 @@ static int is_key(const char *s, size_t n)
 	return 1;
 }
 
-/* A DNS-1123 label (namespace) or subdomain (Pod name): lower-case
- * letters, digits, '-' and (names only) '.'; what Kubernetes accepts, so
- * that logs and JSON never carry anything else. */
-static int k8s_name_ok(const char *s, size_t max, int dots)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n >= max)
-		return 0;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-		      (dots && c == '.')))
-			return 0;
-	}
-	return 1;
-}
-
-static int uid_ok(const char *s)
-{
-	if (strlen(s) != 36)
-		return 0;
-	for (int i = 0; i < 36; i++) {
-		char c = s[i];
-		int dash = i == 8 || i == 13 || i == 18 || i == 23;
-		if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-			return 0;
-	}
-	return 1;
-}
-
 static const char *str(const cJSON *o, const char *k)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -111,6 +82,22 @@ static void set_binding(struct nvs_binding *b, const char *ns, const char *name,
 	snprintf(b->origin, sizeof b->origin, "%s", origin);
 }
 
+/* An optional integer field in lo..hi: 0 absent (*v = 0), 1 present, -1
+ * anything else (a string, a fraction, out of range). JSON numbers are
+ * doubles: exact up to 2^53, more than any GPU's memory. */
+static int int_field(const cJSON *o, const char *k, uint64_t lo, uint64_t hi, uint64_t *v)
+{
+	const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, k);
+	*v = 0;
+	if (!n)
+		return 0;
+	if (!cJSON_IsNumber(n) || n->valuedouble < (double)lo || n->valuedouble > (double)hi ||
+	    n->valuedouble != (double)(uint64_t)n->valuedouble)
+		return -1;
+	*v = (uint64_t)n->valuedouble;
+	return 1;
+}
+
 /* Parses text into b (key already set). NULL, or why it is refused. */
 static const char *parse(const char *text, struct nvs_binding *b)
 {
@@ -122,16 +109,31 @@ static const char *parse(const char *text, struct nvs_binding *b)
 	const char *ns = str(j, "namespace"), *name = str(j, "name"), *uid = str(j, "uid"),
 		   *origin = str(j, "origin");
 	const char *why = NULL;
-	if (!ns || !k8s_name_ok(ns, sizeof b->ns, 0))
+	uint64_t core = 0, mem = 0;
+	int has_core = int_field(j, "core_limit", 1, 100, &core);
+	int has_mem = int_field(j, "memory_limit", 1, 1ull << 53, &mem);
+	int has_name = cJSON_GetObjectItemCaseSensitive(j, "name") != NULL;
+	if (!ns || !nvs_k8s_name_ok(ns, sizeof b->ns, 0))
 		why = "\"namespace\" missing or not a namespace name";
-	else if (!name || !k8s_name_ok(name, sizeof b->name, 1))
-		why = "\"name\" missing or not a Pod name";
-	else if (uid && *uid && !uid_ok(uid))
+	else if (has_name && (!name || !nvs_k8s_name_ok(name, sizeof b->name, 1)))
+		why = "\"name\" not a Pod name";
+	else if (uid && *uid && !nvs_k8s_uid_ok(uid))
 		why = "\"uid\" is not a Pod UID";
-	else if (origin && !k8s_name_ok(origin, sizeof b->origin, 1))
+	else if (!has_name && uid)
+		why = "\"uid\" without \"name\"";
+	else if (origin && !nvs_k8s_name_ok(origin, sizeof b->origin, 1))
 		why = "\"origin\" is not a plain name";
-	else
-		set_binding(b, ns, name, uid ? uid : "", origin ? origin : "");
+	else if (has_core < 0)
+		why = "\"core_limit\" is not an integer percent 1..100";
+	else if (has_mem < 0)
+		why = "\"memory_limit\" is not a whole number of bytes > 0";
+	else if (!has_name && !has_core && !has_mem)
+		why = "\"name\" missing (a binding without a Pod must carry a ceiling)";
+	if (!why) {
+		set_binding(b, ns, name ? name : "", uid ? uid : "", origin ? origin : "");
+		b->core_limit = (uint32_t)core;
+		b->mem_limit = mem;
+	}
 	cJSON_Delete(j);
 	return why;
 }
@@ -169,9 +171,14 @@ static const char *read_binding(int dfd, const char *name, struct nvs_binding *b
 
 static void sock_event(const char *name, const struct podsock *p, const char *reason)
 {
-	nvs_event(name, "\"key\":\"%s\",\"namespace\":\"%s\",\"pod\":\"%s\"%s%s%s", p->b.key,
+	/* The ceiling, when the binding has one (pod_socket only). */
+	char ceil[64] = "";
+	if (!reason && (p->b.core_limit || p->b.mem_limit))
+		snprintf(ceil, sizeof ceil, ",\"core_limit\":%u,\"memory_limit\":%llu",
+			 p->b.core_limit, (unsigned long long)p->b.mem_limit);
+	nvs_event(name, "\"key\":\"%s\",\"namespace\":\"%s\",\"pod\":\"%s\"%s%s%s%s", p->b.key,
 		  p->b.ns, p->b.name, reason ? ",\"reason\":\"" : "", reason ? reason : "",
-		  reason ? "\"" : "");
+		  reason ? "\"" : "", ceil);
 }
 
 static void drop(struct podsock *p, const char *why)
@@ -254,7 +261,9 @@ static void scan_one(int dfd, const char *name)
 		/* A bad file binds nothing: a socket it had stays closed. */
 		NVS_WARN("%s/%s: not a usable binding (%s): no Pod socket for it", bind_dir, name,
 			 why);
-		nvs_event("pod_binding_refused", "\"key\":\"%s\",\"why\":\"%s\"", key, why);
+		char wq[160]; /* why names fields in quotes: escaped */
+		nvs_event("pod_binding_refused", "\"key\":\"%s\",\"why\":%s", key,
+			  nvs_json_str(why, wq, sizeof wq));
 		if (p->l) {
 			nvs_server_unlisten_pod(p->l);
 			p->l = NULL;
@@ -275,8 +284,10 @@ static void scan_one(int dfd, const char *name)
 	if (!had)
 		open_sock(p);
 	else
-		NVS_INFO("pod %s/%s: binding %s updated (uid %s)", b.ns, b.name, key,
-			 b.uid[0] ? b.uid : "not given");
+		NVS_INFO("pod %s/%s: binding %s updated (uid %s, ceiling %u %%, %llu bytes; "
+			 "for new connections)",
+			 b.ns, b.name, key, b.uid[0] ? b.uid : "not given", b.core_limit,
+			 (unsigned long long)b.mem_limit);
 }
 
 /* timed: the once-a-second scan, which may re-create a directory that

@@ -203,6 +203,11 @@ struct client {
 	 * limit (HELLO's may only lower it) and the size the client is
 	 * expected to grow to on its GPU. 0: none. */
 	uint64_t pod_mem_request;
+	/* The ceiling of its Pod socket's binding (a DRA claim's consumed
+	 * capacity, podsock.h): no source raises its limits above these.
+	 * Pinned at connect. 0: none. */
+	uint32_t ceil_core;
+	uint64_t ceil_mem;
 	/* Kubernetes Pod (pod_identity.c): UID from <proc-root>/<pid>/cgroup
 	 * at connect (tenant unknown: the Pod its pid was last seen in, or
 	 * ""), name and namespace from the API watch cache ("" unknown). */

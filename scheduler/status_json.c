@@ -179,6 +179,20 @@ static cJSON *client_json(const struct client *cl, uint64_t now)
 	limit(o, "mem_limit", cl->hello_mem_limit);
 	/* Its allocations are device memory: counted as pinned (policy.h). */
 	cJSON_AddBoolToObject(o, "device_memory", cl->device_memory);
+	/* Its Pod socket's ceiling (a DRA claim's consumed capacity). */
+	if (cl->ceil_core || cl->ceil_mem) {
+		cJSON *ce = cJSON_AddObjectToObject(o, "ceiling");
+		if (cl->ceil_core)
+			num(ce, "core_limit", cl->ceil_core);
+		else
+			cJSON_AddNullToObject(ce, "core_limit");
+		if (cl->ceil_mem)
+			num(ce, "mem_limit", cl->ceil_mem);
+		else
+			cJSON_AddNullToObject(ce, "mem_limit");
+	} else {
+		cJSON_AddNullToObject(o, "ceiling");
+	}
 	/* What it reported of runs without the gate (UNGATED: a claim). */
 	cJSON *ug = cJSON_AddObjectToObject(o, "ungated");
 	num(ug, "runs", cl->ungated_runs);

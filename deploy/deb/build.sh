@@ -45,8 +45,8 @@ Description: GPU sharing for unmodified CUDA applications
  LD_PRELOAD=/usr/lib/libnvshare.so python train.py.
  .
  This package: libnvshare.so, nvshare-scheduler (enabled as
- nvshare-scheduler.service), nvsharectl, nvshare-device-plugin, their man
- pages and the documentation.
+ nvshare-scheduler.service), nvsharectl, nvshare-device-plugin,
+ nvshare-dra-plugin, their man pages and the documentation.
 CONTROL
 mkdir -p "$(dirname "$out")"
 dpkg-deb --root-owner-group -Zxz --build "$root" "$out" >/dev/null

@@ -10,7 +10,7 @@ DEB_ARCH = $(shell dpkg --print-architecture 2>/dev/null)
 DEB_DIR = $(B)/deb
 DEB_FILE = $(DEB_DIR)/nvshare_$(DEB_VERSION)_$(DEB_ARCH).deb
 
-deb: $(B)/libnvshare.so $(B)/nvshare-scheduler $(B)/nvsharectl $(if $(DP_BUILDABLE),$(B)/nvshare-device-plugin) man
+deb: $(B)/libnvshare.so $(B)/nvshare-scheduler $(B)/nvsharectl $(if $(DP_BUILDABLE),$(B)/nvshare-device-plugin $(B)/nvshare-dra-plugin) man
 	@command -v dpkg-deb >/dev/null && command -v dpkg-shlibdeps >/dev/null || \
 	  { echo "make deb: dpkg-deb and dpkg-shlibdeps needed (apt-get install dpkg-dev)" >&2; exit 1; }
 	rm -rf $(DEB_DIR)/root

@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "k8s"))
-from gpucommon import prereq_missing, write_json  # noqa: E402
+from gpucommon import checker, prereq_missing, write_json  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--plugin", required=True)
@@ -47,13 +47,7 @@ except Exception as e:  # noqa: BLE001 (grpcio, protobuf or protoc missing)
 
 uuids = args.uuids.split(",")
 mem_mib = [int(x) for x in args.mem_mib.split(",")]
-checks = []
-
-
-def check(ok, what):
-    checks.append([bool(ok), what])
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-
+checks, check = checker()
 
 kdir = os.path.join(args.dir, "kubelet")
 os.makedirs(kdir, exist_ok=True)

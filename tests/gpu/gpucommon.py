@@ -52,3 +52,15 @@ def prereq_missing(why):
 
 def log(*a):
     print("[%.6f]" % now(), *a, flush=True)
+
+
+def checker():
+    """(checks, check) for a case that writes {"checks": [[ok, what]]}
+    (verdict.py checks_of): check(ok, what) records and prints one."""
+    checks = []
+
+    def check(ok, what):
+        checks.append([bool(ok), what])
+        print(("ok   " if ok else "FAIL ") + what, flush=True)
+        return ok
+    return checks, check

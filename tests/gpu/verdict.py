@@ -247,17 +247,27 @@ def v_limits(path, ctl_json, core, mib):
         "refused" if not r["alloc_ok"][1] else "ALLOWED", lim.get(0), lim.get(1)))
 
 
-def v_dp(path):
-    """Case 9f: the device plugin's checks (c9_dp.py)."""
+def checks_of(path, name, title):
+    """A case that writes {"checks": [[ok, what]]}: all must hold."""
     r = load(path)
     if "_error" in r:
-        return out(False, "device plugin: no result (%s)" % r["_error"])
+        return out(False, "%s: no result (%s)" % (name, r["_error"]))
     bad = [w for ok, w in r["checks"] if not ok]
     good = [w for ok, w in r["checks"] if ok]
     if bad:
-        return out(False, "device plugin: %d of %d checks failed: %s" % (
-            len(bad), len(r["checks"]), "; ".join(bad)))
-    return out(bool(good), "device plugin on the real NVML, fake kubelet: " + "; ".join(good))
+        return out(False, "%s: %d of %d checks failed: %s" % (
+            name, len(bad), len(r["checks"]), "; ".join(bad)))
+    return out(bool(good), title + ": " + "; ".join(good))
+
+
+def v_dp(path):
+    """Case 9f: the device plugin's checks (c9_dp.py)."""
+    return checks_of(path, "device plugin", "device plugin on the real NVML, fake kubelet")
+
+
+def v_dra(path):
+    """Case 10: the DRA driver, two claims on one GPU (c10_dra.py)."""
+    return checks_of(path, "DRA driver", "DRA driver on the real NVML, two claims on one GPU")
 
 
 def v_both(path, sched_log):
@@ -292,7 +302,7 @@ def v_nccl(n0, n1, p0, p1):
 CASES = {"train": v_train, "graph": v_graph, "cupy": v_cupy, "jax": v_jax,
          "memlimit": v_memlimit, "managed": v_managed, "pair": v_pair, "idle": v_idle,
          "survive": v_survive, "multi_gpu": v_multi_gpu, "both": v_both,
-         "nccl": v_nccl, "limits": v_limits, "dp": v_dp}
+         "nccl": v_nccl, "limits": v_limits, "dp": v_dp, "dra": v_dra}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in CASES:

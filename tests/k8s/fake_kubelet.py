@@ -76,6 +76,22 @@ class Resource:
         self.streams_ended = 0
 
 
+class Waiter:
+    """self.cv, notified whenever what a test waits for changes."""
+
+    def wait(self, pred, timeout):
+        """Waits until pred() holds; False after timeout seconds, a hang
+        guard stretched by the suite's speed factor (NVS_SPEED)."""
+        end = time.monotonic() + timeout * SPEED
+        with self.cv:
+            while not pred():
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cv.wait(left)
+            return True
+
+
 class Alloc:
     """One container's devices of one resource, as the kubelet keeps them."""
 
@@ -87,7 +103,7 @@ class Alloc:
         self.listed = listed
 
 
-class FakeKubelet:
+class FakeKubelet(Waiter):
     def __init__(self, plugin_dir, pb, podres_dir=None, prpb=None):
         self.dir = plugin_dir
         self.pb = pb
@@ -282,18 +298,6 @@ class FakeKubelet:
             self.cv.notify_all()
 
     # ---- helpers for tests ----
-    def wait(self, pred, timeout):
-        """Waits until pred() holds; False after timeout seconds, a hang
-        guard stretched by the suite's speed factor (NVS_SPEED)."""
-        end = time.monotonic() + timeout * SPEED
-        with self.cv:
-            while not pred():
-                left = end - time.monotonic()
-                if left <= 0:
-                    return False
-                self.cv.wait(left)
-            return True
-
     def last_list(self, resource=GPU):
         r = self.r(resource)
         with self.cv:
@@ -353,3 +357,145 @@ class FakeKubelet:
         with self.cv:
             self.hold_lists = False
             self.cv.notify_all()
+
+
+# ---- Dynamic Resource Allocation (nvshare-dra-plugin) ----
+#
+# The kubelet's side of a DRA driver: its plugin watcher finds the
+# driver's registration socket in the registry directory, calls GetInfo,
+# checks the type (DRAPlugin) and versions, and answers with
+# NotifyRegistrationStatus; the DRA manager then calls NodePrepareResources
+# and NodeUnprepareResources on the endpoint GetInfo named, with the v1
+# service when the driver lists v1.DRAPlugin, else v1beta1; with the
+# ResourceHealthStatus gate on it also watches v1.DRAResourceHealth.
+# Message classes: dra-plugin/dra.proto compiled for Python.
+
+REG = "/pluginregistration.Registration/"
+DRA_SERVICES = {"v1": "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/",
+                "v1beta1": "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"}
+HEALTH = "/v1.DRAResourceHealth/NodeWatchResources"
+HEALTH_ALPHA = "/v1alpha1.DRAResourceHealth/NodeWatchResources"  # 1.34, 1.35
+
+
+def load_dra_messages(proto_dir, out_dir):
+    """dra-plugin/dra.proto compiled for Python (dra_pb2)."""
+    return load_messages(proto_dir, out_dir, "dra")
+
+
+class RegistrationRefused(Exception):
+    pass
+
+
+class FakeDRAKubelet(Waiter):
+    def __init__(self, registry_dir, pb, prefer="v1"):
+        self.dir = registry_dir
+        self.pb = pb
+        self.prefer = prefer      # "v1", or "v1beta1" to act as a 1.32 kubelet
+        self.info = None
+        self.version = None
+        self.channel = None
+        self.health_call = None
+        self.health = []          # every NodeWatchResourcesResponse: [(device, health)]
+        self.cv = threading.Condition()
+        os.makedirs(registry_dir, exist_ok=True)
+
+    def _unary(self, ch, path, req, resp_cls, timeout=10):
+        return ch.unary_unary(path, request_serializer=type(req).SerializeToString,
+                              response_deserializer=resp_cls.FromString)(
+            req, timeout=timeout * SPEED)
+
+    def register(self, timeout=10):
+        """Finds the registration socket (polling, as a stand-in for the
+        watcher's fsnotify), GetInfo, validation, NotifyRegistrationStatus.
+        Returns the PluginInfo; raises RegistrationRefused after telling
+        the driver why, as the kubelet does."""
+        end = time.monotonic() + timeout * SPEED
+        socks = []
+        while time.monotonic() < end:
+            socks = glob.glob(os.path.join(self.dir, "*.sock"))
+            if socks:
+                break
+            time.sleep(0.05)
+        if not socks:
+            raise TimeoutError("no socket in " + self.dir)
+        reg = grpc.insecure_channel("unix:" + socks[0])
+        try:
+            info = self._unary(reg, REG + "GetInfo", self.pb.InfoRequest(), self.pb.PluginInfo)
+            versions = list(info.supported_versions)
+            why = None
+            if info.type != "DRAPlugin":
+                why = "unknown plugin type %r" % info.type
+            elif "." not in info.name:
+                why = "plugin name %r is not a DNS subdomain" % info.name
+            elif not os.path.isabs(info.endpoint):
+                why = "endpoint %r is not an absolute path" % info.endpoint
+            chosen = None
+            for v in ([self.prefer] + [x for x in DRA_SERVICES if x != self.prefer]):
+                if v + ".DRAPlugin" in versions and v in DRA_SERVICES:
+                    chosen = v
+                    break
+            if why is None and chosen is None:
+                why = "none of the versions %r is supported" % versions
+            self._unary(reg, REG + "NotifyRegistrationStatus",
+                        self.pb.RegistrationStatus(plugin_registered=why is None,
+                                                   error=why or ""),
+                        self.pb.RegistrationStatusResponse)
+            if why:
+                raise RegistrationRefused(why)
+            self.info, self.version = info, chosen
+            if self.channel is not None:
+                self.channel.close()
+            self.channel = grpc.insecure_channel("unix:" + info.endpoint)
+            return info
+        finally:
+            reg.close()
+
+    def _claims(self, claims):
+        return [self.pb.Claim(namespace=ns, uid=uid, name=name) for ns, uid, name in claims]
+
+    def prepare(self, claims, timeout=30):
+        """claims: [(namespace, uid, name)]. Returns {uid: (devices, error)},
+        devices as [(request_names, pool, device, cdi_ids, share_id)]."""
+        r = self._unary(self.channel, DRA_SERVICES[self.version] + "NodePrepareResources",
+                        self.pb.NodePrepareResourcesRequest(claims=self._claims(claims)),
+                        self.pb.NodePrepareResourcesResponse, timeout)
+        out = {}
+        for uid, v in r.claims.items():
+            devs = [(list(d.request_names), d.pool_name, d.device_name, list(d.cdi_device_ids),
+                     d.share_id) for d in v.devices]
+            out[uid] = (devs, v.error)
+        return out
+
+    def unprepare(self, claims, timeout=30):
+        r = self._unary(self.channel, DRA_SERVICES[self.version] + "NodeUnprepareResources",
+                        self.pb.NodeUnprepareResourcesRequest(claims=self._claims(claims)),
+                        self.pb.NodeUnprepareResourcesResponse, timeout)
+        return {uid: v.error for uid, v in r.claims.items()}
+
+    def watch_health(self, path=HEALTH):
+        call = self.channel.unary_stream(
+            path, request_serializer=self.pb.NodeWatchResourcesRequest.SerializeToString,
+            response_deserializer=self.pb.NodeWatchResourcesResponse.FromString)(
+            self.pb.NodeWatchResourcesRequest())
+        self.health_call = call
+
+        def run():
+            try:
+                for resp in call:
+                    with self.cv:
+                        self.health.append([(d.device.device_name, d.health, d.message)
+                                            for d in resp.devices])
+                        self.cv.notify_all()
+            except grpc.RpcError:
+                pass
+        threading.Thread(target=run, daemon=True).start()
+
+    def stop(self):
+        """The kubelet goes away (its restart): calls and channels end; the
+        registration socket stays, as the plugin watcher leaves it."""
+        if self.health_call is not None:
+            self.health_call.cancel()
+            self.health_call = None
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None

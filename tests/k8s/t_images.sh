@@ -19,7 +19,7 @@ fi
 if ! command -v buildah >/dev/null; then
   not_ok "buildah not installed (apt-get install buildah)"; exit 1
 fi
-for f in nvshare-scheduler nvsharectl nvshare-device-plugin libnvshare.so; do
+for f in nvshare-scheduler nvsharectl nvshare-device-plugin nvshare-dra-plugin libnvshare.so; do
   [ -f "$B/$f" ] || { not_ok "$B/$f not built"; exit 1; }
 done
 export BUILDAH_ISOLATION=chroot STORAGE_DRIVER=vfs
@@ -143,6 +143,12 @@ for img in scheduler device-plugin library; do
         ok "nvshare/device-plugin: bundles gRPC's libraries (packages listed), not glibc"
       else
         not_ok "nvshare/device-plugin: bundled libraries"; ls -R "$st" | head -20 | sed 's/^/# /'
+      fi
+      # components/dra runs the DRA driver from this image (libcurl too).
+      if out=$(bh run "$ctr" -- /usr/local/bin/nvshare-dra-plugin --help 2>&1) && echo "$out" | grep -q '^Usage'; then
+        ok "nvshare/device-plugin: nvshare-dra-plugin --help runs inside the image"
+      else
+        not_ok "nvshare/device-plugin: nvshare-dra-plugin --help"; echo "$out" | tail -n 10 | sed 's/^/# /'
       fi ;;
   esac
 done

@@ -15,7 +15,7 @@ SANV=0
 [ -f "$B/.san" ] && SANV=1
 # make with the test's build, never rebuilding the artifacts (-o): this test
 # is about installing what was built.
-ART=(libnvshare.so nvshare-scheduler nvsharectl nvshare-device-plugin)
+ART=(libnvshare.so nvshare-scheduler nvsharectl nvshare-device-plugin nvshare-dra-plugin)
 mk() {
   local o=() a
   for a in "${ART[@]}"; do o+=(-o "$B/$a"); done
@@ -33,6 +33,9 @@ expect=(usr/local/lib/libnvshare.so usr/local/sbin/nvshare-scheduler usr/local/b
 for d in docs/*.md; do expect+=("usr/local/share/doc/nvshare/$d"); done
 if [ -x "$B/nvshare-device-plugin" ]; then
   expect+=(usr/local/sbin/nvshare-device-plugin usr/local/share/man/man8/nvshare-device-plugin.8)
+fi
+if [ -x "$B/nvshare-dra-plugin" ]; then
+  expect+=(usr/local/sbin/nvshare-dra-plugin usr/local/share/man/man8/nvshare-dra-plugin.8)
 fi
 if mk install DESTDIR="$R" >"$T/install.log" 2>&1; then
   ok "make install DESTDIR=... succeeds"
@@ -52,7 +55,7 @@ check "programs executable, unit and documents 0644" bash -c "
 # README's "Client" table.
 M=$R/usr/local/share/man
 for pg in "nvshare-scheduler man8/nvshare-scheduler.8" "nvsharectl man1/nvsharectl.1" \
-  "nvshare-device-plugin man8/nvshare-device-plugin.8"; do
+  "nvshare-device-plugin man8/nvshare-device-plugin.8" "nvshare-dra-plugin man8/nvshare-dra-plugin.8"; do
   read -r prog page <<<"$pg"
   [ -x "$B/$prog" ] || continue
   opts=$("$B/$prog" --help | grep -oE -- '--[a-z][a-z0-9-]+' | sort -u)

@@ -22,6 +22,21 @@ control FIFO (--ctl):
   {"op":"close"}                drop every watch connection mid-stream
   {"op":"token","value":T}      accept only token T from now on
   {"op":"garbage"}              a malformed line in the watch stream
+Dynamic Resource Allocation (resource.k8s.io/v1, for nvshare-dra-plugin):
+  GET    /apis/resource.k8s.io/v1/namespaces/NS/resourceclaims/NAME
+  GET    /apis/resource.k8s.io/v1/resourceslices[?fieldSelector=spec.driver=D,spec.nodeName=N]
+  GET|PUT|DELETE /apis/resource.k8s.io/v1/resourceslices/NAME, POST .../resourceslices
+ResourceSlices are checked as the API server would (names, pool, devices,
+a resourceVersion that must match on PUT: 409 otherwise) and stored with
+quantities in canonical form ("16384Mi" comes back as "16Gi"); every
+change rewrites --slices-file (a JSON object name -> slice). Commands:
+  {"op":"claim","claim":{...}}  add or replace a ResourceClaim (the whole object)
+  {"op":"claim_delete","namespace":NS,"name":N}
+  {"op":"slice","slice":{...}}  a ResourceSlice someone else made
+  {"op":"slice_delete","name":N}  someone else deletes a slice
+  {"op":"fail","match":S,"code":C,"n":N}  the next N requests whose path
+      contains S get HTTP C (a Status); "code":0 drops the connection;
+      "n":0 ends an earlier failure for S
   {"op":"bulk_modify","n":K}    MODIFIED events for the first K bulk Pods
 With --bulk N --bulk-bytes B the node also has N Pods "bulk-00000"...
 (uids 00000000-0000-4000-8000-<12 digits>) of about B bytes each, nearly
@@ -34,6 +49,7 @@ Every request and every event sent is printed to stdout as
 import argparse
 import json
 import os
+import re
 import socket
 import ssl
 import sys
@@ -50,6 +66,11 @@ token = None
 gone_next = 0
 generation = 0  # bumped by "close": watches of older generations drop
 out_lock = threading.Lock()
+claims = {}  # (namespace, name) -> ResourceClaim
+slices = {}  # name -> ResourceSlice
+slices_file = None
+failures = []  # [match, code, n] (resource.k8s.io requests)
+RES = "/apis/resource.k8s.io/v1"
 bulk_n = 0
 bulk_blob = b""
 
@@ -135,6 +156,71 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def send_json(self, code, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        self.resource("POST", urllib.parse.urlsplit(self.path), {})
+
+    def do_PUT(self):
+        self.resource("PUT", urllib.parse.urlsplit(self.path), {})
+
+    def do_DELETE(self):
+        self.resource("DELETE", urllib.parse.urlsplit(self.path), {})
+
+    def resource(self, method, u, q):
+        """resource.k8s.io/v1: claims (read) and slices (read, write)."""
+        n = int(self.headers.get("Content-Length", "0") or 0)
+        body = self.rfile.read(n) if n else b""
+        with lock:
+            tok = token
+            fail = None
+            for f in failures:
+                if f[0] in u.path and f[2] > 0:
+                    f[2] -= 1
+                    fail = f[1]
+                    break
+        if self.headers.get("Authorization", "") != "Bearer " + tok:
+            log("REQ", method, "401", u.path)
+            return self.status(401, "Unauthorized", "Unauthorized")
+        if fail is not None:
+            log("REQ", method, "FAIL", fail, u.path)
+            if fail == 0:
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            return self.status(fail, "InternalError", "injected failure %d" % fail)
+        m = re.fullmatch(RES + r"/namespaces/([^/]+)/resourceclaims/([^/]+)", u.path)
+        if m and method == "GET":
+            with lock:
+                c = claims.get((m.group(1), m.group(2)))
+            if c is None:
+                log("REQ CLAIM GET 404", m.group(1) + "/" + m.group(2))
+                return self.status(404, "NotFound", 'resourceclaims.resource.k8s.io "%s" not found'
+                                   % m.group(2))
+            log("REQ CLAIM GET 200", m.group(1) + "/" + m.group(2))
+            return self.send_json(200, c)
+        m = re.fullmatch(RES + r"/resourceslices(?:/([^/]+))?", u.path)
+        if not m:
+            log("REQ", method, "404", u.path)
+            return self.status(404, "NotFound", "no such path")
+        name = m.group(1)
+        try:
+            obj = json.loads(body) if body else None
+        except ValueError:
+            log("REQ SLICE", method, "400 not JSON")
+            return self.status(400, "BadRequest", "not JSON")
+        with lock:
+            code, out = slice_op(method, name, obj, q)
+        log("REQ SLICE", method, code, name or (obj or {}).get("metadata", {}).get("name", "-"),
+            out.get("message", "") if out.get("kind") == "Status" else "")
+        return self.send_json(code, out)
+
     def chunk(self, data):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
@@ -146,6 +232,8 @@ class Handler(BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization", "")
         watch = q.get("watch", ["0"])[0] in ("1", "true")
         what = "WATCH" if watch else "LIST"
+        if u.path.startswith(RES + "/"):
+            return self.resource("GET", u, q)
         if u.path != "/api/v1/pods":
             log("REQ", what, "404", u.path)
             return self.status(404, "NotFound", "no such path")
@@ -268,6 +356,142 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
+def status_obj(code, reason, message):
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
+            "reason": reason, "code": code}
+
+
+def canonical(q):
+    """A quantity as the API server writes it back: "16384Mi" -> "16Gi"."""
+    m = re.fullmatch(r"([0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei)?", str(q))
+    if not m:
+        return q
+    units = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
+    v, i = int(m.group(1)), units.index(m.group(2) or "")
+    if i == 0:
+        return str(v)
+    while v and v % 1024 == 0 and i < len(units) - 1:
+        v, i = v // 1024, i + 1
+    return "%d%s" % (v, units[i])
+
+
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+DNS_SUB = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+def check_slice(o):
+    """What the API server's validation would say (the parts nvshare uses)."""
+    if o.get("apiVersion") != "resource.k8s.io/v1" or o.get("kind") != "ResourceSlice":
+        return "apiVersion/kind must be resource.k8s.io/v1 ResourceSlice"
+    name = o.get("metadata", {}).get("name", "")
+    if not DNS_SUB.fullmatch(name):
+        return "metadata.name %r is not a DNS subdomain" % name
+    sp = o.get("spec", {})
+    if not DNS_SUB.fullmatch(sp.get("driver", "")) or len(sp.get("driver", "")) > 63:
+        return "spec.driver %r" % sp.get("driver")
+    pool = sp.get("pool", {})
+    if not isinstance(pool.get("generation"), int) or pool.get("resourceSliceCount") != 1 \
+            or not pool.get("name"):
+        return "spec.pool needs name, an integer generation and resourceSliceCount"
+    if not sp.get("nodeName"):
+        return "spec.nodeName is required here"
+    seen = set()
+    for d in sp.get("devices", []):
+        n = d.get("name", "")
+        if not DNS_LABEL.fullmatch(n) or n in seen:
+            return "device name %r invalid or repeated" % n
+        seen.add(n)
+        attrs, caps = d.get("attributes", {}), d.get("capacity", {})
+        if len(attrs) + len(caps) > 32 or set(attrs) & set(caps):
+            return "device %s: attributes and capacity" % n
+        for k, a in attrs.items():
+            if len(a) != 1 or list(a)[0] not in ("int", "bool", "string", "version"):
+                return "device %s attribute %s: exactly one of int, bool, string, version" % (n, k)
+        for k, c in caps.items():
+            if "value" not in c:
+                return "device %s capacity %s: value required" % (n, k)
+        if caps and any("requestPolicy" in c for c in caps.values()) \
+                and d.get("allowMultipleAllocations") is not True:
+            return "device %s: requestPolicy needs allowMultipleAllocations" % n
+    return None
+
+
+def canonical_slice(o):
+    o = json.loads(json.dumps(o))
+    for d in o.get("spec", {}).get("devices", []):
+        for c in d.get("capacity", {}).values():
+            c["value"] = canonical(c["value"])
+            rp = c.get("requestPolicy")
+            if rp:
+                for k in ("default",):
+                    if k in rp:
+                        rp[k] = canonical(rp[k])
+                for k in ("min", "max", "step"):
+                    if k in rp.get("validRange", {}):
+                        rp["validRange"][k] = canonical(rp["validRange"][k])
+    return o
+
+
+def save_slices():
+    if not slices_file:
+        return
+    tmp = slices_file + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(slices, f)
+    os.rename(tmp, slices_file)
+
+
+def slice_op(method, name, obj, q):
+    """One ResourceSlice request (lock held): (HTTP code, body)."""
+    global rv
+    if method == "GET" and name is None:
+        sel = dict(x.split("=", 1) for x in q.get("fieldSelector", [""])[0].split(",") if "=" in x)
+        items = [o for o in slices.values()
+                 if all((k == "spec.driver" and o["spec"]["driver"] == v)
+                        or (k == "spec.nodeName" and o["spec"].get("nodeName") == v)
+                        for k, v in sel.items())]
+        return 200, {"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1",
+                     "metadata": {"resourceVersion": str(rv)}, "items": items}
+    if method == "GET":
+        if name not in slices:
+            return 404, status_obj(404, "NotFound", 'resourceslices.resource.k8s.io "%s" not found' % name)
+        return 200, slices[name]
+    if method == "DELETE":
+        if slices.pop(name, None) is None:
+            return 404, status_obj(404, "NotFound", 'resourceslices.resource.k8s.io "%s" not found' % name)
+        save_slices()
+        return 200, status_obj(200, "", "deleted")
+    if not isinstance(obj, dict):
+        return 400, status_obj(400, "BadRequest", "no object")
+    why = check_slice(obj)
+    if why:
+        return 422, status_obj(422, "Invalid", "ResourceSlice is invalid: " + why)
+    oname = obj["metadata"]["name"]
+    if method == "POST":
+        if name is not None:
+            return 405, status_obj(405, "MethodNotAllowed", "POST to a name")
+        if oname in slices:
+            return 409, status_obj(409, "AlreadyExists",
+                                   'resourceslices.resource.k8s.io "%s" already exists' % oname)
+        if obj["metadata"].get("resourceVersion"):
+            return 400, status_obj(400, "BadRequest", "resourceVersion must not be set on create")
+    else:  # PUT
+        if name != oname:
+            return 400, status_obj(400, "BadRequest", "name in the path and the object differ")
+        if name not in slices:
+            return 404, status_obj(404, "NotFound", 'resourceslices.resource.k8s.io "%s" not found' % name)
+        if obj["metadata"].get("resourceVersion") != slices[name]["metadata"]["resourceVersion"]:
+            return 409, status_obj(409, "Conflict", "the object has been modified; please apply "
+                                   "your changes to the latest version and try again")
+    rv += 1
+    o = canonical_slice(obj)
+    o["metadata"]["resourceVersion"] = str(rv)
+    o["metadata"].setdefault("uid", "5l1ce000-0000-4000-8000-%012d" % rv)
+    slices[oname] = o
+    save_slices()
+    return (201 if method == "POST" else 200), o
+
+
 def control(path):
     global rv, token, gone_next, generation
     f = open(path, "r")  # the test holds it open for writing
@@ -337,11 +561,29 @@ def control(path):
                 lock.notify_all()
             elif op == "token":
                 token = c["value"]
+            elif op == "claim":
+                cl = c["claim"]
+                claims[(cl["metadata"]["namespace"], cl["metadata"]["name"])] = cl
+            elif op == "claim_delete":
+                claims.pop((c["namespace"], c["name"]), None)
+            elif op == "slice":
+                rv += 1
+                o = canonical_slice(c["slice"])
+                o["metadata"]["resourceVersion"] = str(rv)
+                slices[o["metadata"]["name"]] = o
+                save_slices()
+            elif op == "slice_delete":
+                slices.pop(c["name"], None)
+                save_slices()
+            elif op == "fail":
+                failures[:] = [f for f in failures if f[0] != c["match"]]
+                if int(c.get("n", 1)) > 0:
+                    failures.append([c["match"], int(c.get("code", 500)), int(c.get("n", 1))])
         log("CTL", op, c.get("uid", ""))
 
 
 def main():
-    global token, bulk_n, bulk_blob
+    global token, slices_file, bulk_n, bulk_blob
     ap = argparse.ArgumentParser()
     ap.add_argument("--cert")
     ap.add_argument("--key")
@@ -353,8 +595,10 @@ def main():
     ap.add_argument("--port-file", required=True)
     ap.add_argument("--pods", help="JSON file: a list of pods to start with")
     ap.add_argument("--bind", default="127.0.0.1", help="address (::1 for IPv6)")
+    ap.add_argument("--slices-file", help="JSON file rewritten with the ResourceSlices")
     a = ap.parse_args()
     token = a.token
+    slices_file = a.slices_file
     bulk_n = a.bulk
     bulk_blob = b"x" * max(0, a.bulk_bytes - 400)
     if a.pods:

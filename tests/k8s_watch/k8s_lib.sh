@@ -38,12 +38,12 @@ mkcerts() {
 
 # start_api TOKEN [PODS_JSON_FILE [BIND_ADDR]]: starts the fake API server;
 # sets API_URL and API_PORT; its log is $T/api.out; commands go through
-# api_cmd.
+# api_cmd; the ResourceSlices it holds are in $T/slices.json.
 start_api() {
   mkfifo "$T/api.ctl"
   exec 9<>"$T/api.ctl"
   bg "$PY" "$API_PY" --cert "$T/srv.crt" --key "$T/srv.key" --token "$1" \
-    --ctl "$T/api.ctl" --port-file "$T/api.port" ${2:+--pods "$2"} \
+    --ctl "$T/api.ctl" --port-file "$T/api.port" ${2:+--pods "$2"} --slices-file "$T/slices.json" \
     --bind "${3:-127.0.0.1}" >"$T/api.out" 2>&1
   wait_for 10 test -s "$T/api.port" || return 1
   API_PORT=$(cat "$T/api.port")

@@ -19,7 +19,7 @@ done
 
 # 1. The package, from the test's build (never rebuilding the programs).
 o=()
-for a in libnvshare.so nvshare-scheduler nvsharectl nvshare-device-plugin; do o+=(-o "$B/$a"); done
+for a in libnvshare.so nvshare-scheduler nvsharectl nvshare-device-plugin nvshare-dra-plugin; do o+=(-o "$B/$a"); done
 D=$T/debbuild
 if make -s --no-print-directory B="$B" MAN_BUILD="$T/man" "${o[@]}" DEB_DIR="$D" deb >"$T/deb.log" 2>&1; then
   ok "make deb ($(grep -o 'Depends: .*' "$T/deb.log" | head -1))"
