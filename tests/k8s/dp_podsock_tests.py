@@ -231,6 +231,10 @@ def gone(key):
 def main_scenario():
     sched, up = start_scheduler()
     ok(up, "scheduler listens on its private socket directory", log_text(sched.logpath)[-1500:])
+    # Identity by socket takes the Pod's UID and annotations from the watch:
+    # wait for its first LIST (slow under ASan: clients came before it).
+    ok(wait_until(lambda: "k8s: LIST:" in log_text(sched.logpath), 60),
+       "the scheduler's Pod watch listed the node's Pods", log_text(sched.logpath)[-1500:])
     kdir = os.path.join(T, "kubelet")
     kl = FakeKubelet(kdir, pb, os.path.join(T, "pod-resources"), prpb)
     kl.start()
