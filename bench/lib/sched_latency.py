@@ -24,7 +24,10 @@ def run_sched_latency(R, dry):
     # what this measures (hostile load has its own tests).
     cfg = Config("lat", "scheduler for sched_latency", {
         MODE_VAR: "auto", "NVSHARE_MAX_CONNS_PER_TENANT": "0", "NVSHARE_ACCEPT_RATE": "0",
-        "NVSHARE_MAX_IDLE_CLIENTS_PER_TENANT": "0", "NVSHARE_MODE_DWELL_MS": "0"})
+        "NVSHARE_MAX_IDLE_CLIENTS_PER_TENANT": "0", "NVSHARE_MODE_DWELL_MS": "0",
+        # and the handshake deadline: a loaded machine that stalls the
+        # scheduler after it accepted 64 connections must not close them.
+        "NVSHARE_HANDSHAKE_TIMEOUT_MS": "0"})
     start_sched(cfg, dry, real=True)
     e = tool_env(cfg.sock_dir)
     argv = ["timeout", "-k", "5", str(int(max(10, min(90, left() - 10)))), SCHED_LATENCY_BIN] + SCHED_LATENCY_ARGS
@@ -41,7 +44,16 @@ def run_sched_latency(R, dry):
             cfg.sched.stop()
     with open(os.path.join(config.LOGDIR, "sched_latency.log"), "w") as f:
         f.write(p.stdout + "\n--- stderr ---\n" + p.stderr)
-    R["sched_latency"] = {"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr[-500:],
+    why = ""
+    if p.returncode:
+        # The scheduler's own word on the connections it closed.
+        try:
+            with open(os.path.join(config.LOGDIR, "sched-lat.log")) as f:
+                why = " | ".join(ln.strip()[-160:] for ln in f if "closing conn" in ln or "doom" in ln)[-600:]
+        except OSError:
+            pass
+    R["sched_latency"] = {"rc": p.returncode, "stdout": p.stdout,
+                          "stderr": (p.stderr.strip() + (" [scheduler: %s]" % why if why else ""))[-900:],
                           "cmd": " ".join(["bench/sched_latency"] + SCHED_LATENCY_ARGS)}
 
 
