@@ -55,6 +55,12 @@ int nvs_config_unified(void)
 	return __atomic_load_n(&nvs_cfg.unified_memory, __ATOMIC_ACQUIRE);
 }
 
+uint64_t nvs_config_env_mem_limit(void)
+{
+	nvs_config_load();
+	return nvs_cfg.mem_limit;
+}
+
 void nvs_config_device_memory(void)
 {
 	if (nvs_cfg.disable || !__atomic_exchange_n(&nvs_cfg.unified_memory, 0, __ATOMIC_ACQ_REL))

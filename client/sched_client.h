@@ -101,5 +101,10 @@ void nvs_sched_atfork_child(void);
  * the process's life; any thread. */
 int nvs_config_unified(void);
 void nvs_config_device_memory(void);
+/* config.c, the one reader of NVSHARE_GPU_MEMORY_LIMIT and
+ * NVSHARE_GPU_MEMORY_REQUEST: the memory limit the environment gives (the
+ * smaller of the two), UINT64_MAX (NVS_NO_LIMIT) for none; what HELLO
+ * announces. Loads the configuration if it was not yet. */
+uint64_t nvs_config_env_mem_limit(void);
 
 #endif

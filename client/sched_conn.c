@@ -72,18 +72,10 @@ void nvs_sc_conn_configure(void)
 	unsigned core = 100;
 	if (nvs_env_percent("NVSHARE_GPU_CORE_LIMIT", 1, 100, &core) == 1)
 		hello_core_limit = core;
-	/* config.c read these two already and warned about a bad value:
-	 * read quietly here, so a bad value is reported once, not twice. */
-	uint64_t mem;
-	const char *lim = getenv("NVSHARE_GPU_MEMORY_LIMIT");
-	if (lim && *lim && nvs_parse_size(lim, 1ull << 20, &mem) == 0)
-		hello_mem_limit = mem;
-	/* The Pod's request (bytes, from the device plugin) lowers it, as in
-	 * config.c; the scheduler checks it against the Pod spec anyway. */
-	const char *req = getenv("NVSHARE_GPU_MEMORY_REQUEST");
-	if (req && *req && nvs_parse_size(req, 1, &mem) == 0 && mem &&
-	    (!hello_mem_limit || mem < hello_mem_limit))
-		hello_mem_limit = mem;
+	/* The memory limit this process enforces itself (config.c, the one
+	 * reader of NVSHARE_GPU_MEMORY_LIMIT and NVSHARE_GPU_MEMORY_REQUEST):
+	 * the scheduler checks the request against the Pod spec anyway. */
+	hello_mem_limit = nvs_config_env_mem_limit();
 	const char *um = getenv("NVSHARE_UNIFIED_MEMORY");
 	int unified = 1;
 	if (um && *um && nvs_parse_bool(um, &unified) == 0 && !unified)

@@ -75,118 +75,93 @@ static void get_str(struct rd *r, char *dst, size_t cap)
 	r->off += n;
 }
 
-#define U32(x) put(w, (uint32_t)(x), 4)
-#define U64(x) put(w, (uint64_t)(x), 8)
+/* ---- payloads, from the table (messages.def) ---- */
+
+/* Each field's C type has its wire size. */
+#define NVS_U32(f) _Static_assert(sizeof p->f == 4, #f " is 4 bytes on the wire");
+#define NVS_I32(f) _Static_assert(sizeof p->f == 4, #f " is 4 bytes on the wire");
+#define NVS_U64(f) _Static_assert(sizeof p->f == 8, #f " is 8 bytes on the wire");
+#define NVS_STR(f) _Static_assert(sizeof p->f > 1, #f " is a char array");
+#define NVS_LAYOUT(member, type, fields)                                                           \
+	static inline __attribute__((unused)) void check_##member(const type *p)                   \
+	{                                                                                          \
+		(void)p;                                                                           \
+		fields                                                                             \
+	}
+#include "messages.def"
+#undef NVS_U32
+#undef NVS_I32
+#undef NVS_U64
+#undef NVS_STR
+
+#define NVS_U32(f) put(w, (uint32_t)p->f, 4);
+#define NVS_I32(f) put(w, (uint32_t)p->f, 4);
+#define NVS_U64(f) put(w, (uint64_t)p->f, 8);
+#define NVS_STR(f) put_str(w, p->f);
+#define NVS_LAYOUT(member, type, fields)                                                           \
+	static void enc_##member(struct wr *w, const struct nvs_msg *m)                            \
+	{                                                                                          \
+		const type *p = &m->u.member;                                                      \
+		fields                                                                             \
+	}
+#include "messages.def"
+#undef NVS_U32
+#undef NVS_I32
+#undef NVS_U64
+#undef NVS_STR
+
+#define NVS_U32(f) p->f = (uint32_t)get(r, 4);
+#define NVS_I32(f) p->f = (int32_t)(uint32_t)get(r, 4);
+#define NVS_U64(f) p->f = get(r, 8);
+#define NVS_STR(f) get_str(r, p->f, sizeof p->f);
+#define NVS_LAYOUT(member, type, fields)                                                           \
+	static void dec_##member(struct rd *r, struct nvs_msg *m)                                  \
+	{                                                                                          \
+		type *p = &m->u.member;                                                            \
+		fields                                                                             \
+	}
+#include "messages.def"
+#undef NVS_U32
+#undef NVS_I32
+#undef NVS_U64
+#undef NVS_STR
+
+/* CTL_REPLY (layout `reply`): its text is out of the union, borrowed. */
+static void enc_reply(struct wr *w, const struct nvs_msg *m)
+{
+	put(w, (uint32_t)m->reply_status, 4);
+	put(w, m->reply_len, 4);
+	if (!w->bad && m->reply_len <= w->cap - w->off && m->reply_len <= NVS_MAX_PAYLOAD - 8) {
+		if (m->reply_len)
+			memcpy(w->p + w->off, m->reply_text, m->reply_len);
+		w->off += m->reply_len;
+	} else {
+		w->bad = 1;
+	}
+}
+
+static void dec_reply(struct rd *r, struct nvs_msg *m)
+{
+	m->reply_status = (int32_t)(uint32_t)get(r, 4);
+	m->reply_len = (uint32_t)get(r, 4);
+	if (r->bad || r->len - r->off < m->reply_len) {
+		r->bad = 1;
+		return;
+	}
+	m->reply_text = (const char *)r->p + r->off;
+	r->off += m->reply_len;
+}
 
 static void encode_payload(const struct nvs_msg *m, struct wr *w)
 {
 	switch (m->type) {
-	case NVS_MSG_HELLO:
-		U32(m->u.hello.client_pid);
-		U32(m->u.hello.flags);
-		U32(m->u.hello.core_limit);
-		U64(m->u.hello.mem_limit);
-		put_str(w, m->u.hello.name);
-		break;
-	case NVS_MSG_WELCOME:
-		U32(m->u.welcome.client_id);
-		U32(m->u.welcome.idle_release_ms);
-		break;
-	case NVS_MSG_ATTACH_GPU:
-		U32(m->u.attach.local_gpu);
-		U64(m->u.attach.total_mem);
-		U64(m->u.attach.allocated);
-		put_str(w, m->u.attach.uuid);
-		break;
-	case NVS_MSG_REQ_LOCK:
-	case NVS_MSG_WAITERS:
-	case NVS_MSG_GPU_MODE:
-	case NVS_MSG_SWAP_HINT:
-	case NVS_MSG_PING:
-	case NVS_MSG_PONG:
-	case NVS_MSG_LIMITS_ASK:
-	case NVS_MSG_MEMORY_MODE:
-	case NVS_MSG_UNGATED_ASK:
-	case NVS_MSG_SWAP_PATHS_OK:
-		U32(m->u.gpu.local_gpu);
-		U32(m->u.gpu.value);
-		break;
-	case NVS_MSG_UNGATED:
-		U32(m->u.ungated.reason);
-		U32(m->u.ungated.runs);
-		U64(m->u.ungated.ns);
-		break;
-	case NVS_MSG_LOCK_OK:
-		U32(m->u.lock_ok.local_gpu);
-		U32(m->u.lock_ok.flags);
-		U32(m->u.lock_ok.quantum_ms);
-		break;
-	case NVS_MSG_DROP_LOCK:
-		U32(m->u.drop.local_gpu);
-		U32(m->u.drop.flags);
-		U32(m->u.drop.grace_ms);
-		break;
-	case NVS_MSG_LOCK_RELEASED:
-		U32(m->u.released.local_gpu);
-		U32(m->u.released.flags);
-		U64(m->u.released.drain_ns);
-		break;
-	case NVS_MSG_MEM_UPDATE:
-		U32(m->u.mem.local_gpu);
-		U64(m->u.mem.allocated);
-		break;
-	case NVS_MSG_SWAP_STATS:
-		U32(m->u.swap.local_gpu);
-		U64(m->u.swap.bytes_in);
-		U64(m->u.swap.bytes_out);
-		U64(m->u.swap.ns_in);
-		U64(m->u.swap.ns_out);
-		break;
-	case NVS_MSG_SWAP_PATHS:
-		U32(m->u.paths.local_gpu);
-		U32(m->u.paths.flags);
-		U64(m->u.paths.fast);
-		U64(m->u.paths.prefetch);
-		U64(m->u.paths.pinned);
-		U64(m->u.paths.staging);
-		U64(m->u.paths.staging_used);
-		break;
-	case NVS_MSG_SET_LIMITS:
-	case NVS_MSG_LIMITS_IN_FORCE:
-		U32(m->u.limits.local_gpu);
-		U32(m->u.limits.core_limit);
-		U64(m->u.limits.mem_limit);
-		break;
-	case NVS_MSG_CTL_SET:
-		U32((uint32_t)m->u.ctl_set.gpu);
-		U32(m->u.ctl_set.field);
-		U64(m->u.ctl_set.value);
-		break;
-	case NVS_MSG_CTL_SET_CLIENT:
-		U32(m->u.ctl_client.pid);
-		U32((uint32_t)m->u.ctl_client.gpu);
-		U32(m->u.ctl_client.core_limit);
-		U32(m->u.ctl_client.flags);
-		U64(m->u.ctl_client.mem_limit);
-		break;
-	case NVS_MSG_CTL_STATUS:
-		U32(m->u.ctl_status.flags);
-		break;
-	case NVS_MSG_CTL_REPLY:
-		U32((uint32_t)m->reply_status);
-		U32(m->reply_len);
-		if (!w->bad && m->reply_len <= w->cap - w->off &&
-		    m->reply_len <= NVS_MAX_PAYLOAD - 8) {
-			if (m->reply_len)
-				memcpy(w->p + w->off, m->reply_text, m->reply_len);
-			w->off += m->reply_len;
-		} else {
-			w->bad = 1;
-		}
-		break;
-	default:
-		w->bad = 1;
+#define NVS_MESSAGE(name, type, from, on, layout)                                                  \
+	case type:                                                                                 \
+		enc_##layout(w, m);                                                                \
+		return;
+#include "messages.def"
 	}
+	w->bad = 1;
 }
 
 size_t nvs_msg_encode(const struct nvs_msg *m, uint8_t *buf, size_t cap)
@@ -211,110 +186,13 @@ size_t nvs_msg_encode(const struct nvs_msg *m, uint8_t *buf, size_t cap)
 static void decode_payload(struct nvs_msg *m, struct rd *r)
 {
 	switch (m->type) {
-	case NVS_MSG_HELLO:
-		m->u.hello.client_pid = (uint32_t)get(r, 4);
-		m->u.hello.flags = (uint32_t)get(r, 4);
-		m->u.hello.core_limit = (uint32_t)get(r, 4);
-		m->u.hello.mem_limit = get(r, 8);
-		get_str(r, m->u.hello.name, sizeof m->u.hello.name);
-		break;
-	case NVS_MSG_WELCOME:
-		m->u.welcome.client_id = (uint32_t)get(r, 4);
-		m->u.welcome.idle_release_ms = (uint32_t)get(r, 4);
-		break;
-	case NVS_MSG_ATTACH_GPU:
-		m->u.attach.local_gpu = (uint32_t)get(r, 4);
-		m->u.attach.total_mem = get(r, 8);
-		m->u.attach.allocated = get(r, 8);
-		get_str(r, m->u.attach.uuid, sizeof m->u.attach.uuid);
-		break;
-	case NVS_MSG_REQ_LOCK:
-	case NVS_MSG_WAITERS:
-	case NVS_MSG_GPU_MODE:
-	case NVS_MSG_SWAP_HINT:
-	case NVS_MSG_PING:
-	case NVS_MSG_PONG:
-	case NVS_MSG_LIMITS_ASK:
-	case NVS_MSG_MEMORY_MODE:
-	case NVS_MSG_UNGATED_ASK:
-	case NVS_MSG_SWAP_PATHS_OK:
-		m->u.gpu.local_gpu = (uint32_t)get(r, 4);
-		m->u.gpu.value = (uint32_t)get(r, 4);
-		break;
-	case NVS_MSG_UNGATED:
-		m->u.ungated.reason = (uint32_t)get(r, 4);
-		m->u.ungated.runs = (uint32_t)get(r, 4);
-		m->u.ungated.ns = get(r, 8);
-		break;
-	case NVS_MSG_LOCK_OK:
-		m->u.lock_ok.local_gpu = (uint32_t)get(r, 4);
-		m->u.lock_ok.flags = (uint32_t)get(r, 4);
-		m->u.lock_ok.quantum_ms = (uint32_t)get(r, 4);
-		break;
-	case NVS_MSG_DROP_LOCK:
-		m->u.drop.local_gpu = (uint32_t)get(r, 4);
-		m->u.drop.flags = (uint32_t)get(r, 4);
-		m->u.drop.grace_ms = (uint32_t)get(r, 4);
-		break;
-	case NVS_MSG_LOCK_RELEASED:
-		m->u.released.local_gpu = (uint32_t)get(r, 4);
-		m->u.released.flags = (uint32_t)get(r, 4);
-		m->u.released.drain_ns = get(r, 8);
-		break;
-	case NVS_MSG_MEM_UPDATE:
-		m->u.mem.local_gpu = (uint32_t)get(r, 4);
-		m->u.mem.allocated = get(r, 8);
-		break;
-	case NVS_MSG_SWAP_STATS:
-		m->u.swap.local_gpu = (uint32_t)get(r, 4);
-		m->u.swap.bytes_in = get(r, 8);
-		m->u.swap.bytes_out = get(r, 8);
-		m->u.swap.ns_in = get(r, 8);
-		m->u.swap.ns_out = get(r, 8);
-		break;
-	case NVS_MSG_SWAP_PATHS:
-		m->u.paths.local_gpu = (uint32_t)get(r, 4);
-		m->u.paths.flags = (uint32_t)get(r, 4);
-		m->u.paths.fast = get(r, 8);
-		m->u.paths.prefetch = get(r, 8);
-		m->u.paths.pinned = get(r, 8);
-		m->u.paths.staging = get(r, 8);
-		m->u.paths.staging_used = get(r, 8);
-		break;
-	case NVS_MSG_SET_LIMITS:
-	case NVS_MSG_LIMITS_IN_FORCE:
-		m->u.limits.local_gpu = (uint32_t)get(r, 4);
-		m->u.limits.core_limit = (uint32_t)get(r, 4);
-		m->u.limits.mem_limit = get(r, 8);
-		break;
-	case NVS_MSG_CTL_SET:
-		m->u.ctl_set.gpu = (int32_t)(uint32_t)get(r, 4);
-		m->u.ctl_set.field = (uint32_t)get(r, 4);
-		m->u.ctl_set.value = get(r, 8);
-		break;
-	case NVS_MSG_CTL_SET_CLIENT:
-		m->u.ctl_client.pid = (uint32_t)get(r, 4);
-		m->u.ctl_client.gpu = (int32_t)(uint32_t)get(r, 4);
-		m->u.ctl_client.core_limit = (uint32_t)get(r, 4);
-		m->u.ctl_client.flags = (uint32_t)get(r, 4);
-		m->u.ctl_client.mem_limit = get(r, 8);
-		break;
-	case NVS_MSG_CTL_STATUS:
-		m->u.ctl_status.flags = (uint32_t)get(r, 4);
-		break;
-	case NVS_MSG_CTL_REPLY:
-		m->reply_status = (int32_t)(uint32_t)get(r, 4);
-		m->reply_len = (uint32_t)get(r, 4);
-		if (r->bad || r->len - r->off < m->reply_len) {
-			r->bad = 1;
-			break;
-		}
-		m->reply_text = (const char *)r->p + r->off;
-		r->off += m->reply_len;
-		break;
-	default:
-		r->bad = 1; /* unknown type: the connection is closed */
+#define NVS_MESSAGE(name, type, from, on, layout)                                                  \
+	case type:                                                                                 \
+		dec_##layout(r, m);                                                                \
+		return;
+#include "messages.def"
 	}
+	r->bad = 1; /* unknown type: the connection is closed */
 }
 
 enum nvs_decode_result nvs_msg_decode(const uint8_t *buf, size_t len, struct nvs_msg *m,
@@ -390,61 +268,34 @@ void nvs_msg_released(struct nvs_msg *m, uint32_t local_gpu, uint32_t flags, uin
 const char *nvs_msg_type_name(unsigned type)
 {
 	switch (type) {
-	case NVS_MSG_HELLO:
-		return "HELLO";
-	case NVS_MSG_ATTACH_GPU:
-		return "ATTACH_GPU";
-	case NVS_MSG_REQ_LOCK:
-		return "REQ_LOCK";
-	case NVS_MSG_LOCK_RELEASED:
-		return "LOCK_RELEASED";
-	case NVS_MSG_MEM_UPDATE:
-		return "MEM_UPDATE";
-	case NVS_MSG_SWAP_STATS:
-		return "SWAP_STATS";
-	case NVS_MSG_SWAP_PATHS:
-		return "SWAP_PATHS";
-	case NVS_MSG_SWAP_PATHS_OK:
-		return "SWAP_PATHS_OK";
-	case NVS_MSG_LOCK_OK:
-		return "LOCK_OK";
-	case NVS_MSG_DROP_LOCK:
-		return "DROP_LOCK";
-	case NVS_MSG_GPU_MODE:
-		return "GPU_MODE";
-	case NVS_MSG_SET_LIMITS:
-		return "SET_LIMITS";
-	case NVS_MSG_WAITERS:
-		return "WAITERS";
-	case NVS_MSG_WELCOME:
-		return "WELCOME";
-	case NVS_MSG_SWAP_HINT:
-		return "SWAP_HINT";
-	case NVS_MSG_PING:
-		return "PING";
-	case NVS_MSG_PONG:
-		return "PONG";
-	case NVS_MSG_LIMITS_IN_FORCE:
-		return "LIMITS_IN_FORCE";
-	case NVS_MSG_LIMITS_ASK:
-		return "LIMITS_ASK";
-	case NVS_MSG_MEMORY_MODE:
-		return "MEMORY_MODE";
-	case NVS_MSG_UNGATED:
-		return "UNGATED";
-	case NVS_MSG_UNGATED_ASK:
-		return "UNGATED_ASK";
-	case NVS_MSG_CTL_SET:
-		return "CTL_SET";
-	case NVS_MSG_CTL_SET_CLIENT:
-		return "CTL_SET_CLIENT";
-	case NVS_MSG_CTL_STATUS:
-		return "CTL_STATUS";
-	case NVS_MSG_CTL_REPLY:
-		return "CTL_REPLY";
-	default:
-		return "UNKNOWN";
+#define NVS_MESSAGE(name, type, from, on, layout)                                                  \
+	case type:                                                                                 \
+		return #name;
+#include "messages.def"
 	}
+	return "UNKNOWN";
+}
+
+enum nvs_msg_from nvs_msg_from(unsigned type)
+{
+	switch (type) {
+#define NVS_MESSAGE(name, type, from, on, layout)                                                  \
+	case type:                                                                                 \
+		return NVS_FROM_##from;
+#include "messages.def"
+	}
+	return NVS_FROM_NONE;
+}
+
+unsigned nvs_msg_accepted_on(unsigned type)
+{
+	switch (type) {
+#define NVS_MESSAGE(name, type, from, on, layout)                                                  \
+	case type:                                                                                 \
+		return on;
+#include "messages.def"
+	}
+	return 0;
 }
 
 const char *nvs_ungated_reason_name(unsigned r)

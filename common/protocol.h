@@ -39,37 +39,26 @@
  * hand-off. docs/client-lock.md "Idle release". */
 #define NVS_DEFAULT_IDLE_RELEASE_MS 20u
 
+/* The message types: common/messages.def, the table of every message (its
+ * number, who sends it, where the scheduler accepts it, its payload). */
 enum nvs_msg_type {
-	/* client -> scheduler */
-	NVS_MSG_HELLO = 1,	     /* process registers (once per connection) */
-	NVS_MSG_ATTACH_GPU = 2,	     /* client starts using a GPU */
-	NVS_MSG_REQ_LOCK = 3,	     /* client wants to run on a serialized GPU */
-	NVS_MSG_LOCK_RELEASED = 4,   /* client drained and gave the GPU back */
-	NVS_MSG_MEM_UPDATE = 5,	     /* client's allocated bytes on a GPU changed */
-	NVS_MSG_SWAP_STATS = 6,	     /* bytes/time swapped in and out */
-	NVS_MSG_PING = 7,	     /* are you there? (HELLO flag NVS_HELLO_PING) */
-	NVS_MSG_LIMITS_IN_FORCE = 8, /* limits I enforce (answer to LIMITS_ASK) */
-	NVS_MSG_UNGATED = 9,	     /* I ran ungated (answer to UNGATED_ASK) */
-	NVS_MSG_SWAP_PATHS = 10,     /* bytes per swap path, staging (after SWAP_PATHS_OK) */
-	/* scheduler -> client */
-	NVS_MSG_LOCK_OK = 32,	    /* lock granted */
-	NVS_MSG_DROP_LOCK = 33,	    /* release the lock soon */
-	NVS_MSG_GPU_MODE = 34,	    /* GPU switched serialized <-> concurrent */
-	NVS_MSG_SET_LIMITS = 35,    /* memory / compute limits changed */
-	NVS_MSG_WAITERS = 36,	    /* number of clients waiting for this GPU */
-	NVS_MSG_WELCOME = 37,	    /* reply to HELLO */
-	NVS_MSG_SWAP_HINT = 38,	    /* MiB to move to the host on an idle release */
-	NVS_MSG_PONG = 39,	    /* answer to PING (and, once, "I answer PINGs") */
-	NVS_MSG_LIMITS_ASK = 40,    /* which limits do you enforce? (NVS_HELLO_LIMITS) */
-	NVS_MSG_MEMORY_MODE = 41,   /* keep new allocations device memory (NVS_HELLO_MEMORY_MODE) */
-	NVS_MSG_UNGATED_ASK = 42,   /* tell me when you ran ungated (NVS_HELLO_UNGATED) */
-	NVS_MSG_SWAP_PATHS_OK = 43, /* send SWAP_PATHS (NVS_HELLO_SWAP_PATHS) */
-	/* control (nvsharectl) <-> scheduler */
-	NVS_MSG_CTL_SET = 64,	     /* change a GPU setting */
-	NVS_MSG_CTL_SET_CLIENT = 65, /* change a client's limits */
-	NVS_MSG_CTL_STATUS = 66,     /* ask for status */
-	NVS_MSG_CTL_REPLY = 96,	     /* status code + text (JSON for status) */
+#define NVS_MESSAGE(name, type, from, on, layout) NVS_MSG_##name = type,
+#include "messages.def"
 };
+
+/* Who sends a message (messages.def's FROM). */
+enum nvs_msg_from {
+	NVS_FROM_NONE = 0, /* not a message type */
+	NVS_FROM_CLIENT,   /* libnvshare.so */
+	NVS_FROM_SCHED,	   /* the scheduler */
+	NVS_FROM_CTL,	   /* nvsharectl */
+};
+/* The scheduler sockets a message is accepted on (messages.def). */
+#define NVS_ON_CLIENT 0x1u /* the client socket and Pod sockets */
+#define NVS_ON_ADMIN 0x2u  /* the admin socket */
+enum nvs_msg_from nvs_msg_from(unsigned type);
+/* NVS_ON_* or'ed; 0 for what only the scheduler sends, and unknown types. */
+unsigned nvs_msg_accepted_on(unsigned type);
 
 /* GPU scheduling modes (NVS_MSG_CTL_SET field MODE, nvsharectl -S). */
 enum nvs_mode {

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "parse.h"
 #include "k8s/pod_identity.h"
+#include "limit_resolve.h"
 #include "policy.h"
 #include "state_file.h"
 #include "state.h"
@@ -32,48 +33,37 @@ static struct client_gpu *find_gpu(struct client *cl, uint32_t local_gpu)
 	return NULL;
 }
 
-void nvs_client_update_limits(struct client_gpu *cg)
+void nvs_client_limit_sources(const struct client_gpu *cg, struct nvs_limit_sources *src)
 {
-	struct client *cl = cg->client;
-	/* nvsharectl > Pod annotation > HELLO (env). The Pod's
-	 * nvshare.com/gpu-memory request sits under the annotation; HELLO is
-	 * the process's own claim, so it may lower the request, never raise
-	 * it (NVS_NO_LIMIT is UINT64_MAX: min() does the right thing). */
-	uint64_t base = cl->hello_mem_limit;
-	if (cl->pod_mem_request && cl->pod_mem_request < base)
-		base = cl->pod_mem_request;
-	cg->core_limit = cl->core_override ? cl->core_override
-			 : cl->annot_core  ? cl->annot_core
-					   : cl->hello_core_limit;
-	cg->mem_limit = cl->has_mem_override ? cl->mem_override
-			: cl->has_annot_mem  ? cl->annot_mem
-					     : base;
-	if (cg->has_claim) {
-		/* The client's word can only make it stricter. */
-		if (cg->claim_core < cg->core_limit)
-			cg->core_limit = cg->claim_core;
-		if (cg->claim_mem < cg->mem_limit)
-			cg->mem_limit = cg->claim_mem;
-	}
-	nvs_client_ceil(cg);
+	const struct client *cl = cg->client;
+	memset(src, 0, sizeof *src);
+	src->hello_core = cl->hello_core_limit;
+	src->hello_mem = cl->hello_mem_limit;
+	src->request = cl->pod_mem_request;
+	src->annot_core = cl->annot_core;
+	src->has_annot_mem = cl->has_annot_mem;
+	src->annot_mem = cl->annot_mem;
+	src->ctl_core = cl->core_override;
+	src->has_ctl_mem = cl->has_mem_override;
+	src->ctl_mem = cl->mem_override;
+	src->gpu_core = cg->gpu_core_override;
+	src->has_gpu_mem = cg->has_gpu_mem_override;
+	src->gpu_mem = cg->gpu_mem_override;
+	src->has_claim = cg->has_claim;
+	src->claim_core = cg->claim_core;
+	src->claim_mem = cg->claim_mem;
+	src->ceil_core = cl->ceil_core;
+	src->ceil_mem = cl->ceil_mem;
 }
 
-int nvs_client_ceil(struct client_gpu *cg)
+struct nvs_limits nvs_client_update_limits(struct client_gpu *cg)
 {
-	/* The binding's ceiling (a DRA claim's consumed capacity): what the
-	 * Kubernetes scheduler counted, so that claims sharing the GPU fit
-	 * together. Nothing raises a limit above it, nvsharectl included. */
-	const struct client *cl = cg->client;
-	int capped = 0;
-	if (cl->ceil_core && cg->core_limit > cl->ceil_core) {
-		cg->core_limit = cl->ceil_core;
-		capped = 1;
-	}
-	if (cl->ceil_mem && cg->mem_limit > cl->ceil_mem) {
-		cg->mem_limit = cl->ceil_mem;
-		capped = 1;
-	}
-	return capped;
+	struct nvs_limit_sources src;
+	nvs_client_limit_sources(cg, &src);
+	struct nvs_limits l = nvs_limits_resolve(&src);
+	cg->core_limit = l.core;
+	cg->mem_limit = l.mem;
+	return l;
 }
 
 /* LIMITS_IN_FORCE: the limits the client enforces on one GPU, received

@@ -6,6 +6,7 @@
 #ifndef NVSHARE_SCHEDULER_CLIENTS_H
 #define NVSHARE_SCHEDULER_CLIENTS_H
 
+#include "limit_resolve.h"
 #include "protocol.h"
 
 #include <stdint.h>
@@ -21,11 +22,13 @@ void nvs_client_gone(struct client *cl);
 void nvs_client_send(struct client *cl, const struct nvs_msg *m);
 /* Sends SET_LIMITS for one of the client's GPUs (its effective limits). */
 void nvs_client_send_limits(struct client_gpu *cg);
-/* Recomputes cg's effective limits from HELLO and the overrides. */
-void nvs_client_update_limits(struct client_gpu *cg);
-/* Lowers cg's limits to the client's ceiling (its Pod socket's binding,
- * podsock.h), if above; 1 when it did. nvs_client_update_limits applies
- * it; so does whoever sets cg's limits directly (control.c). */
-int nvs_client_ceil(struct client_gpu *cg);
+/* The sources of cg's limits (limit_resolve.h): its client's HELLO, Pod
+ * request and annotations, nvsharectl's client-wide and per-GPU values,
+ * its LIMITS_IN_FORCE claim, its Pod socket binding's ceiling. */
+void nvs_client_limit_sources(const struct client_gpu *cg, struct nvs_limit_sources *src);
+/* Recomputes cg's limits in force from those sources (the one place they
+ * are resolved, nvs_limits_resolve) and stores them in cg; returns them
+ * with the source that decided each. Sends nothing. */
+struct nvs_limits nvs_client_update_limits(struct client_gpu *cg);
 
 #endif

@@ -286,22 +286,16 @@ void conn_on_writable(struct conn *c)
 	}
 }
 
+/* Who may send what comes from the table (common/messages.def): FROM says
+ * which handler a message goes to, accepted_on where it is accepted. */
 static void dispatch(struct conn *c, const struct nvs_msg *m)
 {
-	switch (m->type) {
-	case NVS_MSG_HELLO:
-	case NVS_MSG_ATTACH_GPU:
-	case NVS_MSG_REQ_LOCK:
-	case NVS_MSG_LOCK_RELEASED:
-	case NVS_MSG_MEM_UPDATE:
-	case NVS_MSG_SWAP_STATS:
-	case NVS_MSG_SWAP_PATHS:
-	case NVS_MSG_PING:
-	case NVS_MSG_LIMITS_IN_FORCE:
-	case NVS_MSG_UNGATED:
+	unsigned on = nvs_msg_accepted_on(m->type);
+	switch (nvs_msg_from(m->type)) {
+	case NVS_FROM_CLIENT:
 		/* The admin socket is for nvsharectl only: no GPU client is
 		 * ever served there. */
-		if (c->kind == CONN_CTL || c->role == CONN_ROLE_ADMIN) {
+		if (c->kind == CONN_CTL || !(on & conn_socket(c))) {
 			conn_reason(c, c->role == CONN_ROLE_ADMIN ? "client-msg-on-admin"
 								  : "client-msg-on-control");
 			conn_doom(c, "client message %s on %s", nvs_msg_type_name(m->type),
@@ -311,9 +305,9 @@ static void dispatch(struct conn *c, const struct nvs_msg *m)
 		}
 		nvs_client_msg(c, m);
 		return;
-	case NVS_MSG_CTL_SET:
-	case NVS_MSG_CTL_SET_CLIENT:
-	case NVS_MSG_CTL_STATUS:
+	case NVS_FROM_CTL:
+		/* A request the socket does not accept is answered by
+		 * control.c (permission denied), not closed on. */
 		if (c->kind == CONN_CLIENT) {
 			conn_reason(c, "control-msg-on-client");
 			conn_doom(c, "control message %s on a client connection",
@@ -323,10 +317,12 @@ static void dispatch(struct conn *c, const struct nvs_msg *m)
 		c->kind = CONN_CTL;
 		nvs_control_msg(c, m);
 		return;
-	default:
-		conn_reason(c, "scheduler-only-msg");
-		conn_doom(c, "%s is sent by the scheduler, not to it", nvs_msg_type_name(m->type));
+	case NVS_FROM_SCHED:
+	case NVS_FROM_NONE:
+		break;
 	}
+	conn_reason(c, "scheduler-only-msg");
+	conn_doom(c, "%s is sent by the scheduler, not to it", nvs_msg_type_name(m->type));
 }
 
 void conn_release_buffers(struct conn *c)

@@ -28,6 +28,9 @@ enum conn_role {
 	CONN_ROLE_CLIENT = 0, /* client socket: mounted into Pods */
 	CONN_ROLE_ADMIN = 1,  /* admin socket: never mounted into Pods */
 };
+/* The connection's socket as messages.def's accepted_on sees it
+ * (NVS_ON_CLIENT, NVS_ON_ADMIN). */
+#define conn_socket(c) ((c)->role == CONN_ROLE_ADMIN ? NVS_ON_ADMIN : NVS_ON_CLIENT)
 
 struct client;
 

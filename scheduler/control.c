@@ -269,12 +269,14 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 		for (unsigned i = 0; i < cl->ngpus; i++)
 			if (s->gpu == -1 || cl->gpus[i]->gpu->index == s->gpu)
 				cl->gpus[i]->has_claim = 0;
+		/* --core-limit default (CLEAR_CORE) wins over a value. */
+		int core_set = s->core_limit || (s->flags & NVS_CTL_CLIENT_CLEAR_CORE);
+		uint32_t core = (s->flags & NVS_CTL_CLIENT_CLEAR_CORE) ? 0 : s->core_limit;
+		int mem_set = !!(s->flags & NVS_CTL_CLIENT_SET_MEM);
 		if (s->gpu == -1) {
-			if (s->core_limit)
-				cl->core_override = s->core_limit;
-			if (s->flags & NVS_CTL_CLIENT_CLEAR_CORE)
-				cl->core_override = 0;
-			if (s->flags & NVS_CTL_CLIENT_SET_MEM) {
+			if (core_set)
+				cl->core_override = core; /* 0: default */
+			if (mem_set) {
 				cl->has_mem_override = 1;
 				cl->mem_override = s->mem_limit;
 			}
@@ -286,31 +288,31 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 			struct client_gpu *cg = cl->gpus[i];
 			if (s->gpu != -1 && cg->gpu->index != s->gpu)
 				continue;
-			if (s->gpu == -1) {
-				nvs_client_update_limits(cg); /* the ceiling applied */
-				capped += (s->core_limit && cl->ceil_core &&
-					   s->core_limit > cl->ceil_core) ||
-					  ((s->flags & NVS_CTL_CLIENT_SET_MEM) && cl->ceil_mem &&
-					   s->mem_limit > cl->ceil_mem);
-			} else {
-				/* One GPU only: its own override. */
-				if (s->core_limit)
-					cg->core_limit = s->core_limit;
-				if (s->flags & NVS_CTL_CLIENT_CLEAR_CORE)
-					cg->core_limit = cl->core_override ? cl->core_override
-									   : cl->hello_core_limit;
-				if (s->flags & NVS_CTL_CLIENT_SET_MEM)
-					cg->mem_limit = s->mem_limit;
-				capped += nvs_client_ceil(cg);
+			/* The newest word of the administrator for a field:
+			 * for one GPU, that GPU's own value (default: none,
+			 * back to the client-wide value, the annotation or
+			 * HELLO); for all GPUs, it replaces the per-GPU ones. */
+			if (core_set)
+				cg->gpu_core_override = s->gpu == -1 ? 0 : core;
+			if (mem_set) {
+				cg->has_gpu_mem_override = s->gpu != -1;
+				cg->gpu_mem_override = s->mem_limit;
 			}
+			struct nvs_limits l = nvs_client_update_limits(cg);
+			/* A value above the binding's ceiling: capped (said). */
+			capped += (core && l.core_from == NVS_LIMIT_FROM_CEILING) ||
+				  (mem_set && l.mem_from == NVS_LIMIT_FROM_CEILING);
 			nvs_client_send_limits(cg);
 			/* Quotas: serialize / re-evaluate the GPU for the new
 			 * core limit (in force from its next window). */
 			nvs_policy_settings_changed(cg->gpu);
 			sent++;
-			NVS_INFO("SET_LIMITS client=%u pid=%d gpu=%d core_limit=%u mem_limit=%llu",
+			NVS_INFO("SET_LIMITS client=%u pid=%d gpu=%d core_limit=%u (%s) "
+				 "mem_limit=%llu (%s)",
 				 cl->id, (int)cl->pid, cg->gpu->index, cg->core_limit,
-				 (unsigned long long)cg->mem_limit);
+				 nvs_limit_from_name(l.core_from),
+				 (unsigned long long)cg->mem_limit,
+				 nvs_limit_from_name(l.mem_from));
 		}
 	}
 	if (!matched) {
@@ -326,14 +328,11 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 
 void nvs_control_msg(struct conn *c, const struct nvs_msg *m)
 {
-	if (c->role != CONN_ROLE_ADMIN) {
-		/* The client socket is mounted into every Pod and Pods run as
-		 * root: no uid there means "administrator". Status only, and
-		 * only the caller's own tenant. */
-		if (m->type == NVS_MSG_CTL_STATUS) {
-			status(c, m->seq, m->u.ctl_status.flags);
-			return;
-		}
+	/* Where each request is accepted: common/messages.def. The client
+	 * socket is mounted into every Pod and Pods run as root: no uid there
+	 * means "administrator", so it accepts status only (and shows only
+	 * the caller's own tenant). */
+	if (!(nvs_msg_accepted_on(m->type) & conn_socket(c))) {
 		log_refused(c, m, "control messages are not accepted on the client socket");
 		reply(c, m->seq, -EPERM,
 		      "permission denied: %s changes settings only through the admin socket "
@@ -344,17 +343,22 @@ void nvs_control_msg(struct conn *c, const struct nvs_msg *m)
 		return;
 	}
 	char b[256];
-	const char *why = admin_refusal(c, b, sizeof b);
+	const char *why = c->role == CONN_ROLE_ADMIN ? admin_refusal(c, b, sizeof b) : NULL;
 	if (why) {
 		log_refused(c, m, why);
 		reply(c, m->seq, -EPERM, "permission denied on the admin socket %s: %s",
 		      S.admin_sock_path, why);
 		return;
 	}
-	if (m->type == NVS_MSG_CTL_STATUS)
+	switch (m->type) {
+	case NVS_MSG_CTL_STATUS:
 		status(c, m->seq, m->u.ctl_status.flags);
-	else if (m->type == NVS_MSG_CTL_SET)
+		return;
+	case NVS_MSG_CTL_SET:
 		ctl_set(c, m);
-	else
+		return;
+	case NVS_MSG_CTL_SET_CLIENT:
 		ctl_set_client(c, m);
+		return;
+	}
 }

@@ -6,7 +6,7 @@ SCHED_SRCS := scheduler/main.c scheduler/loop.c scheduler/server.c scheduler/con
 	scheduler/events.c scheduler/unmanaged.c scheduler/fairness.c \
 	scheduler/claims.c scheduler/peer_limits.c scheduler/plog.c scheduler/coschedule.c \
 	scheduler/state_file.c scheduler/health.c scheduler/config_check.c scheduler/devmem.c \
-	scheduler/sd_notify.c
+	scheduler/sd_notify.c scheduler/limit_resolve.c
 # Kubernetes (K8S_SRCS, K8S_LIBS: the Pod watch and libcurl unless K8S=0).
 include scheduler/k8s/module.mk
 SCHED_SRCS += $(K8S_SRCS)

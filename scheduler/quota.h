@@ -44,8 +44,8 @@ enum nvs_limit_src {
 
 /*
  * Sets the limits one source gives a client, for all its GPUs (and GPUs it
- * attaches later), recomputes the effective limits (ctl > annotation >
- * min(request, env), field by field), sends SET_LIMITS to every GPU whose limits changed and
+ * attaches later), recomputes the limits in force (nvs_limits_resolve,
+ * limit_resolve.h), sends SET_LIMITS to every GPU whose limits changed and
  * re-evaluates those GPUs.
  *   core: 1..100, or 0 = this source gives no core limit (removed)
  *   mem:  bytes; 0 = this source gives no memory limit (removed);

@@ -87,8 +87,14 @@ struct client_gpu {
 	uint32_t hint_sent_mib; /* last SWAP_HINT sent while holding */
 	uint64_t wait_since_ns; /* when it queued */
 	uint64_t held_since_ns; /* when it got the lock */
-	uint32_t core_limit;	/* effective limits for this GPU */
+	uint32_t core_limit;	/* limits in force on this GPU (nvs_client_update_limits) */
 	uint64_t mem_limit;
+	/* nvsharectl --set-client -g N: this GPU's own values, above the
+	 * client-wide ones (limit_resolve.h). 0 / has_gpu_mem_override=0:
+	 * none. */
+	uint32_t gpu_core_override;
+	int has_gpu_mem_override;
+	uint64_t gpu_mem_override;
 	/* LIMITS_IN_FORCE: what the client said it enforces (after a
 	 * scheduler restart). A claim only tightens: the effective limits are
 	 * the stricter of these and the configured ones; nvsharectl clears

@@ -37,4 +37,23 @@ while IFS= read -r l; do
   case "$l" in "ok "*) ok "runtime: ${l#ok - }";; "not ok "*) not_ok "runtime: ${l#not ok - }";; esac
 done <"$T/rt.out"
 check "runtime probe exited 0" [ $rc -eq 0 ]
+
+# HELLO's memory limit is the one the library enforces itself: the
+# environment's NVSHARE_GPU_MEMORY_LIMIT lowered by NVSHARE_GPU_MEMORY_REQUEST
+# (both read once, config.c). hello_mem ENV...: the mem_limit of the HELLO
+# of a probe run with ENV, as the scheduler logged it.
+hello_mem() {
+  env "$@" LD_PRELOAD="$PRELOAD" "$TC/probe_alloc" limit >/dev/null 2>&1 &
+  local p=$!
+  wait "$p"
+  wait_for 5 grep -qE "HELLO client=[0-9]+ pid=$p " "$T/scheduler.log" &&
+    grep -E "HELLO client=[0-9]+ pid=$p " "$T/scheduler.log" | sed -E 's/.* mem_limit=([^ ]+).*/\1/'
+}
+check "HELLO: NVSHARE_GPU_MEMORY_LIMIT=1Gi" test "$(hello_mem NVSHARE_GPU_MEMORY_LIMIT=1Gi)" = 1Gi
+check "HELLO: ... lowered by NVSHARE_GPU_MEMORY_REQUEST=512Mi" \
+  test "$(hello_mem NVSHARE_GPU_MEMORY_LIMIT=1Gi NVSHARE_GPU_MEMORY_REQUEST=$((512 << 20)))" = 512Mi
+check "HELLO: a request above the limit does not raise it" \
+  test "$(hello_mem NVSHARE_GPU_MEMORY_LIMIT=1Gi NVSHARE_GPU_MEMORY_REQUEST=$((2 << 30)))" = 1Gi
+check "HELLO: a bad or 0 limit is none (as the library enforces)" \
+  test "$(hello_mem NVSHARE_GPU_MEMORY_LIMIT=bogus)$(hello_mem NVSHARE_GPU_MEMORY_LIMIT=0)" = nonenone
 echo "1..$_tap_n"

@@ -105,3 +105,18 @@ latency_us() {
   [ -n "$sent" ] && [ -n "$got" ] || return 1
   echo $(( got - sent ))
 }
+
+# one_pod_scheduler UID NAME NAMESPACE CORE MEM [scheduler args...]: the
+# fake API server serving one Pod of this node annotated with these
+# limits, and the scheduler watching it (returns once it LISTed the Pod;
+# 1 on failure, reported).
+one_pod_scheduler() {
+  if ! mkcerts; then not_ok "openssl makes a CA and a server certificate"; return 1; fi
+  printf 'token-1\n' >"$T/token"
+  printf '[{"uid":"%s","name":"%s","namespace":"%s","annotations":{"nvshare.com/gpu-core-limit":"%s","nvshare.com/gpu-memory-limit":"%s"}}]\n' \
+    "$1" "$2" "$3" "$4" "$5" >"$T/pods.json"
+  start_api token-1 "$T/pods.json" || { not_ok "fake API server starts"; return 1; }
+  shift 5
+  start_kube_scheduler "$@"
+  wait_event 5 k8s_list pods=1 || { not_ok "the scheduler LISTs the Pod"; return 1; }
+}

@@ -12,15 +12,7 @@
 
 APP=$B/tests/e2e/sim_app
 UP=0a1b2c3d-0000-4000-8000-0000000000e2
-if ! mkcerts; then not_ok "openssl makes a CA and a server certificate"; exit 1; fi
-printf 'token-E\n' >"$T/token"
-cat >"$T/pods.json" <<EOF2
-[{"uid":"$UP","name":"notebook","namespace":"team-e",
-  "annotations":{"nvshare.com/gpu-core-limit":"30","nvshare.com/gpu-memory-limit":"256"}}]
-EOF2
-start_api token-E "$T/pods.json" || { not_ok "fake API server starts"; exit 1; }
-start_kube_scheduler
-wait_event 5 k8s_list pods=1 || not_ok "scheduler listed the pod"
+one_pod_scheduler "$UP" notebook team-e 30 256 || exit 1
 
 # The shell writes its own <proc-root>/<pid>/cgroup, then execs the app
 # under the preload (same pid: the scheduler sees it by SO_PEERCRED).
