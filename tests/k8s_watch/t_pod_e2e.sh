@@ -31,12 +31,15 @@ check "the scheduler serializes the GPU for the limited client (quota on: GPU_MO
 
 t0=$(date +%s%N)
 api_cmd "{\"op\":\"modify\",\"uid\":\"$UP\",\"annotations\":{\"nvshare.com/gpu-core-limit\":\"60\",\"nvshare.com/gpu-memory-limit\":\"1Gi\"}}"
-if wait_for 1 grep -q 'GPU 0: memory limit 1Gi' "$T/app.err"; then
-  ok "annotation change reached the running process within 1 s ($(( ($(date +%s%N) - t0) / 1000000 )) ms)"
+# A hang guard scaled by the machine's speed, not a latency claim (one
+# second was missed once under ASan on a loaded machine); the time taken
+# is printed.
+if wait_for "$(scaled 5)" grep -q 'GPU 0: memory limit 1Gi' "$T/app.err"; then
+  ok "annotation change reached the running process ($(( ($(date +%s%N) - t0) / 1000000 )) ms)"
 else
-  not_ok "annotation change reached the running process within 1 s"
+  not_ok "annotation change reached the running process (hang guard $(scaled 5) s)"
 fi
-check "new compute limit 60% in the process" wait_log 2 "$T/app.err" 'GPU 0: compute limit 60%'
+check "new compute limit 60% in the process" wait_log "$(scaled 2)" "$T/app.err" 'GPU 0: compute limit 60%'
 n_lim=$(count_events set_limits pid="$APP_PID")
 api_cmd "{\"op\":\"modify\",\"uid\":\"$UP\",\"annotations\":{\"nvshare.com/gpu-core-limit\":\"lots\"}}"
 check "an invalid value is reported by the scheduler and ignored (keeping 60)" \
