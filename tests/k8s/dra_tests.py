@@ -685,9 +685,10 @@ def scenario_restart(p, kl, s):
        and not os.path.exists(os.path.join(T, "p1", "cdi", "nvshare.com-claim_%s.json" % kb[1]))
        and [x["uid"] for x in read_json(ckpt)["claims"]] == [ka[1]],
        "Unprepare removed B's binding, CDI spec and checkpoint entry")
-    ok(wait_until(lambda: not os.path.exists(os.path.join(SOCK, "pods", key_b, "scheduler.sock")),
-                  5)
-       and re.search(r'"event":"pod_socket_closed","key":"%s"' % key_b, events()),
+    # Both awaited: the socket goes before the event is written.
+    ok(wait_until(lambda: not os.path.exists(os.path.join(SOCK, "pods", key_b, "scheduler.sock"))
+                  and re.search(r'"event":"pod_socket_closed","key":"%s"' % key_b, events()),
+                  5 * SPEED),
        "the scheduler closed B's Pod socket (pod_socket_closed): no new process gets a "
        "share of the claim")
     err = kl.unprepare([kb])
