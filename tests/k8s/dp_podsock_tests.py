@@ -409,12 +409,15 @@ def main_scenario():
     live = [(k1b, "team-b", "next"), (k2, "team-a", "two"), (k5, "team-d", "d2")]
     n0 = kl.podres_lists
     kl.hide_pods = True  # as a kubelet that lists Pods before it knows them
-    wait_until(lambda: kl.podres_lists >= n0 + 7, 20)
+    # 3 hidden lists before the restart, 8 after: more than 10 in all, and
+    # never 10 before the plugin sees the restart, however many lists it
+    # serves meanwhile on a loaded machine (with 7 before, it once did).
+    wait_until(lambda: kl.podres_lists >= n0 + 3, 20)
     nreg = len(kl.regs(GPU))
     kl.restart()
     rereg = kl.wait(lambda: len(kl.regs(GPU)) > nreg, 10)
     n1 = kl.podres_lists
-    wait_until(lambda: kl.podres_lists >= n1 + 6, 20)
+    wait_until(lambda: kl.podres_lists >= n1 + 8, 20)
     hidden = kl.podres_lists - n0
     intact = all(bound_to(k, ns, name) and scheduler_socket(k) for k, ns, name in live)
     ok(rereg and intact,
