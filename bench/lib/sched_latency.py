@@ -13,8 +13,9 @@ from progress import left, say
 
 def run_sched_latency(R, dry):
     """bench/sched_latency measures a running scheduler: start one (mode
-    auto; the tool attaches its clients to a made-up GPU reporting more
-    memory than any capacity, so the scheduler serializes it)."""
+    auto, without NVML; the tool attaches its clients to a made-up GPU
+    reporting more memory than any capacity, so the scheduler serializes
+    it)."""
     if not os.path.exists(SCHED_LATENCY_BIN):
         R["sched_latency"] = {"missing": SCHED_LATENCY_BIN}
         return
@@ -27,7 +28,11 @@ def run_sched_latency(R, dry):
         "NVSHARE_MAX_IDLE_CLIENTS_PER_TENANT": "0", "NVSHARE_MODE_DWELL_MS": "0",
         # and the handshake deadline: a loaded machine that stalls the
         # scheduler after it accepted 64 connections must not close them.
-        "NVSHARE_HANDSHAKE_TIMEOUT_MS": "0"})
+        "NVSHARE_HANDSHAKE_TIMEOUT_MS": "0",
+        # The tool attaches a made-up GPU (GPU-nvshare-bench): with NVML
+        # the scheduler refuses UUIDs it does not know (docs/security.md
+        # "GPU identifiers"), so this one learns GPUs from its clients.
+        "NVSHARE_SCHED_NVML": "0"})
     start_sched(cfg, dry, real=True)
     e = tool_env(cfg.sock_dir)
     argv = ["timeout", "-k", "5", str(int(max(10, min(90, left() - 10)))), SCHED_LATENCY_BIN] + SCHED_LATENCY_ARGS
