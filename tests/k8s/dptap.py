@@ -1,5 +1,5 @@
 """TAP output and hang guards for the device-plugin scenario scripts
-(dp_tests.py, dp_podsock_tests.py)."""
+(dp_tests.py, dp_podsock_tests.py, dra_tests.py)."""
 
 import sys
 import time

@@ -19,7 +19,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fake_kubelet import (HEALTH_ALPHA, SPEED, FakeDRAKubelet, RegistrationRefused,  # noqa: E402
+from dptap import done, guard, ok, skip, wait_until  # noqa: E402
+from fake_kubelet import (HEALTH_ALPHA, FakeDRAKubelet, RegistrationRefused,  # noqa: E402
                           load_dra_messages)
 
 ROOT = os.environ["NVS_ROOT"]
@@ -42,41 +43,6 @@ DRIVER = "gpu.nvshare.com"
 GiB = 1 << 30
 MiB = 1 << 20
 
-n = 0
-failed = 0
-
-
-def ok(cond, desc, diag=None):
-    global n, failed
-    n += 1
-    if cond:
-        print("ok %d - %s" % (n, desc), flush=True)
-    else:
-        failed += 1
-        print("not ok %d - %s" % (n, desc), flush=True)
-        if diag is not None:
-            for line in str(diag).splitlines()[-40:]:
-                print("#   " + line, flush=True)
-
-
-def skip(desc, why):
-    global n
-    n += 1
-    print("ok %d - %s # SKIP %s" % (n, desc, why), flush=True)
-
-
-def guard(seconds):
-    return seconds * SPEED
-
-
-def wait_until(pred, timeout):
-    """A hang guard: polls pred until it holds or timeout x NVS_SPEED."""
-    end = time.monotonic() + guard(timeout)
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
 
 
 pb = load_dra_messages(os.path.join(ROOT, "dra-plugin"), os.path.join(T, "py"))
@@ -688,7 +654,7 @@ def scenario_restart(p, kl, s):
     # Both awaited: the socket goes before the event is written.
     ok(wait_until(lambda: not os.path.exists(os.path.join(SOCK, "pods", key_b, "scheduler.sock"))
                   and re.search(r'"event":"pod_socket_closed","key":"%s"' % key_b, events()),
-                  5 * SPEED),
+                  5),
        "the scheduler closed B's Pod socket (pod_socket_closed): no new process gets a "
        "share of the claim")
     err = kl.unprepare([kb])
@@ -801,8 +767,7 @@ def main():
             if x.poll() is None:
                 x.kill()
                 x.wait()
-    print("1..%d" % n)
-    return 1 if failed else 0
+    return done()
 
 
 if __name__ == "__main__":
