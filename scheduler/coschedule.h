@@ -57,8 +57,10 @@ int nvs_cosched_guest_detach(struct client_gpu *cg, uint64_t now);
 void nvs_cosched_hold_ended(struct client_gpu *cg, int idle, uint64_t now);
 /* The GPU became concurrent: guests' holds end (no message: GPU_MODE(0)). */
 void nvs_cosched_end_guests(struct gpu *g, uint64_t now);
-/* cg queued: a client preempted for a burst goes to the head. */
-void nvs_cosched_queued(struct client_gpu *cg);
+/* cg queued at now: a client preempted for a burst goes to the head; a
+ * client whose pause since its last idle release was shorter than that
+ * hold is not working in bursts. */
+void nvs_cosched_queued(struct client_gpu *cg, uint64_t now);
 /* WAITERS and SWAP_HINT values for a member h of the running set. */
 uint32_t nvs_cosched_waiters(const struct gpu *g, const struct client_gpu *h);
 uint64_t nvs_cosched_hint_bytes(const struct gpu *g, const struct client_gpu *h);

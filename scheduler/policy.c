@@ -679,7 +679,7 @@ void nvs_policy_req_lock(struct client_gpu *cg)
 	cg->state = CG_WAITING;
 	cg->wait_since_ns = now;
 	q_push(g, cg);
-	nvs_cosched_queued(cg);
+	nvs_cosched_queued(cg, now);
 	if (!g->holder || nvs_cosched_active(g))
 		grant_next(g, now, 0);
 	else
