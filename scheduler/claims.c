@@ -231,7 +231,8 @@ static uint64_t swap_bound_ns(const struct client_gpu *cg, uint64_t bytes)
  * scheduler saw (mark: the grants, or releases and revocations, when the
  * last one was taken), its time cut to what its bytes allow. */
 static void swap_take(struct client_gpu *cg, uint64_t ns, uint64_t bytes, uint64_t handoffs,
-		      uint64_t *mark, uint64_t *ring, unsigned *n)
+		      uint64_t *mark, uint64_t *ring, unsigned *n, uint64_t *rate_ring,
+		      unsigned *rate_n)
 {
 	struct gpu *g = cg->gpu;
 	if (!ns)
@@ -246,8 +247,15 @@ static void swap_take(struct client_gpu *cg, uint64_t ns, uint64_t bytes, uint64
 		g->ev.swap_refused++;
 		ns = b;
 	}
-	if (ns)
-		ring_push(ring, n, ns);
+	if (!ns)
+		return;
+	ring_push(ring, n, ns);
+	/* The bytes counted are at most what cg is counted for, as for the
+	 * bound: a report of more bytes does not make the link look faster. */
+	if (bytes > cg->allocated)
+		bytes = cg->allocated;
+	if (bytes >= NVS_SWAP_RATE_MIN_BYTES && ns <= UINT64_MAX >> 30)
+		ring_push(rate_ring, rate_n, (ns << 30) / bytes);
 }
 
 void nvs_claims_swap_sample(struct client_gpu *cg, uint64_t in_ns, uint64_t in_bytes,
@@ -255,9 +263,10 @@ void nvs_claims_swap_sample(struct client_gpu *cg, uint64_t in_ns, uint64_t in_b
 {
 	struct gpu *g = cg->gpu;
 	swap_take(cg, in_ns, in_bytes, cg->st.grants, &cg->ev.swap_in_mark, g->swap_in_ring,
-		  &g->swap_in_n);
+		  &g->swap_in_n, g->swap_in_rate_ring, &g->swap_in_rate_n);
 	swap_take(cg, out_ns, out_bytes, cg->st.releases + cg->st.revocations,
-		  &cg->ev.swap_out_mark, g->swap_out_ring, &g->swap_out_n);
+		  &cg->ev.swap_out_mark, g->swap_out_ring, &g->swap_out_n, g->swap_out_rate_ring,
+		  &g->swap_out_rate_n);
 }
 
 /* A direction's median once it has NVS_SWAP_MIN_SAMPLES samples, else 0:
@@ -271,6 +280,29 @@ uint64_t nvs_claims_swap_median(const struct gpu *g)
 {
 	return dir_median(g->swap_in_ring, g->swap_in_n) +
 	       dir_median(g->swap_out_ring, g->swap_out_n);
+}
+
+/* One direction of a hand-off: bytes at the median speed, else the
+ * median time. */
+static uint64_t dir_cost(const uint64_t *rate_ring, unsigned rate_n, const uint64_t *ring,
+			 unsigned n, uint64_t bytes)
+{
+	if (rate_n < NVS_SWAP_MIN_SAMPLES)
+		return dir_median(ring, n);
+	uint64_t per_gib = ring_median(rate_ring, rate_n);
+	uint64_t gib = bytes >> 30, rest = bytes & ((1ull << 30) - 1);
+	if (per_gib && gib > UINT64_MAX / per_gib)
+		return UINT64_MAX;
+	return gib * per_gib + ((rest * per_gib) >> 30);
+}
+
+uint64_t nvs_claims_handoff_ns(const struct gpu *g, uint64_t out_bytes, uint64_t in_bytes)
+{
+	uint64_t o = dir_cost(g->swap_out_rate_ring, g->swap_out_rate_n, g->swap_out_ring,
+			      g->swap_out_n, out_bytes);
+	uint64_t i = dir_cost(g->swap_in_rate_ring, g->swap_in_rate_n, g->swap_in_ring,
+			      g->swap_in_n, in_bytes);
+	return o > UINT64_MAX - i ? UINT64_MAX : o + i;
 }
 
 uint64_t nvs_claims_tq_bound_ns(const struct gpu *g)

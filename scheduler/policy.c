@@ -81,10 +81,11 @@ static int oversubscribed(const struct gpu *g)
  * target. The factor was 10, then 20 (issue 21: 5 %); with the swap engine
  * moving memory at the link's speed (docs/swap.md) a swap takes a fifth of
  * what it took, so the same factor would cut jobs five times as often and
- * the hand-off's fixed costs would show. The swap time is the
- * median of the last swaps in each direction (claims.c), so one client's
- * forged SWAP_STATS do not set it; the result is bounded by
- * NVSHARE_SWAP_TQ_MAX_FACTOR x TQ (default 4) and 60 s. */
+ * the hand-off's fixed costs would show. The swap time is that of the
+ * coming hand-off: the bytes it will move at the median speed of the last
+ * swaps in each direction (claims.c; their median times while speeds are
+ * few), so one client's forged SWAP_STATS do not set it; the result is
+ * bounded by NVSHARE_SWAP_TQ_MAX_FACTOR x TQ (default 4) and 60 s. */
 #define SWAP_TQ_MAX_NS (60ull * 1000000000ull)
 
 uint64_t nvs_policy_tq_ns(const struct gpu *g)
@@ -95,9 +96,21 @@ uint64_t nvs_policy_tq_ns(const struct gpu *g)
 	uint64_t cap = nvs_claims_tq_bound_ns(g);
 	if (cap > SWAP_TQ_MAX_NS)
 		cap = SWAP_TQ_MAX_NS;
-	uint64_t f = S.cfg.swap_tq_factor, med = nvs_claims_swap_median(g);
+	uint64_t f = S.cfg.swap_tq_factor, med = nvs_policy_handoff_ns(g);
 	uint64_t k = f && med > cap / f ? cap : f * med;
 	return k > tq ? k : tq;
+}
+
+uint64_t nvs_policy_handoff_ns(const struct gpu *g)
+{
+	/* The hand-off the quantum ends in: the holder moves out what the
+	 * next waiter needs, which then moves in what it lacks. With nobody
+	 * waiting (or no holder) there is none in sight: the median times. */
+	const struct client_gpu *h = g->holder, *w = g->qhead;
+	if (!h || !w)
+		return nvs_claims_swap_median(g);
+	uint64_t in = w->allocated > w->resident ? w->allocated - w->resident : 0;
+	return nvs_claims_handoff_ns(g, nvs_policy_swap_out_need(g, h, w), in);
 }
 
 void nvs_policy_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s)

@@ -102,6 +102,9 @@ void nvs_policy_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s
 /* The quantum in force: the TQ, stretched to NVSHARE_SWAP_TQ_FACTOR times the
  * last hand-off's swap time while memory does not fit (docs/swap.md). */
 uint64_t nvs_policy_tq_ns(const struct gpu *g);
+/* What the coming hand-off costs (claims.c nvs_claims_handoff_ns), ns:
+ * the quantum is NVSHARE_SWAP_TQ_FACTOR times it. */
+uint64_t nvs_policy_handoff_ns(const struct gpu *g);
 
 /* Memory the GPU's clients are expected to use: each one's allocation, or
  * its Pod's nvshare.com/gpu-memory request (up to its limit) when larger.

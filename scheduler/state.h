@@ -279,6 +279,11 @@ struct gpu {
 	 * the quantum); *_n counts all samples, the ring keeps the last. */
 	uint64_t swap_in_ring[NVS_SWAP_RING], swap_out_ring[NVS_SWAP_RING];
 	unsigned swap_in_n, swap_out_n;
+	/* ... and their speeds, ns per GiB, from the samples that moved at
+	 * least NVS_SWAP_RATE_MIN_BYTES (claims.c: a hand-off is priced by
+	 * the bytes it will move at these speeds). */
+	uint64_t swap_in_rate_ring[NVS_SWAP_RING], swap_out_rate_ring[NVS_SWAP_RING];
+	unsigned swap_in_rate_n, swap_out_rate_n;
 	uint64_t mode_switches;
 	/* Hostile load (claims.c, fairness.c): the mode-switch budget (GCRA)
 	 * and whether a switch waits for it; counters. */
