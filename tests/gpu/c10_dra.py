@@ -285,8 +285,12 @@ try:
     wb, out_b = worker("c10-b", ub, mem_b)
     if args.smoke:
         sa, sb = child_pid(wa), child_pid(wb)
-        st = wait_until(lambda: (lambda s: s if client_of(s, sa) is not None
-                                 and client_of(s, sb) is not None else None)(ctl_status()), 30)
+        # Connected is not enough: a client's limits show once it has
+        # attached its GPU (a HELLO alone has no "gpus" yet).
+        def attached(s, pid):
+            return bool(((client_of(s, pid) or {}).get("gpus") or [{}])[0].get("limits"))
+        st = wait_until(lambda: (lambda s: s if attached(s, sa) and attached(s, sb) else None)(
+            ctl_status()), 30)
         pids = {"a": sa, "b": sb}
     else:
         ready = wait_until(lambda: os.path.exists(out_a + ".ready") and os.path.exists(out_b + ".ready")
