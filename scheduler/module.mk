@@ -20,7 +20,8 @@ $(B)/nvshare-scheduler: $(SCHED_OBJS) $(COMMON_OBJS)
 # (make gen rewrites them, make check-gen (CI) fails when one is stale;
 # scripts/gen-doc-table.sh): the settings (settings.def) docs/scheduler.md's
 # through `nvshare-scheduler --help-table=md`, the Pod annotations
-# (k8s/annotations.def) docs/kubernetes.md's through table_doc. The man page
+# (k8s/annotations.def) docs/kubernetes.md's and the metric families
+# (metrics.def) docs/metrics.md's through table_doc. The man page
 # is help2man's from --help, which the settings table writes
 # (man/module.mk); `nvshare-scheduler --help-table=man` prints the table
 # alone as man source.
@@ -32,7 +33,11 @@ $(B)/scheduler/table_doc: $(B)/scheduler/table_doc.o
 doc_tables = scripts/gen-doc-table.sh $(1) docs/scheduler.md settings-table \
 		scheduler/settings.def $(B)/nvshare-scheduler --help-table=md && \
 	scripts/gen-doc-table.sh $(1) docs/kubernetes.md annotations-table \
-		scheduler/k8s/annotations.def $(B)/scheduler/table_doc annotations
+		scheduler/k8s/annotations.def $(B)/scheduler/table_doc annotations && \
+	for t in sched gpu client; do \
+		scripts/gen-doc-table.sh $(1) docs/metrics.md metrics-$$t-table \
+			scheduler/metrics.def $(B)/scheduler/table_doc metrics $$t || exit 1; \
+	done
 .PHONY: gen-tables check-gen-tables
 gen: gen-tables
 check-gen: check-gen-tables
