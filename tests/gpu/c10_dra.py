@@ -275,6 +275,12 @@ try:
     def client_of(st, pid):
         return ([c for c in st.get("clients", []) if c.get("pid") == pid] or [None])[0]
 
+    def attached(st, pid):
+        """The client is there and has attached its GPU (its limits are
+        shown): a client in the status has not always attached yet."""
+        c = client_of(st, pid)
+        return c is not None and bool((c.get("gpus") or [{}])[0].get("limits"))
+
     if not args.smoke:
         wn, out_n = worker("c10-native", None, 0, native=True)
         wn.wait()
@@ -285,8 +291,8 @@ try:
     wb, out_b = worker("c10-b", ub, mem_b)
     if args.smoke:
         sa, sb = child_pid(wa), child_pid(wb)
-        st = wait_until(lambda: (lambda s: s if client_of(s, sa) is not None
-                                 and client_of(s, sb) is not None else None)(ctl_status()), 30)
+        st = wait_until(lambda: (lambda s: s if attached(s, sa) and attached(s, sb)
+                                 else None)(ctl_status()), 30)
         pids = {"a": sa, "b": sb}
     else:
         ready = wait_until(lambda: os.path.exists(out_a + ".ready") and os.path.exists(out_b + ".ready")
