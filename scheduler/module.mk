@@ -16,15 +16,32 @@ TARGETS += $(B)/nvshare-scheduler
 $(B)/nvshare-scheduler: $(SCHED_OBJS) $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) $(PIE_LDFLAGS) -o $@ $^ -lcjson $(K8S_LIBS) -lmicrohttpd -lpthread -ldl
 
-# The settings table (settings.def) also writes docs/scheduler.md's table
-# (make gen rewrites the table, make check-gen (CI) fails when it is
-# stale). The man page is help2man's from --help, which the table writes
+# The scheduler's tables also write the docs' tables that describe them
+# (make gen rewrites them, make check-gen (CI) fails when one is stale;
+# scripts/gen-doc-table.sh): the settings (settings.def) docs/scheduler.md's
+# through `nvshare-scheduler --help-table=md`, the Pod annotations
+# (k8s/annotations.def) docs/kubernetes.md's and the metric families
+# (metrics.def) docs/metrics.md's through table_doc. The man page
+# is help2man's from --help, which the settings table writes
 # (man/module.mk); `nvshare-scheduler --help-table=man` prints the table
 # alone as man source.
-.PHONY: gen-settings check-gen-settings
-gen: gen-settings
-check-gen: check-gen-settings
-gen-settings: $(B)/nvshare-scheduler
-	scripts/gen-settings-doc.sh $(B)/nvshare-scheduler docs/scheduler.md
-check-gen-settings: $(B)/nvshare-scheduler
-	scripts/gen-settings-doc.sh --check $(B)/nvshare-scheduler docs/scheduler.md
+TEST_TARGETS += $(B)/scheduler/table_doc
+$(B)/scheduler/table_doc: $(B)/scheduler/table_doc.o
+	$(CC) $(LDFLAGS_ALL) -o $@ $^
+
+# $(call doc_tables,[--check]): every generated table.
+doc_tables = scripts/gen-doc-table.sh $(1) docs/scheduler.md settings-table \
+		scheduler/settings.def $(B)/nvshare-scheduler --help-table=md && \
+	scripts/gen-doc-table.sh $(1) docs/kubernetes.md annotations-table \
+		scheduler/k8s/annotations.def $(B)/scheduler/table_doc annotations && \
+	for t in sched gpu client; do \
+		scripts/gen-doc-table.sh $(1) docs/metrics.md metrics-$$t-table \
+			scheduler/metrics.def $(B)/scheduler/table_doc metrics $$t || exit 1; \
+	done
+.PHONY: gen-tables check-gen-tables
+gen: gen-tables
+check-gen: check-gen-tables
+gen-tables: $(B)/nvshare-scheduler $(B)/scheduler/table_doc
+	$(call doc_tables)
+check-gen-tables: $(B)/nvshare-scheduler $(B)/scheduler/table_doc
+	$(call doc_tables,--check)

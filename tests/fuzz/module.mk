@@ -13,7 +13,7 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRCS)
 
 # The Pod watch's JSON/event handling (scheduler/k8s/k8s_json.c, cJSON).
 build/fuzz/fuzz_k8s_event: tests/fuzz/fuzz_k8s_event.c scheduler/k8s/k8s_json.c \
-		scheduler/k8s/k8s_jstream.c $(COMMON_SRCS)
+		scheduler/k8s/annotations.c scheduler/k8s/k8s_jstream.c $(COMMON_SRCS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -Ischeduler/k8s -o $@ $^ -lcjson
 

@@ -3,7 +3,8 @@
 SCHED_TEST_COMMON := $(B)/ctl/sched_conn.o $(COMMON_OBJS)
 TEST_TARGETS += $(B)/tests/sched/fake_client $(B)/tests/sched/t_kill_handoff \
 	$(B)/tests/sched/t_slow_reader $(B)/tests/sched/t_settings $(B)/tests/sched/t_k8s_request \
-	$(B)/tests/sched/t_plog $(B)/tests/sched/t_limits $(B)/tests/sched/t_handoff
+	$(B)/tests/sched/t_plog $(B)/tests/sched/t_limits $(B)/tests/sched/t_handoff \
+	$(B)/tests/sched/t_annotations
 
 $(B)/tests/sched/fake_client: $(B)/tests/sched/fake_client.o $(SCHED_TEST_COMMON)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^
@@ -33,5 +34,11 @@ $(B)/tests/sched/t_limits: $(B)/tests/sched/t_limits.o $(B)/scheduler/limit_reso
 	$(CC) $(LDFLAGS_ALL) -o $@ $^
 
 $(B)/tests/sched/t_k8s_request: $(B)/tests/sched/t_k8s_request.o $(B)/scheduler/k8s/k8s_json.o \
-		$(B)/scheduler/k8s/k8s_jstream.o $(COMMON_OBJS)
+		$(B)/scheduler/k8s/annotations.o $(B)/scheduler/k8s/k8s_jstream.o $(COMMON_OBJS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcjson
+
+# The Pod annotations' table (scheduler/k8s/annotations.def), every row's
+# good and bad values through the Pod reader.
+$(B)/tests/sched/t_annotations: $(B)/tests/sched/t_annotations.o $(B)/scheduler/k8s/k8s_json.o \
+		$(B)/scheduler/k8s/annotations.o $(B)/scheduler/k8s/k8s_jstream.o $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcjson
