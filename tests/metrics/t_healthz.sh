@@ -65,15 +65,15 @@ metric_stalls() { [ "$(scrape | metric_value nvshare_scheduler_loop_stalls_total
 check "nvshare_scheduler_loop_stalls_total $s1" wait_for 5 metric_stalls
 
 # ---- the whole process stopped (SIGSTOP) ----
+# The default 5 s deadline was timed above; here a shorter one (the same
+# deadline code) shows a stopped process is not waited for either.
 kill -STOP "$SCHED_PID"
+c=$(hcode 1)
+check "SIGSTOP: /healthz fails (code $c: no answer within curl's 1 s)" [ "$c" != 200 ]
 t0=$(ms)
-c=$(hcode 3)
+NVSHARE_CTL_TIMEOUT_MS=800 "$CTL" --json >/dev/null 2>"$T/ctl2.err"; rc=$?
 el=$(( $(ms) - t0 ))
-check "SIGSTOP: /healthz fails (code $c: no answer) within 5 s ($el ms)" sh -c "[ '$c' != 200 ] && [ $el -le 5000 ]"
-t0=$(ms)
-"$CTL" --json >/dev/null 2>"$T/ctl2.err"; rc=$?
-el=$(( $(ms) - t0 ))
-check "SIGSTOP: nvsharectl fails in at most ~5 s (rc $rc, $el ms, bound $CTL_MAX), scheduler not answering" \
+check "SIGSTOP: nvsharectl (NVSHARE_CTL_TIMEOUT_MS=800) gives up (rc $rc, $el ms; hang guard $CTL_MAX), scheduler not answering" \
   sh -c "[ $rc = 1 ] && [ $el -le $CTL_MAX ] && grep -q 'scheduler not answering' '$T/ctl2.err'"
 kill -CONT "$SCHED_PID"
 check "SIGCONT: /healthz ok again" wait_for 5 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 '$MURL/healthz')\" = 200 ]"
