@@ -285,8 +285,13 @@ try:
     wb, out_b = worker("c10-b", ub, mem_b)
     if args.smoke:
         sa, sb = child_pid(wa), child_pid(wb)
-        st = wait_until(lambda: (lambda s: s if client_of(s, sa) is not None
-                                 and client_of(s, sb) is not None else None)(ctl_status()), 30)
+        # Both connected and attached to the GPU: a client the status
+        # lists before its ATTACH_GPU has no GPU and no limits yet (an
+        # ASan run read A so).
+        def attached(st, pid):
+            return bool((client_of(st, pid) or {}).get("gpus"))
+        st = wait_until(lambda: (lambda s: s if attached(s, sa) and attached(s, sb)
+                                 else None)(ctl_status()), 30)
         pids = {"a": sa, "b": sb}
     else:
         ready = wait_until(lambda: os.path.exists(out_a + ".ready") and os.path.exists(out_b + ".ready")
