@@ -5,7 +5,8 @@
 #   make                 build everything into build/
 #   make SAN=1           ASan+UBSan build into build-san/
 #   make K8S=0           no Kubernetes Pod watch (no libcurl), into build-nok8s/
-#   make test            build and run the test suite (tests/run)
+#   make test            build and run the fast test tier (tests/run)
+#   make test-slow | test-long | test-all   the other tiers (docs/testing.md)
 #   make demo            two clients sharing a GPU (demo/run-demo.sh)
 #   make install         PREFIX=/usr/local DESTDIR= STRIP=1 SYSTEMD_UNIT_DIR=
 #   make man             the man pages into build/man (help2man)
@@ -64,7 +65,7 @@ ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 TARGETS :=
 TEST_TARGETS :=
 
-.PHONY: all dev clean install uninstall man deb test test-long test-all test-san format lint lint-cppcheck lint-format lint-shell demo
+.PHONY: all dev clean install uninstall man deb test test-slow test-long test-all test-san format lint lint-cppcheck lint-format lint-shell demo
 all: targets
 
 # make dev: the build developers and CI use (warnings are errors).
@@ -102,13 +103,20 @@ $(B)/%.o: %.S
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
 
 # make test: the fast tier, in parallel (tests/run -j, default three jobs
-# per CPU); make test-long: fuzzing, the bench self-test, image builds.
+# per CPU): unit and in-process tests and one end-to-end test per feature,
+# about a minute; make test-slow: the heavier process-level tests
+# (hostile-load scenarios, install paths, big loads); make test-long:
+# fuzzing, the bench self-test, image and package builds, systemd; make
+# test-all: the three (docs/testing.md "Tiers").
 # The tests and the demo run with MAKEFLAGS cleared: the tests that run
 # make themselves (t_install, t_fuzz) start from a plain environment, not
 # from this make's job server.
 RUN_ENV = MAKEFLAGS= NVS_BUILD=$(B)
 test: targets
 	$(RUN_ENV) tests/run $(if $(J),-j $(J))
+
+test-slow: targets
+	$(RUN_ENV) tests/run --tier slow $(if $(J),-j $(J))
 
 test-long: targets
 	$(RUN_ENV) tests/run --tier long $(if $(J),-j $(J))

@@ -14,9 +14,11 @@ DRA_DP_OBJS := $(B)/device-plugin/grpc_server.o $(B)/device-plugin/devices.o \
 	$(B)/device-plugin/policy.o $(B)/device-plugin/cdi.o $(B)/device-plugin/health.o \
 	$(B)/device-plugin/flags.o
 DRA_OBJS := $(DRA_SRCS:%.c=$(B)/%.o) $(DRA_GEN)/dra.pb-c.o
-DRA_CFLAGS := $(shell pkg-config --cflags grpc libprotobuf-c libcurl 2>/dev/null) \
-	-Idra-plugin -Idevice-plugin -I$(DRA_GEN)
-DRA_LIBS := $(shell pkg-config --libs grpc libprotobuf-c 2>/dev/null)
+# On first use, as the device plugin's (device-plugin/module.mk); the
+# libraries are the device plugin's.
+DRA_CFLAGS = $(eval DRA_CFLAGS := $$(shell pkg-config --cflags grpc libprotobuf-c libcurl 2>/dev/null) \
+	-Idra-plugin -Idevice-plugin -I$(DRA_GEN))$(DRA_CFLAGS)
+DRA_LIBS = $(DP_LIBS)
 
 TARGETS += $(B)/nvshare-dra-plugin
 

@@ -3,9 +3,10 @@
 # processes, and stops at the first failure. A test that fails only on a
 # busy machine is a defect (docs/testing.md); this is how we look for them.
 #
-#   scripts/soak-tests.sh [-n 20] [--san] [-j N] [--burners 2] [words...]
+#   scripts/soak-tests.sh [-n 20] [--san] [-j N] [--burners 2] [--tier T] [words...]
 #
-# --san runs the ASan+UBSan build (build-san/, made here if missing).
+# --san runs the ASan+UBSan build (build-san/, made here if missing);
+# --tier soaks another tier (tests/run --tier: slow, fast,slow).
 # Words select tests as in tests/run. Prints one line per round and a
 # summary; exit 0 iff every round passed. Logs of a failing round stay in
 # $NVS_BUILD/soak/round-K.log, and a failing test's temporary directory
@@ -17,14 +18,15 @@
 # ($NVS_BUILD/soak/stalls.log); each round's line counts them.
 set -u
 cd "$(dirname "$0")/.." || exit 1
-rounds=20 san=0 burners=2 jobs=() words=()
+rounds=20 san=0 burners=2 jobs=() tier=() words=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-n) rounds=$2; shift 2 ;;
 	--san) san=1; shift ;;
 	--burners) burners=$2; shift 2 ;;
 	-j) jobs=(-j "$2"); shift 2 ;;
-	-h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--tier) tier=(--tier "$2"); shift 2 ;;
+	-h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) words+=("$1"); shift ;;
 	esac
 done
@@ -65,7 +67,7 @@ done
 passed=0 start=$(date +%s)
 for k in $(seq "$rounds"); do
 	t0=$(date +%s)
-	tests/run "${jobs[@]}" "${words[@]}" >"$out/round-$k.log" 2>&1
+	tests/run "${jobs[@]}" "${tier[@]}" "${words[@]}" >"$out/round-$k.log" 2>&1
 	rc=$?
 	last=$(tail -1 "$out/round-$k.log")
 	t1=$(date +%s)

@@ -127,6 +127,11 @@ class FakeKubelet(Waiter):
         # reconciliation, one List at a time, stands still meanwhile.
         self.hold_lists = False
         self.held = 0
+        # list_budget: Lists are answered while fewer than this many have
+        # been (None: no bound); the rest wait until it is raised, or give
+        # up when their call ends (a kubelet stopped meanwhile). A test
+        # counts the plugin's Lists exactly this way however fast it runs.
+        self.list_budget = None
         self.prestarting = 0
         os.makedirs(plugin_dir, exist_ok=True)
         if podres_dir:
@@ -205,6 +210,12 @@ class FakeKubelet(Waiter):
                 self.cv.notify_all()
                 self.cv.wait_for(lambda: not self.hold_lists, 60 * SPEED)
                 self.held -= 1
+            end = time.monotonic() + 60 * SPEED
+            while (self.list_budget is not None and self.podres_lists >= self.list_budget
+                   and time.monotonic() < end):
+                if not ctx.is_active():
+                    ctx.abort(grpc.StatusCode.UNAVAILABLE, "the kubelet stopped")
+                self.cv.wait(0.05)
             pods = {}
             for a in ([] if self.hide_pods else [a for a in self.allocs if a.listed]):
                 p = pods.setdefault((a.ns, a.pod), {})
@@ -399,10 +410,10 @@ class FakeDRAKubelet(Waiter):
         self.cv = threading.Condition()
         os.makedirs(registry_dir, exist_ok=True)
 
-    def _unary(self, ch, path, req, resp_cls, timeout=10):
+    def _unary(self, ch, path, req, resp_cls, timeout=10, wait_for_ready=None):
         return ch.unary_unary(path, request_serializer=type(req).SerializeToString,
                               response_deserializer=resp_cls.FromString)(
-            req, timeout=timeout * SPEED)
+            req, timeout=timeout * SPEED, wait_for_ready=wait_for_ready)
 
     def register(self, timeout=10):
         """Finds the registration socket (polling, as a stand-in for the
@@ -420,7 +431,12 @@ class FakeDRAKubelet(Waiter):
             raise TimeoutError("no socket in " + self.dir)
         reg = grpc.insecure_channel("unix:" + socks[0])
         try:
-            info = self._unary(reg, REG + "GetInfo", self.pb.InfoRequest(), self.pb.PluginInfo)
+            # The socket file may be a killed plugin's, left behind until its
+            # restart binds a new one (the kubelet's watcher would act on
+            # that creation): GetInfo waits for a listener, within its
+            # deadline, instead of failing at the first refused connect.
+            info = self._unary(reg, REG + "GetInfo", self.pb.InfoRequest(), self.pb.PluginInfo,
+                               wait_for_ready=True)
             versions = list(info.supported_versions)
             why = None
             if info.type != "DRAPlugin":

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: slow (install paths: 26 make runs into DESTDIR trees)
 # Install paths, as far as no cluster or root is needed: make install into a
 # DESTDIR lists every expected file (the systemd unit included, the device
 # plugin or a clear message that it was not built), STRIP=1 strips, make

@@ -33,10 +33,11 @@ _pids+=("$STALLER")
 check "loop thread stopped (ptrace)" wait_for 5 test -f "$T/stopped"
 t_stopped=$(ms)
 t0=$t_stopped
-if wait_for 5 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 '$MURL/healthz')\" = 503 ]"; then
-  ok "/healthz fails (503) within 5 s of the stall ($(( $(ms) - t0 )) ms)"
+# A hang guard: the 503 comes once the loop has missed its 1.5 s threshold.
+if wait_for "$(scaled 5)" sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 '$MURL/healthz')\" = 503 ]"; then
+  ok "/healthz fails (503) once the loop stalls ($(( $(ms) - t0 )) ms)"
 else
-  not_ok "/healthz fails (503) within 5 s of the stall"
+  not_ok "/healthz fails (503) once the loop stalls (none within $(scaled 5) s)"
 fi
 hcode >/dev/null
 check "... saying why ($(cat "$T/hz"))" grep -q "event loop stalled: no turn for" "$T/hz"
@@ -48,7 +49,9 @@ check "... with \"scheduler not answering\"" grep -q "scheduler not answering" "
 t0=$(ms)
 NVSHARE_CTL_TIMEOUT_MS=800 "$CTL" --json >/dev/null 2>&1; rc=$?
 el=$(( $(ms) - t0 ))
-check "NVSHARE_CTL_TIMEOUT_MS=800: gives up sooner (rc $rc, $el ms)" sh -c "[ $rc = 1 ] && [ $el -le 2500 ]"
+# Sooner than the default deadline, which no run can beat (5 s from its
+# start): the variable is in force. Was <= 2500 ms, a latency bound.
+check "NVSHARE_CTL_TIMEOUT_MS=800: gives up sooner than the default 5 s (rc $rc, $el ms)" sh -c "[ $rc = 1 ] && [ $el -lt 5000 ]"
 held=$(( $(ms) - t_stopped )) # the loop stood still at least this long
 touch "$T/release"
 check "/healthz ok again once the loop runs" wait_for 5 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 '$MURL/healthz')\" = 200 ]"
@@ -65,15 +68,15 @@ metric_stalls() { [ "$(scrape | metric_value nvshare_scheduler_loop_stalls_total
 check "nvshare_scheduler_loop_stalls_total $s1" wait_for 5 metric_stalls
 
 # ---- the whole process stopped (SIGSTOP) ----
+# The default 5 s deadline was timed above; here a shorter one (the same
+# deadline code) shows a stopped process is not waited for either.
 kill -STOP "$SCHED_PID"
+c=$(hcode 1)
+check "SIGSTOP: /healthz fails (code $c: no answer within curl's 1 s)" [ "$c" != 200 ]
 t0=$(ms)
-c=$(hcode 3)
+NVSHARE_CTL_TIMEOUT_MS=800 "$CTL" --json >/dev/null 2>"$T/ctl2.err"; rc=$?
 el=$(( $(ms) - t0 ))
-check "SIGSTOP: /healthz fails (code $c: no answer) within 5 s ($el ms)" sh -c "[ '$c' != 200 ] && [ $el -le 5000 ]"
-t0=$(ms)
-"$CTL" --json >/dev/null 2>"$T/ctl2.err"; rc=$?
-el=$(( $(ms) - t0 ))
-check "SIGSTOP: nvsharectl fails in at most ~5 s (rc $rc, $el ms, bound $CTL_MAX), scheduler not answering" \
+check "SIGSTOP: nvsharectl (NVSHARE_CTL_TIMEOUT_MS=800) gives up (rc $rc, $el ms; hang guard $CTL_MAX), scheduler not answering" \
   sh -c "[ $rc = 1 ] && [ $el -le $CTL_MAX ] && grep -q 'scheduler not answering' '$T/ctl2.err'"
 kill -CONT "$SCHED_PID"
 check "SIGCONT: /healthz ok again" wait_for 5 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 '$MURL/healthz')\" = 200 ]"

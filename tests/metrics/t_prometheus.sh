@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: slow (a real Prometheus server scraping for half a minute; t_scrape is the fast tier's metrics test)
 # A real Prometheus server scrapes the scheduler every second while fake
 # clients hold and wait for a GPU; the values come back through its query
 # API. The exporter runs with its defaults: the two clients (one uid, no

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: slow (every quota case, 15 schedulers at once; tests/quota/t_quota_wiring.sh runs two of them in the fast tier)
 # Compute and memory limits end to end: nvshare-scheduler, libnvshare.so and
 # quota_app on the simulated GPU. Every case has its own scheduler and
 # simulated GPU and all run in parallel; the suite takes ~20 s.
@@ -15,14 +16,23 @@
 #    holds idle), and over the whole run at most the billed time (its
 #    kernels ran only in time billed to it). That it used most of its
 #    billed time (>= 50 %) is a loose check that the client did run.
-# NVS_QUOTA_CASES="single25 pair3060" runs only those cases.
+# NVS_QUOTA_CASES="single25 pair3060" runs only those cases; by default
+# every case but the wiring cases (QUOTA_WIRING), which the fast tier runs
+# (tests/quota/t_quota_wiring.sh); NVS_QUOTA_CASES=all runs every case.
 . "$(dirname "$0")/../lib.sh"
 
 QAPP=$B/tests/quota/quota_app
 CTL=$B/nvsharectl
 QSTAT=$NVS_ROOT/tests/quota/qstat.py
 TOL=${QUOTA_TOL:-2}
-CASES=${NVS_QUOTA_CASES:-single25 single50 single75 pair3060 pair2575 pair5050 unaligned unlimited greedy backlog idleout modewait over100 live memory}
+ALL_CASES="single25 single50 single75 pair3060 pair2575 pair5050 unaligned unlimited greedy backlog idleout modewait over100 live memory"
+# One compute limit enforced, and the memory limit with its run-time changes.
+QUOTA_WIRING="single50 memory"
+case ${NVS_QUOTA_CASES:-} in
+  all) CASES=$ALL_CASES ;;
+  '') CASES=$(for c in $ALL_CASES; do case " $QUOTA_WIRING " in *" $c "*) ;; *) echo "$c" ;; esac; done) ;;
+  *) CASES=$NVS_QUOTA_CASES ;;
+esac
 
 # ---- helpers run inside a case (a subshell with its own directory) ----
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: slow (256 clients, 100,000 lock cycles)
 # Load: 256 clients on 4 simulated GPUs, 100,000 lock cycles in all (each
 # client: REQ_LOCK, LOCK_OK, LOCK_RELEASED at once, again), mode on. No
 # deadlock (load_gen fails on 5 s without a grant), mutual exclusion per GPU,

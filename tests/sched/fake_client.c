@@ -260,6 +260,10 @@ static int p_mode_known(int g)
 {
 	return mode_known[g];
 }
+static int p_mode_known_or_closed(int g)
+{
+	return mode_known[g] || closed;
+}
 
 static int p_seen(int g)
 {
@@ -658,10 +662,15 @@ int main(int argc, char **argv)
 	send_msg(&m);
 	for (int i = 0; i < ng; i++)
 		attach(gpu_list[i], alloc_bytes);
-	/* Ready once welcomed and every GPU's mode is known. */
-	for (int i = 0; i < ng; i++)
-		if (!pump(now_us() + 5000000, p_mode_known, i))
+	/* Ready once welcomed and every GPU's mode is known; a connection
+	 * the scheduler closed meanwhile will not tell it (exit at once,
+	 * not after the 5 s wait). */
+	for (int i = 0; i < ng; i++) {
+		if (!pump(now_us() + 5000000, p_mode_known_or_closed, i))
 			die(3, "no GPU_MODE after ATTACH_GPU");
+		if (!mode_known[i])
+			die(4, "closed before GPU_MODE");
+	}
 script:
 	EV("READY pid=%d", (int)getpid());
 

@@ -32,12 +32,15 @@ wait_ev() { wait_for "$1" grep -qE "$3" "$T/$2.out"; }
 EXIT_SLACK=30
 wait_exit() { wait_exit_within $(( $(scaled "$1") + EXIT_SLACK )) "$2"; }
 # wait_exit_within SECONDS PID: as wait_exit, the bound taken as it is.
+# The poll starts no process (wait_for's way).
 wait_exit_within() {
-  local end=$(( $(date +%s) + $1 ))
+  local end=$((${EPOCHREALTIME//[!0-9]/} + $1 * 1000000)) fd
+  exec {fd}<> <(:)
   while kill -0 "$2" 2>/dev/null; do
-    [ "$(date +%s)" -gt "$end" ] && { RC=124; return 1; }
-    sleep 0.02
+    [ "${EPOCHREALTIME//[!0-9]/}" -gt "$end" ] && { exec {fd}<&-; RC=124; return 1; }
+    read -r -t 0.02 -u "$fd" _
   done
+  exec {fd}<&-
   wait "$2"; RC=$?
   return 0
 }

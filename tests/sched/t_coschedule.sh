@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: slow (every co-scheduling policy scenario on fake clients, a 10 s burst storm among them; swap/t_coschedule_sim.sh is the fast tier's co-scheduling test)
 # Co-scheduling (docs/scheduler.md "Co-scheduling"): on a serialized GPU the
 # lock goes to a SET of clients whose memory fits; an interactive client that
 # does not fit preempts a batch member after the bound (never before the

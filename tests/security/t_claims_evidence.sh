@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: slow (claims against NVML, every scenario; t_forged_claims is the fast tier's claims test)
 # Claims checked against what NVML shows (issue 31 item 6, docs/security.md
 # "Claims checked against NVML"; detection passes every 500 ms here):
 # (a) a client with no GPU context (0 real bytes) that claims 64Gi is

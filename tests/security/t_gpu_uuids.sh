@@ -18,7 +18,10 @@ FORGE=$NVS_ROOT/tests/security/forge.py
 if [ ${#NOBODY[@]} = 0 ] || ! setpriv --reuid 65533 --regid 65533 --clear-groups true 2>/dev/null; then
   ok "# SKIP needs root and setpriv (attackers are other uids)"; exit 0
 fi
-as_uid() { local u=$1; shift; setpriv --reuid "$u" --regid "$u" --clear-groups "$@"; }
+# exec: under bg the subshell becomes the process, so cleanup kills it (a
+# plain call left setpriv's child running after the test: it was not in
+# _pids).
+as_uid() { local u=$1; shift; exec setpriv --reuid "$u" --regid "$u" --clear-groups "$@"; }
 SOCK=$NVSHARE_SOCK_DIR/scheduler.sock
 # gpus_py EXPR: a Python expression over the status's GPU list (g).
 gpus_py() { status_json | python3 -c 'import json,sys; g = json.load(sys.stdin)["gpus"]; print(eval(sys.argv[1]))' "$1"; }

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: slow (hostile load: connection churn and log volume)
 # Hostile load, churn and logging (issue 17): uid 65534 connects, sends
 # garbage and closes in a loop (before the bounds: 303 k log lines, 45 MB
 # in 10 s), and connects, says HELLO and closes in another. Asserted: the log lines it provokes are rate-limited per

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: slow (hostile load: connection caps and handshake deadlines; t_hog is the fast tier's hostile-load test)
 # Hostile load, connections (issue 17): one tenant (uid 65534) may hold
 # NVSHARE_MAX_CONNS_PER_TENANT connections; beyond that it is refused (an
 # event, a rate-limited log line) while another tenant still registers. A

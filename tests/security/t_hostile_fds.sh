@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: slow (hostile load: descriptor exhaustion)
 # Hostile load, descriptors (issues 17 and 31). The scheduler runs with
 # nofile=1024 (the systemd unit's old default).
 #  1. 17 uids each register 63 idle clients (HELLO, no GPU): on 3e0f2f1

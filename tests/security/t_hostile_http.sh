@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: slow (hostile load: slow HTTP peers)
 # Slow HTTP peers against the metrics exporter (issue 31 item 4,
 # docs/security.md "/healthz under load"): 1,000 connections that each
 # send a request head one byte every half second and reconnect at once

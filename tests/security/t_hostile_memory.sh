@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: slow (hostile load: 1,000 slowloris connections)
 # Hostile load, memory (issue 17): uid 65534 opens 1,000 connections that
 # each announce a full 256 KiB frame and send all of it but one byte
 # (slowloris: 263 MiB before the bounds), then 60 connections that each

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: slow (a LIST of 5,000 Pods of 1.5 MiB (7.5 GB through the watch))
 # Big Pods on the node (issue 31 item 4, docs/security.md "Big Pods"): the
 # Pod watch's LIST of 5,000 Pods of 1.5 MiB each (7.5 GB, nearly all of it
 # one annotation per Pod, which tenants control) is read as it arrives -

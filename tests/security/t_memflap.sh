@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: slow (hostile load: memory-report flapping)
 # Hostile load, memflap (issue 17, docs/scheduler.md "Client claims"): a
 # client (uid 65534) sends MEM_UPDATE alternating 64Gi / 0 as fast as the
 # socket takes them. The GPU's automatic mode switches stay within the

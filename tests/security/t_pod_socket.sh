@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: slow (the identity race 1,000 times per cgroup layout; t_dp_podsock and t_pod_ceiling are the fast tier's)
 # Pod sockets (issue 31 item 1, docs/security.md "Pod sockets"): the
 # socket a client connects on is its identity.
 #  - A binding file (<sock-dir>/bindings/<key>.json, what the device plugin

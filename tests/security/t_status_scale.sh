@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: slow (1,000 registered clients)
 # Status at any scale (issue 17): with 1,000 registered clients the status
 # is about 1 MB, four times what one message holds. nvsharectl asks for it
 # streamed (CTL_STATUS flag STREAM: several CTL_REPLY frames) and gets all

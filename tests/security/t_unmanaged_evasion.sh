@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: slow (every evasion scenario; t_unmanaged is the fast tier's)
 # Unmanaged-process detection that a tenant cannot talk its way out of
 # (issue 31 item 3, docs/security.md "What is cooperative"). A process
 # counts as managed only while its connection shows it: it attached the

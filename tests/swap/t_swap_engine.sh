@@ -61,7 +61,17 @@ check "default: nvsharectl --json per client: fast 112 MiB (h2 exported since), 
   [ "$got" = "$want" ]
 "$B/nvsharectl" >"$T/ctl.txt"
 check "default: nvsharectl shows the PATHS table" grep -qE "^PATHS +GPU +FAST +PREFETCH" "$T/ctl.txt"
-scrape >"$T/metrics.txt"
+# The exporter serves a snapshot the loop publishes at most every 200 ms
+# (NVS_METRICS_PUBLISH_MS), so /metrics may still show the figures from
+# before h2's export for a moment after the status shows them: waited for
+# (a hang guard; it read 120 MiB fast once, in a loaded suite run).
+metrics_are() {
+  scrape >"$T/metrics.txt" && awk -v want="$1" '
+    /^nvshare_gpu_swap_staging_bytes\{/ { s = $2 } /^nvshare_gpu_swap_fast_bytes\{/ { f = $2 }
+    /^nvshare_gpu_swap_prefetch_bytes\{/ { p = $2 } /^nvshare_gpu_swap_pinned_bytes\{/ { n = $2 }
+    END { exit !(s " " f " " p " " n == want) }' "$T/metrics.txt"
+}
+wait_for "$hg" metrics_are "142606336 117440512 33554432 25165824"
 diag "default: $(grep -E '^nvshare_gpu_swap_(fast|prefetch|pinned|staging)_bytes' "$T/metrics.txt" | tr '\n' ' ')"
 check "default: /metrics nvshare_gpu_swap_staging_bytes = 136 MiB" \
   awk '/^nvshare_gpu_swap_staging_bytes\{/ && $2 == 142606336 { f = 1 } END { exit !f }' "$T/metrics.txt"

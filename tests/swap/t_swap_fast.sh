@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: slow (two runs of 150 steps swapping 336 MiB jobs; t_swap_pressure is the fast tier's swap test)
 # The fast path under memory pressure (docs/swap.md "The swap engine"): two
 # jobs of 336 MiB (three converted ranges each) at a capacity of 512 MiB take
 # turns; every swap goes by copy to pinned staging and discard (no Unified

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# nvs-test: slow (four full two-job runs, one per swap setting; t_swap_pressure, t_swap_engine and t_swap_idle are the fast tier's swap tests)
 # When memory fits nothing swaps, and fresh allocations are prefetched to the
 # GPU at allocation time (NVSHARE_PREFETCH_ON_ALLOC=0 turns that off); mode
 # on with memory that fits serializes without swapping; NVSHARE_SWAP=0 falls
