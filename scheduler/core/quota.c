@@ -23,7 +23,6 @@
  */
 #include "quota.h"
 
-#include "clients.h"
 #include "log.h"
 #include "parse.h"
 #include "policy.h"
@@ -509,61 +508,6 @@ void nvs_quota_start(void)
 {
 	static const struct nvs_policy_ops ops = {.refresh = q_refresh};
 	nvs_policy_set_ops(&ops);
-}
-
-/* ---- limits and their sources ---- */
-
-int nvs_client_set_limits_from(struct client *cl, enum nvs_limit_src src, uint32_t core,
-			       uint64_t mem)
-{
-	if (core > 100)
-		return -1;
-	switch (src) {
-	case NVS_LIMIT_SRC_ENV:
-		cl->hello_core_limit = core ? core : 100;
-		cl->hello_mem_limit = mem ? mem : NVS_NO_LIMIT;
-		break;
-	case NVS_LIMIT_SRC_ANNOTATION:
-		cl->annot_core = core;
-		cl->has_annot_mem = mem != 0;
-		cl->annot_mem = mem;
-		break;
-	case NVS_LIMIT_SRC_CTL:
-		cl->core_override = core;
-		cl->has_mem_override = mem != 0;
-		cl->mem_override = mem;
-		break;
-	case NVS_LIMIT_SRC_REQUEST:
-		if (core || mem == NVS_NO_LIMIT)
-			return -1;
-		if (cl->pod_mem_request == mem)
-			return 0;
-		cl->pod_mem_request = mem;
-		break;
-	}
-	int told = 0;
-	for (unsigned i = 0; i < cl->ngpus; i++) {
-		struct client_gpu *cg = cl->gpus[i];
-		uint32_t oc = cg->core_limit;
-		uint64_t om = cg->mem_limit;
-		nvs_client_update_limits(cg);
-		if (cg->core_limit == oc && cg->mem_limit == om)
-			continue;
-		nvs_client_send_limits(cg);
-		told++;
-		NVS_INFO("SET_LIMITS " CG_FMT " core_limit=%u mem_limit=%llu source=%s",
-			 CG_ARGS(cg), cg->core_limit, (unsigned long long)cg->mem_limit,
-			 src == NVS_LIMIT_SRC_CTL	   ? "ctl"
-			 : src == NVS_LIMIT_SRC_ANNOTATION ? "annotation"
-			 : src == NVS_LIMIT_SRC_REQUEST	   ? "request"
-							   : "env");
-		nvs_policy_settings_changed(cg->gpu);
-	}
-	/* A request also changes what fits where the limit stayed. */
-	if (src == NVS_LIMIT_SRC_REQUEST)
-		for (unsigned i = 0; i < cl->ngpus; i++)
-			nvs_policy_settings_changed(cl->gpus[i]->gpu);
-	return told;
 }
 
 /* ---- views ---- */

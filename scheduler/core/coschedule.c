@@ -16,13 +16,10 @@
  */
 #include "coschedule.h"
 
-#include "clients.h"
-#include "conn.h"
-#include "events.h"
-#include "gpus.h"
 #include "log.h"
 #include "parse.h"
 #include "policy.h"
+#include "port.h"
 #include "state.h"
 
 #include <stdio.h>
@@ -77,7 +74,7 @@ const char *nvs_cosched_class_name(const struct client_gpu *cg)
 	return nvs_cosched_interactive(cg, NULL) ? "interactive" : "batch";
 }
 
-void nvs_cosched_hold_ended(struct client_gpu *cg, int idle, uint64_t now)
+static void nvs_cosched_hold_ended(struct client_gpu *cg, int idle, uint64_t now)
 {
 	uint64_t held = now - cg->held_since_ns;
 	if (idle && held < NVS_COSCHED_BURST_MS * MS) {
@@ -230,24 +227,7 @@ static void send_guest_drop(struct client_gpu *cg, uint32_t grace_ms)
 		m.u.drop.flags = NVS_LOCK_SWAP_OUT | (mib << NVS_DROP_SWAP_MIB_SHIFT);
 	}
 	m.u.drop.grace_ms = grace_ms;
-	nvs_client_send(cg->client, &m);
-}
-
-static void count(struct gpu *g, const char *why)
-{
-	if (!strcmp(why, "interactive"))
-		g->co.preempt_interactive++;
-	else if (!strcmp(why, "batch-floor"))
-		g->co.preempt_floor++;
-	else if (!strcmp(why, "tq-expired"))
-		g->co.preempt_tq++;
-	else if (!strcmp(why, "overcommit"))
-		g->co.preempt_fit++;
-}
-
-void nvs_cosched_count_drop(struct gpu *g, const char *why)
-{
-	count(g, why);
+	nvs_core_send(cg->client, &m);
 }
 
 /* Asks member h to release for waiter w (may be NULL). */
@@ -255,7 +235,7 @@ static void drop_member(struct gpu *g, struct client_gpu *h, struct client_gpu *
 			const char *why)
 {
 	if (h == g->holder) {
-		nvs_policy_drop(g, now, why); /* counts through nvs_cosched_count_drop */
+		nvs_policy_drop(g, now, why); /* counts it */
 	} else {
 		if (h->co.drop_sent)
 			return;
@@ -266,90 +246,73 @@ static void drop_member(struct gpu *g, struct client_gpu *h, struct client_gpu *
 		h->co.swap_out_asked = nvs_policy_swap_out_need(g, h, w);
 		h->st.drops++;
 		g->st.drops++;
-		count(g, why);
+		nvs_policy_count_drop(g, why);
 		send_guest_drop(h, S.cfg.drop_grace_ms);
 		NVS_INFO("DROP_LOCK client=%u pid=%d gpu=%d held_ms=%.3f waiters=%u grace_ms=%u "
 			 "reason=%s guest=1",
 			 CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6, g->qlen,
 			 S.cfg.drop_grace_ms, why);
-		nvs_event("drop_lock",
-			  CG_EV
-			  ",\"held_ms\":%.3f,\"waiters\":%u,\"grace_ms\":%u,\"reason\":\"%s\","
-			  "\"role\":\"guest\"",
-			  CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6, g->qlen,
-			  S.cfg.drop_grace_ms, why);
+		nvs_core_event("drop_lock",
+			       CG_EV
+			       ",\"held_ms\":%.3f,\"waiters\":%u,\"grace_ms\":%u,\"reason\":\"%s\","
+			       "\"role\":\"guest\"",
+			       CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6, g->qlen,
+			       S.cfg.drop_grace_ms, why);
 	}
 	if (!strcmp(why, "interactive"))
 		h->co.preempted = 1;
 	if (w)
-		nvs_event("preempt", CG_EV ",\"reason\":\"%s\",\"for\":%u,\"waited_ms\":%.3f",
-			  CG_ARGS(h), why, w->client->id, (double)(now - w->wait_since_ns) / 1e6);
+		nvs_core_event("preempt", CG_EV ",\"reason\":\"%s\",\"for\":%u,\"waited_ms\":%.3f",
+			       CG_ARGS(h), why, w->client->id,
+			       (double)(now - w->wait_since_ns) / 1e6);
 }
 
-int nvs_cosched_guest_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_ns,
-			       uint64_t now)
+static int nvs_cosched_guest_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_ns,
+				      uint64_t now)
 {
 	struct gpu *g = cg->gpu;
 	if (!cg->co.guest || cg->state != CG_HOLDING)
 		return 0;
-	if (cg->co.drop_sent) {
-		uint64_t d = now - cg->co.drop_sent_ns;
-		cg->st.drain_ns += d;
-		g->st.drain_ns += d;
-		if (d > cg->st.drain_max_ns)
-			cg->st.drain_max_ns = d;
-		if (d > g->st.drain_max_ns)
-			g->st.drain_max_ns = d;
-	}
-	cg->st.releases++;
-	g->st.releases++;
-	uint64_t moved = cg->co.swap_out_asked;
 	int idle = (flags & NVS_RELEASED_IDLE) != 0;
-	if (idle) {
-		cg->st.idle_releases++;
-		g->st.idle_releases++;
-		moved = (uint64_t)(flags >> NVS_DROP_SWAP_MIB_SHIFT) << 20;
-	}
-	if (nvs_policy_pinned(cg))
-		moved = 0; /* device memory: whatever the release said */
-	cg->resident = cg->resident > moved ? cg->resident - moved : 0;
+	uint64_t moved = nvs_policy_account_release(
+	    cg, flags, cg->co.drop_sent, cg->co.drop_sent_ns, cg->co.swap_out_asked, now);
 	uint64_t held = now - cg->held_since_ns;
 	const char *reason = idle ? "idle" : cg->co.drop_sent ? "dropped" : "early";
 	NVS_INFO("LOCK_RELEASED client=%u pid=%d gpu=%d held_ms=%.3f idle=%d dropped=%d "
 		 "drain_ms=%.3f waiters=%u guest=1",
 		 CG_ARGS(cg), (double)held / 1e6, idle, cg->co.drop_sent, (double)drain_ns / 1e6,
 		 g->qlen);
-	nvs_event("lock_released",
-		  CG_EV ",\"reason\":\"%s\",\"held_ms\":%.3f,\"drain_ms\":%.3f,"
-			"\"moved_mib\":%llu,\"waiters\":%u,\"role\":\"guest\"",
-		  CG_ARGS(cg), reason, (double)held / 1e6, (double)drain_ns / 1e6,
-		  (unsigned long long)(moved >> 20), g->qlen);
+	nvs_core_event("lock_released",
+		       CG_EV ",\"reason\":\"%s\",\"held_ms\":%.3f,\"drain_ms\":%.3f,"
+			     "\"moved_mib\":%llu,\"waiters\":%u,\"role\":\"guest\"",
+		       CG_ARGS(cg), reason, (double)held / 1e6, (double)drain_ns / 1e6,
+		       (unsigned long long)(moved >> 20), g->qlen);
 	account(g, now);
 	nvs_cosched_hold_ended(cg, idle, now);
 	end_guest(g, cg, now);
 	return 1;
 }
 
-int nvs_cosched_guest_detach(struct client_gpu *cg, uint64_t now)
+static int nvs_cosched_guest_detach(struct client_gpu *cg, uint64_t now)
 {
 	if (!cg->co.guest || cg->state != CG_HOLDING)
 		return 0;
 	account(cg->gpu, now);
 	end_guest(cg->gpu, cg, now);
 	NVS_INFO("LOCK_RELEASED client=%u pid=%d gpu=%d reason=disconnect guest=1", CG_ARGS(cg));
-	nvs_event("lock_released", CG_EV ",\"reason\":\"disconnect\",\"role\":\"guest\"",
-		  CG_ARGS(cg));
+	nvs_core_event("lock_released", CG_EV ",\"reason\":\"disconnect\",\"role\":\"guest\"",
+		       CG_ARGS(cg));
 	return 1;
 }
 
-void nvs_cosched_end_guests(struct gpu *g, uint64_t now)
+static void nvs_cosched_end_guests(struct gpu *g, uint64_t now)
 {
 	for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
 		if (cg->co.guest && cg->state == CG_HOLDING) {
 			end_guest(g, cg, now);
-			nvs_event("lock_released",
-				  CG_EV ",\"reason\":\"gpu-concurrent\",\"role\":\"guest\"",
-				  CG_ARGS(cg));
+			nvs_core_event("lock_released",
+				       CG_EV ",\"reason\":\"gpu-concurrent\",\"role\":\"guest\"",
+				       CG_ARGS(cg));
 		}
 	g->co.guests = 0;
 }
@@ -380,36 +343,41 @@ static void promote(struct gpu *g)
 	best->co.why = "promoted";
 	NVS_INFO("PROMOTE client=%u pid=%d gpu=%d: primary holder of the running set",
 		 CG_ARGS(best));
-	nvs_event("promote", CG_EV, CG_ARGS(best));
+	nvs_core_event("promote", CG_EV, CG_ARGS(best));
 }
 
 /* May waiters behind `blocked` (the first that does not fit) be granted?
  * Not once it waited a quantum (nothing starves), and not past a batch
  * waiter while batch is below its floor. */
-static int may_overtake(const struct gpu *g, const struct client_gpu *blocked, uint64_t now)
+static int may_overtake(const struct gpu *g, const struct client_gpu *blocked, uint64_t now,
+			uint64_t tq)
 {
-	if (now - blocked->wait_since_ns >= nvs_policy_tq_ns(g))
+	if (now - blocked->wait_since_ns >= tq)
 		return 0;
 	if (!nvs_cosched_interactive(blocked, NULL) && !may_give_way(g))
 		return 0;
 	return 1;
 }
 
-void nvs_cosched_fill(struct gpu *g, uint64_t now, int handoff)
+static void nvs_cosched_fill(struct gpu *g, uint64_t now, int handoff)
 {
 	account(g, now);
 	if (!g->holder)
 		promote(g);
 	uint64_t run = running_sum(g);
+	/* The quantum is O(clients) to compute and the same for every
+	 * waiter (granting changes neither the memory attached nor the swap
+	 * times). */
+	uint64_t tq = nvs_policy_tq_ns(g);
 	struct client_gpu *blocked = NULL, *next;
 	for (struct client_gpu *cg = g->qhead; cg; cg = next) {
 		next = cg->qnext;
-		if (cg->client->conn && cg->client->conn->doomed) {
+		if (cg->client->flags & NVS_CLIENT_DOOMED) {
 			/* Its detach comes in this loop iteration. */
 			nvs_policy_dequeue(g, cg);
 			continue;
 		}
-		if (blocked && !may_overtake(g, blocked, now))
+		if (blocked && !may_overtake(g, blocked, now, tq))
 			break;
 		if (g->holder && !fits(g, run, cg)) {
 			if (!blocked)
@@ -430,7 +398,7 @@ void nvs_cosched_fill(struct gpu *g, uint64_t now, int handoff)
 	nvs_policy_inform(g);
 }
 
-void nvs_cosched_queued(struct client_gpu *cg)
+static void nvs_cosched_queued(struct client_gpu *cg)
 {
 	struct gpu *g = cg->gpu;
 	if (!cg->co.preempted || g->qhead == cg)
@@ -455,16 +423,20 @@ void nvs_cosched_queued(struct client_gpu *cg)
 struct gpu_sums {
 	uint64_t exp;
 	unsigned idle;
+	struct nvs_mem_sums m; /* for nvs_policy_swap_out_need_with */
 };
 
 static struct gpu_sums sums(const struct gpu *g)
 {
-	struct gpu_sums s = {0, 0};
+	struct gpu_sums s;
+	memset(&s, 0, sizeof s);
 	for (const struct client_gpu *c = g->ahead; c; c = c->anext) {
 		s.exp += nvs_policy_expected_of(c);
+		s.m.resident += c->resident;
 		if (c->state != CG_HOLDING)
 			s.idle++;
 	}
+	s.m.expected = s.exp;
 	return s;
 }
 
@@ -484,7 +456,7 @@ static uint64_t hint_with(const struct gpu *g, const struct client_gpu *h, const
 {
 	if (nvs_policy_pinned(h))
 		return 0; /* device memory: nothing to move */
-	uint64_t need = nvs_policy_swap_out_need(g, h, g->qhead);
+	uint64_t need = nvs_policy_swap_out_need_with(g, h, g->qhead, &s->m);
 	if (!nvs_cosched_active(g) || !nvs_cosched_interactive(h, NULL))
 		return need;
 	/* Proactive, so that the next burst of any idle client swaps in
@@ -506,19 +478,19 @@ static uint64_t hint_with(const struct gpu *g, const struct client_gpu *h, const
 	return pro > need ? pro : need;
 }
 
-uint32_t nvs_cosched_waiters(const struct gpu *g, const struct client_gpu *h)
+static uint32_t nvs_cosched_waiters(const struct gpu *g, const struct client_gpu *h)
 {
 	struct gpu_sums s = sums(g);
 	return waiters_with(g, h, &s);
 }
 
-uint64_t nvs_cosched_hint_bytes(const struct gpu *g, const struct client_gpu *h)
+static uint64_t nvs_cosched_hint_bytes(const struct gpu *g, const struct client_gpu *h)
 {
 	struct gpu_sums s = sums(g);
 	return hint_with(g, h, &s);
 }
 
-void nvs_cosched_inform(struct gpu *g)
+static void nvs_cosched_inform(struct gpu *g)
 {
 	if (!g->co.guests)
 		return;
@@ -532,15 +504,15 @@ void nvs_cosched_inform(struct gpu *g)
 		if ((h->client->hello_flags & NVS_HELLO_SWAP_HINT) && h->hint_sent_mib != mib) {
 			h->hint_sent_mib = mib;
 			nvs_msg_gpu(&m, NVS_MSG_SWAP_HINT, h->local_gpu, mib);
-			nvs_client_send(h->client, &m);
-			nvs_event("swap_hint", CG_EV ",\"mib\":%u,\"waiters\":%u", CG_ARGS(h), mib,
-				  g->qlen);
+			nvs_core_send(h->client, &m);
+			nvs_core_event("swap_hint", CG_EV ",\"mib\":%u,\"waiters\":%u", CG_ARGS(h),
+				       mib, g->qlen);
 		}
 		uint32_t w = waiters_with(g, h, &s);
 		if (h->waiters_sent != w) {
 			h->waiters_sent = w;
 			nvs_msg_gpu(&m, NVS_MSG_WAITERS, h->local_gpu, w);
-			nvs_client_send(h->client, &m);
+			nvs_core_send(h->client, &m);
 		}
 	}
 }
@@ -608,10 +580,10 @@ static uint64_t guest_timers(struct gpu *g, uint64_t now, int act)
 			    "REVOKE client=%u pid=%d gpu=%d guest: no LOCK_RELEASED within %u ms "
 			    "of DROP_LOCK",
 			    CG_ARGS(h), S.cfg.drop_grace_ms);
-			nvs_event("revoke",
-				  CG_EV ",\"held_ms\":%.3f,\"grace_ms\":%u,\"role\":\"guest\"",
-				  CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6,
-				  S.cfg.drop_grace_ms);
+			nvs_core_event("revoke",
+				       CG_EV ",\"held_ms\":%.3f,\"grace_ms\":%u,\"role\":\"guest\"",
+				       CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6,
+				       S.cfg.drop_grace_ms);
 			send_guest_drop(h, 0);
 			account(g, now);
 			end_guest(g, h, now);
@@ -694,14 +666,14 @@ static uint64_t run_policy(struct gpu *g, uint64_t now, int act)
 	return d;
 }
 
-uint64_t nvs_cosched_deadline(struct gpu *g, uint64_t now)
+static uint64_t nvs_cosched_deadline(struct gpu *g, uint64_t now)
 {
 	if (!nvs_cosched_active(g) && !g->co.guests)
 		return 0;
 	return run_policy(g, now, 0);
 }
 
-void nvs_cosched_tick(struct gpu *g, uint64_t now)
+static void nvs_cosched_tick(struct gpu *g, uint64_t now)
 {
 	if (!nvs_cosched_active(g) && !g->co.guests)
 		return;
@@ -709,4 +681,30 @@ void nvs_cosched_tick(struct gpu *g, uint64_t now)
 	run_policy(g, now, 1);
 	if (nvs_cosched_active(g))
 		nvs_cosched_fill(g, now, 0);
+}
+
+/* nvs_cosched_active, with the layer's signature. */
+static int active_of(const struct gpu *g)
+{
+	return nvs_cosched_active(g);
+}
+
+static const struct nvs_policy_layer cosched_layer = {
+    .active = active_of,
+    .fill = nvs_cosched_fill,
+    .member_released = nvs_cosched_guest_released,
+    .member_detach = nvs_cosched_guest_detach,
+    .hold_ended = nvs_cosched_hold_ended,
+    .end_members = nvs_cosched_end_guests,
+    .queued = nvs_cosched_queued,
+    .waiters = nvs_cosched_waiters,
+    .hint_bytes = nvs_cosched_hint_bytes,
+    .inform = nvs_cosched_inform,
+    .next_deadline = nvs_cosched_deadline,
+    .on_tick = nvs_cosched_tick,
+};
+
+void nvs_cosched_start(void)
+{
+	nvs_policy_set_layer(&cosched_layer);
 }
