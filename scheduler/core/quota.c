@@ -418,8 +418,13 @@ static uint64_t q_next_deadline(struct gpu *g, uint64_t now)
 			d = now;
 		}
 	}
-	/* A waiter held back by pacing: wake up when it may run. */
-	if (!h || !limited(h)) {
+	/* A waiter held back by pacing: wake up when it may run, if that
+	 * can change anything then: the lock is free (grant), or an
+	 * unlimited holder not yet asked to drop (quota-priority). While an
+	 * asked holder drains, its release is what comes next: a deadline
+	 * of `now` here kept the loop turning without sleeping for the
+	 * whole drain (found by tests/core/t_quota). */
+	if (!h || (!limited(h) && !g->drop_sent)) {
 		uint64_t r = next_paced_ready(g, now);
 		if (r < d)
 			d = r > now ? r : now;
