@@ -95,7 +95,7 @@ static cJSON *gpu_json(const struct gpu *g, uint64_t now)
 	if (g->holder) {
 		cJSON *h = who(g->holder);
 		num(h, "held_ns", now - g->holder->held_since_ns);
-		cJSON_AddBoolToObject(h, "drop_sent", g->drop_sent);
+		cJSON_AddBoolToObject(h, "drop_sent", g->holder->drop.sent);
 		cJSON_AddItemToObject(o, "holder", h);
 	} else {
 		cJSON_AddNullToObject(o, "holder");

@@ -116,9 +116,7 @@ static uint64_t staying_sum(const struct gpu *g)
 {
 	uint64_t s = 0;
 	for (const struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
-		if ((cg->state == CG_HOLDING &&
-		     !(cg == g->holder ? g->drop_sent : cg->co.drop_sent)) ||
-		    nvs_policy_pinned(cg))
+		if ((cg->state == CG_HOLDING && !cg->drop.sent) || nvs_policy_pinned(cg))
 			s += nvs_policy_expected_of(cg);
 	return s;
 }
@@ -209,25 +207,8 @@ static void end_guest(struct gpu *g, struct client_gpu *cg, uint64_t now)
 	cg->state = CG_IDLE;
 	cg->waiters_sent = 0;
 	cg->co.guest = 0;
-	cg->co.drop_sent = cg->co.drop_resent = 0;
-	cg->co.swap_out_asked = 0;
+	memset(&cg->drop, 0, sizeof cg->drop);
 	g->co.guests--;
-}
-
-static void send_guest_drop(struct client_gpu *cg, uint32_t grace_ms)
-{
-	struct nvs_msg m;
-	memset(&m, 0, sizeof m);
-	m.type = NVS_MSG_DROP_LOCK;
-	m.u.drop.local_gpu = cg->local_gpu;
-	if (grace_ms && cg->co.swap_out_asked) {
-		uint32_t mib = cg->co.swap_out_asked > (uint64_t)NVS_DROP_SWAP_MIB_MAX << 20
-				   ? 0
-				   : nvs_swap_mib(cg->co.swap_out_asked);
-		m.u.drop.flags = NVS_LOCK_SWAP_OUT | (mib << NVS_DROP_SWAP_MIB_SHIFT);
-	}
-	m.u.drop.grace_ms = grace_ms;
-	nvs_core_send(cg->client, &m);
 }
 
 /* Asks member h to release for waiter w (may be NULL). */
@@ -237,17 +218,10 @@ static void drop_member(struct gpu *g, struct client_gpu *h, struct client_gpu *
 	if (h == g->holder) {
 		nvs_policy_drop(g, now, why); /* counts it */
 	} else {
-		if (h->co.drop_sent)
+		if (h->drop.sent)
 			return;
-		h->co.drop_sent = 1;
-		h->co.drop_resent = 0;
-		h->co.drop_sent_ns = now;
-		h->co.drop_deadline_ns = now + (uint64_t)S.cfg.drop_grace_ms * MS;
-		h->co.swap_out_asked = nvs_policy_swap_out_need(g, h, w);
-		h->st.drops++;
-		g->st.drops++;
 		nvs_policy_count_drop(g, why);
-		send_guest_drop(h, S.cfg.drop_grace_ms);
+		nvs_policy_drop_start(h, now, nvs_policy_swap_out_need(g, h, w));
 		NVS_INFO("DROP_LOCK client=%u pid=%d gpu=%d held_ms=%.3f waiters=%u grace_ms=%u "
 			 "reason=%s guest=1",
 			 CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6, g->qlen,
@@ -274,13 +248,12 @@ static int nvs_cosched_guest_released(struct client_gpu *cg, uint32_t flags, uin
 	if (!cg->co.guest || cg->state != CG_HOLDING)
 		return 0;
 	int idle = (flags & NVS_RELEASED_IDLE) != 0;
-	uint64_t moved = nvs_policy_account_release(
-	    cg, flags, cg->co.drop_sent, cg->co.drop_sent_ns, cg->co.swap_out_asked, now);
+	uint64_t moved = nvs_policy_account_release(cg, flags, now);
 	uint64_t held = now - cg->held_since_ns;
-	const char *reason = idle ? "idle" : cg->co.drop_sent ? "dropped" : "early";
+	const char *reason = idle ? "idle" : cg->drop.sent ? "dropped" : "early";
 	NVS_INFO("LOCK_RELEASED client=%u pid=%d gpu=%d held_ms=%.3f idle=%d dropped=%d "
 		 "drain_ms=%.3f waiters=%u guest=1",
-		 CG_ARGS(cg), (double)held / 1e6, idle, cg->co.drop_sent, (double)drain_ns / 1e6,
+		 CG_ARGS(cg), (double)held / 1e6, idle, cg->drop.sent, (double)drain_ns / 1e6,
 		 g->qlen);
 	nvs_core_event("lock_released",
 		       CG_EV ",\"reason\":\"%s\",\"held_ms\":%.3f,\"drain_ms\":%.3f,"
@@ -333,13 +306,7 @@ static void promote(struct gpu *g)
 	g->co.guests--;
 	g->holder = best;
 	g->grant_ns = best->held_since_ns;
-	g->drop_sent = best->co.drop_sent;
-	g->drop_resent = best->co.drop_resent;
-	g->drop_sent_ns = best->co.drop_sent_ns;
-	g->drop_deadline_ns = best->co.drop_deadline_ns;
-	g->swap_out_asked = best->co.swap_out_asked;
-	best->co.drop_sent = best->co.drop_resent = 0;
-	best->co.swap_out_asked = 0;
+	/* Its DROP_LOCK state (best->drop) and quantum come along. */
 	best->co.why = "promoted";
 	NVS_INFO("PROMOTE client=%u pid=%d gpu=%d: primary holder of the running set",
 		 CG_ARGS(best));
@@ -519,11 +486,6 @@ static void nvs_cosched_inform(struct gpu *g)
 
 /* ---- timers: preemption, floor, guest quanta, drops ---- */
 
-static uint64_t member_drop_sent(const struct gpu *g, const struct client_gpu *h)
-{
-	return h == g->holder ? (uint64_t)g->drop_sent : (uint64_t)h->co.drop_sent;
-}
-
 static void earliest(uint64_t *d, uint64_t t)
 {
 	if (t && (!*d || t < *d))
@@ -546,7 +508,7 @@ static uint64_t make_room(struct gpu *g, struct client_gpu *w, int victim_intera
 	struct client_gpu *v[NVS_MAX_GPUS * 4];
 	unsigned nv = 0;
 	for (struct client_gpu *h = g->ahead; h && base - freed + e > cap; h = h->anext) {
-		if (h->state != CG_HOLDING || member_drop_sent(g, h) || nvs_policy_pinned(h) ||
+		if (h->state != CG_HOLDING || h->drop.sent || nvs_policy_pinned(h) ||
 		    nvs_cosched_interactive(h, NULL) != victim_interactive)
 			continue;
 		if (nv == sizeof v / sizeof v[0])
@@ -569,11 +531,9 @@ static uint64_t guest_timers(struct gpu *g, uint64_t now, int act)
 {
 	uint64_t d = 0;
 	for (struct client_gpu *h = g->ahead; h; h = h->anext) {
-		if (!h->co.guest || h->state != CG_HOLDING || !h->co.drop_sent)
+		if (!h->co.guest || h->state != CG_HOLDING || !h->drop.sent)
 			continue;
-		uint64_t half =
-		    h->co.drop_sent_ns + (h->co.drop_deadline_ns - h->co.drop_sent_ns) / 2;
-		if (act && now >= h->co.drop_deadline_ns) {
+		if (act && now >= h->drop.deadline_ns) {
 			h->st.revocations++;
 			g->st.revocations++;
 			NVS_WARN(
@@ -584,16 +544,12 @@ static uint64_t guest_timers(struct gpu *g, uint64_t now, int act)
 				       CG_EV ",\"held_ms\":%.3f,\"grace_ms\":%u,\"role\":\"guest\"",
 				       CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6,
 				       S.cfg.drop_grace_ms);
-			send_guest_drop(h, 0);
+			nvs_policy_send_drop(h, 0);
 			account(g, now);
 			end_guest(g, h, now);
 			continue;
 		}
-		if (act && !h->co.drop_resent && now >= half) {
-			h->co.drop_resent = 1;
-			send_guest_drop(h, (uint32_t)((h->co.drop_deadline_ns - now) / MS));
-		}
-		earliest(&d, h->co.drop_resent ? h->co.drop_deadline_ns : half);
+		earliest(&d, act ? nvs_policy_drop_resend(h, now) : nvs_policy_drop_due(h));
 	}
 	return d;
 }
@@ -605,7 +561,7 @@ static uint64_t run_policy(struct gpu *g, uint64_t now, int act)
 		/* Mode on, a quota or an unmanaged process took over: the set
 		 * shrinks to the primary. */
 		for (struct client_gpu *h = g->ahead; h; h = h->anext)
-			if (h->co.guest && h->state == CG_HOLDING && !h->co.drop_sent) {
+			if (h->co.guest && h->state == CG_HOLDING && !h->drop.sent) {
 				if (act)
 					drop_member(g, h, NULL, now, "overcommit");
 				else
@@ -618,7 +574,7 @@ static uint64_t run_policy(struct gpu *g, uint64_t now, int act)
 	while (staying_sum(g) > cap) {
 		struct client_gpu *n = NULL;
 		for (struct client_gpu *h = g->ahead; h; h = h->anext)
-			if (h->co.guest && h->state == CG_HOLDING && !h->co.drop_sent &&
+			if (h->co.guest && h->state == CG_HOLDING && !h->drop.sent &&
 			    !nvs_policy_pinned(h) && (!n || h->held_since_ns > n->held_since_ns))
 				n = h;
 		if (!n)
@@ -651,7 +607,7 @@ static uint64_t run_policy(struct gpu *g, uint64_t now, int act)
 	/* Guests get the quantum too when someone waits. */
 	uint64_t tq = nvs_policy_tq_ns(g);
 	for (struct client_gpu *h = g->ahead; h; h = h->anext) {
-		if (!h->co.guest || h->state != CG_HOLDING || h->co.drop_sent)
+		if (!h->co.guest || h->state != CG_HOLDING || h->drop.sent)
 			continue;
 		if (now >= h->held_since_ns + tq) {
 			if (act)

@@ -310,10 +310,10 @@ static void grant(struct gpu *g, struct client_gpu *cg, uint64_t now, int handof
 	cg->waiters_sent = 0; /* the holder assumes 0 until told */
 	cg->hint_sent_mib = 0;
 	cg->co.guest = guest; /* a guest runs beside g->holder (coschedule.c) */
+	memset(&cg->drop, 0, sizeof cg->drop);
 	if (!guest) {
 		g->holder = cg;
 		g->grant_ns = now;
-		g->drop_sent = g->drop_resent = 0;
 	}
 	cg->st.grants++;
 	g->st.grants++;
@@ -405,31 +405,61 @@ static struct client_gpu *end_hold(struct gpu *g, uint64_t now)
 	h->state = CG_IDLE;
 	h->waiters_sent = 0;
 	g->holder = NULL;
-	g->drop_sent = g->drop_resent = 0;
-	g->swap_out_asked = 0;
+	memset(&h->drop, 0, sizeof h->drop);
 	if (g->hook && g->hook->on_release)
 		g->hook->on_release(g, h, now);
 	return h;
 }
 
-static void send_drop(struct gpu *g, uint32_t grace_ms)
+void nvs_policy_send_drop(struct client_gpu *h, uint32_t grace_ms)
 {
 	struct nvs_msg m;
 	memset(&m, 0, sizeof m);
 	m.type = NVS_MSG_DROP_LOCK;
-	m.u.drop.local_gpu = g->holder->local_gpu;
-	if (grace_ms && !g->drop_resent)
-		g->swap_out_asked = nvs_policy_swap_out_need(g, g->holder, g->qhead);
-	if (grace_ms && g->swap_out_asked) {
+	m.u.drop.local_gpu = h->local_gpu;
+	if (grace_ms && h->drop.swap_out_asked) {
 		/* Just what the next holder needs, in MiB (rounded up); more
 		 * than the field holds: all. */
-		uint32_t mib = g->swap_out_asked > (uint64_t)NVS_DROP_SWAP_MIB_MAX << 20
+		uint32_t mib = h->drop.swap_out_asked > (uint64_t)NVS_DROP_SWAP_MIB_MAX << 20
 				   ? 0
-				   : nvs_swap_mib(g->swap_out_asked);
+				   : nvs_swap_mib(h->drop.swap_out_asked);
 		m.u.drop.flags = NVS_LOCK_SWAP_OUT | (mib << NVS_DROP_SWAP_MIB_SHIFT);
 	}
 	m.u.drop.grace_ms = grace_ms;
-	nvs_core_send(g->holder->client, &m);
+	nvs_core_send(h->client, &m);
+}
+
+void nvs_policy_drop_start(struct client_gpu *h, uint64_t now, uint64_t swap_out)
+{
+	h->drop.sent = 1;
+	h->drop.resent = 0;
+	h->drop.sent_ns = now;
+	h->drop.deadline_ns = now + (uint64_t)S.cfg.drop_grace_ms * 1000000ull;
+	h->drop.swap_out_asked = swap_out;
+	h->st.drops++;
+	h->gpu->st.drops++;
+	nvs_policy_send_drop(h, S.cfg.drop_grace_ms);
+}
+
+uint64_t nvs_policy_drop_due(const struct client_gpu *h)
+{
+	if (!h->drop.sent)
+		return 0;
+	if (h->drop.resent)
+		return h->drop.deadline_ns;
+	return h->drop.sent_ns + (h->drop.deadline_ns - h->drop.sent_ns) / 2;
+}
+
+uint64_t nvs_policy_drop_resend(struct client_gpu *h, uint64_t now)
+{
+	if (h->drop.sent && !h->drop.resent && now >= nvs_policy_drop_due(h) &&
+	    now < h->drop.deadline_ns) {
+		/* Once more, in case the first one met a busy client thread;
+		 * the grace is what is left of it. */
+		h->drop.resent = 1;
+		nvs_policy_send_drop(h, (uint32_t)((h->drop.deadline_ns - now) / 1000000ull));
+	}
+	return nvs_policy_drop_due(h);
 }
 
 void nvs_policy_count_drop(struct gpu *g, const char *why)
@@ -447,16 +477,10 @@ void nvs_policy_count_drop(struct gpu *g, const char *why)
 void nvs_policy_drop(struct gpu *g, uint64_t now, const char *why)
 {
 	struct client_gpu *h = g->holder;
-	if (!h || g->drop_sent)
+	if (!h || h->drop.sent)
 		return;
-	g->drop_sent = 1;
-	g->drop_resent = 0;
-	g->drop_sent_ns = now;
-	g->drop_deadline_ns = now + (uint64_t)S.cfg.drop_grace_ms * 1000000ull;
-	h->st.drops++;
-	g->st.drops++;
 	nvs_policy_count_drop(g, why);
-	send_drop(g, S.cfg.drop_grace_ms);
+	nvs_policy_drop_start(h, now, nvs_policy_swap_out_need(g, h, g->qhead));
 	NVS_INFO("DROP_LOCK " CG_FMT " held_ms=%.3f waiters=%u grace_ms=%u reason=%s", CG_ARGS(h),
 		 ms(now - h->held_since_ns), g->qlen, S.cfg.drop_grace_ms, why);
 	nvs_core_event("drop_lock",
@@ -739,12 +763,11 @@ void nvs_policy_req_lock(struct client_gpu *cg, uint64_t now)
 		inform_holder(g);
 }
 
-uint64_t nvs_policy_account_release(struct client_gpu *cg, uint32_t flags, int dropped,
-				    uint64_t drop_sent_ns, uint64_t swap_out_asked, uint64_t now)
+uint64_t nvs_policy_account_release(struct client_gpu *cg, uint32_t flags, uint64_t now)
 {
 	struct gpu *g = cg->gpu;
-	if (dropped) {
-		uint64_t d = now - drop_sent_ns;
+	if (cg->drop.sent) {
+		uint64_t d = now - cg->drop.sent_ns;
 		cg->st.drain_ns += d;
 		g->st.drain_ns += d;
 		if (d > cg->st.drain_max_ns)
@@ -756,7 +779,7 @@ uint64_t nvs_policy_account_release(struct client_gpu *cg, uint32_t flags, int d
 	g->st.releases++;
 	/* What it moved to the host: as DROP_LOCK's SWAP_OUT asked, or, for
 	 * an idle release, as SWAP_HINT asked (MiB in the upper bits). */
-	uint64_t moved = swap_out_asked;
+	uint64_t moved = cg->drop.swap_out_asked;
 	if (flags & NVS_RELEASED_IDLE) {
 		cg->st.idle_releases++;
 		g->st.idle_releases++;
@@ -786,17 +809,16 @@ void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_n
 		return;
 	}
 	uint64_t held = now - cg->held_since_ns;
-	uint64_t moved = nvs_policy_account_release(cg, flags, g->drop_sent, g->drop_sent_ns,
-						    g->swap_out_asked, now);
+	uint64_t moved = nvs_policy_account_release(cg, flags, now);
 	NVS_INFO(
 	    "LOCK_RELEASED " CG_FMT " held_ms=%.3f idle=%u dropped=%d drain_ms=%.3f waiters=%u",
-	    CG_ARGS(cg), ms(held), flags & NVS_RELEASED_IDLE, g->drop_sent, ms(drain_ns), g->qlen);
+	    CG_ARGS(cg), ms(held), flags & NVS_RELEASED_IDLE, cg->drop.sent, ms(drain_ns), g->qlen);
 	nvs_core_event("lock_released",
 		       CG_EV ",\"reason\":\"%s\",\"held_ms\":%.3f,\"drain_ms\":%.3f,"
 			     "\"moved_mib\":%llu,\"waiters\":%u",
 		       CG_ARGS(cg),
 		       (flags & NVS_RELEASED_IDLE) ? "idle"
-		       : g->drop_sent		   ? "dropped"
+		       : cg->drop.sent		   ? "dropped"
 						   : "early",
 		       ms(held), ms(drain_ns), (unsigned long long)(moved >> 20), g->qlen);
 	if (g->hook && g->hook->on_drained)
@@ -834,12 +856,10 @@ static uint64_t gpu_deadline(struct gpu *g, uint64_t now)
 			d = t_;                                                                    \
 	} while (0)
 	if (g->holder && g->qlen) {
-		if (!g->drop_sent)
+		if (!g->holder->drop.sent)
 			EARLIEST(g->grant_ns + nvs_policy_tq_ns(g));
-		else if (!g->drop_resent)
-			EARLIEST(g->drop_sent_ns + (g->drop_deadline_ns - g->drop_sent_ns) / 2);
 		else
-			EARLIEST(g->drop_deadline_ns);
+			EARLIEST(nvs_policy_drop_due(g->holder));
 	}
 	if (g->hook && g->hook->next_deadline) {
 		uint64_t h = g->hook->next_deadline(g, now);
@@ -892,7 +912,7 @@ static void revoke(struct gpu *g, uint64_t now)
 		       (unsigned long long)(now + penalty));
 	/* DROP_LOCK with grace 0 tells the client it no longer holds the
 	 * lock; its late LOCK_RELEASED is ignored and it may REQ_LOCK again. */
-	send_drop(g, 0);
+	nvs_policy_send_drop(h, 0);
 	/* It goes to the back and waits one quantum (fairness.c). */
 	nvs_fair_revoked(h, now, penalty);
 	end_hold(g, now);
@@ -924,19 +944,17 @@ void nvs_policy_tick(uint64_t now)
 			layer->on_tick(g, now);
 		if (!g->holder || !g->qlen)
 			continue; /* nobody waits: a lone holder is never asked */
-		if (!g->drop_sent) {
+		struct client_gpu *h = g->holder;
+		if (!h->drop.sent) {
 			if (now >= g->grant_ns + nvs_policy_tq_ns(g))
 				nvs_policy_drop(g, now, "tq-expired");
-		} else if (now >= g->drop_deadline_ns) {
+		} else if (now >= h->drop.deadline_ns) {
 			revoke(g, now);
-		} else if (!g->drop_resent &&
-			   now >= g->drop_sent_ns + (g->drop_deadline_ns - g->drop_sent_ns) / 2) {
-			/* Once more, in case the first one met a busy client
-			 * thread; the grace is what is left of it. */
-			g->drop_resent = 1;
-			send_drop(g, (uint32_t)((g->drop_deadline_ns - now) / 1000000ull));
-			NVS_INFO("DROP_LOCK " CG_FMT " resent, %.0f ms of grace left",
-				 CG_ARGS(g->holder), ms(g->drop_deadline_ns - now));
+		} else if (!h->drop.resent) {
+			nvs_policy_drop_resend(h, now);
+			if (h->drop.resent)
+				NVS_INFO("DROP_LOCK " CG_FMT " resent, %.0f ms of grace left",
+					 CG_ARGS(h), ms(h->drop.deadline_ns - now));
 		}
 	}
 }

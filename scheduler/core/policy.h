@@ -43,8 +43,8 @@ struct nvs_policy_hook {
 	uint32_t gpu_mode;
 	int (*may_grant)(struct gpu *g, struct client_gpu *cg, uint64_t now);
 	void (*on_grant)(struct gpu *g, struct client_gpu *cg, uint64_t now);
-	/* LOCK_RELEASED from the holder, before on_release (g->drop_sent and
-	 * drop_sent_ns still describe the DROP_LOCK it answers, if any). */
+	/* LOCK_RELEASED from the holder, before on_release (cg->drop still
+	 * describes the DROP_LOCK it answers, if any). */
 	void (*on_drained)(struct gpu *g, struct client_gpu *cg, uint32_t flags, uint64_t drain_ns,
 			   uint64_t now);
 	void (*on_release)(struct gpu *g, struct client_gpu *cg, uint64_t now);
@@ -178,13 +178,27 @@ void nvs_policy_grant_member(struct gpu *g, struct client_gpu *cg, uint64_t now,
 void nvs_policy_dequeue(struct gpu *g, struct client_gpu *cg);
 void nvs_policy_inform(struct gpu *g);
 
-/* One release's accounting, for every member of the running set (the
- * primary: policy.c; guests: the layer): the drain since its DROP_LOCK
- * (dropped: one was sent, at drop_sent_ns), the counts, and what it moved
- * to the host (swap_out_asked, or what an idle release says), taken off
- * its resident estimate. Returns the bytes moved. */
-uint64_t nvs_policy_account_release(struct client_gpu *cg, uint32_t flags, int dropped,
-				    uint64_t drop_sent_ns, uint64_t swap_out_asked, uint64_t now);
+/*
+ * Every member of the running set (the primary g->holder and the layer's
+ * guests) has one DROP_LOCK state machine (cg->drop) and one release
+ * accounting:
+ *  drop_start:     DROP_LOCK with the grace, asking it to move swap_out
+ *                  bytes to the host (counted; the reason is the caller's)
+ *  drop_due:       the member's next drop deadline: half the grace, then
+ *                  its end (0: no DROP_LOCK sent)
+ *  drop_resend:    at half the grace, once, with what is left; returns
+ *                  drop_due
+ *  send_drop:      the message alone (grace 0: "revoked, no longer yours")
+ *  account_release: a LOCK_RELEASED: the drain since its DROP_LOCK, the
+ *                  counts, what it moved to the host (as asked, or as an
+ *                  idle release says) off its resident estimate; returns
+ *                  the bytes moved
+ */
+void nvs_policy_drop_start(struct client_gpu *h, uint64_t now, uint64_t swap_out);
+uint64_t nvs_policy_drop_due(const struct client_gpu *h);
+uint64_t nvs_policy_drop_resend(struct client_gpu *h, uint64_t now);
+void nvs_policy_send_drop(struct client_gpu *h, uint32_t grace_ms);
+uint64_t nvs_policy_account_release(struct client_gpu *cg, uint32_t flags, uint64_t now);
 
 /* Hold time including the current hold. */
 uint64_t nvs_policy_held_ns(const struct client_gpu *cg, uint64_t now);

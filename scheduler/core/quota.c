@@ -274,7 +274,7 @@ static uint64_t next_paced_ready(const struct gpu *g, uint64_t now)
 static int want_preempt(const struct gpu *g, uint64_t now)
 {
 	const struct client_gpu *h = g->holder;
-	return h && !g->drop_sent && !limited(h) && limited_waiter_ready(g, now);
+	return h && !h->drop.sent && !limited(h) && limited_waiter_ready(g, now);
 }
 
 /* When the limited holder must get DROP_LOCK: when its expected tail would
@@ -327,9 +327,9 @@ static void q_on_grant(struct gpu *g, struct client_gpu *cg, uint64_t now)
 static void q_on_drained(struct gpu *g, struct client_gpu *cg, uint32_t flags, uint64_t drain_ns,
 			 uint64_t now)
 {
-	if (!g->drop_sent || now < g->drop_sent_ns)
+	if (!cg->drop.sent || now < cg->drop.sent_ns)
 		return;
-	uint64_t tail = now - g->drop_sent_ns;
+	uint64_t tail = now - cg->drop.sent_ns;
 	uint64_t d = drain_ns < tail ? drain_ns : tail;
 	/* The client's drain is GPU time it had; the rest of the tail (the
 	 * DROP_LOCK and LOCK_RELEASED trips, its wake-up) is billed at p %. */
@@ -404,7 +404,7 @@ static uint64_t q_next_deadline(struct gpu *g, uint64_t now)
 {
 	uint64_t d = g->q_window_start_ns + window_ns();
 	struct client_gpu *h = g->holder;
-	if (h && !g->drop_sent) {
+	if (h && !h->drop.sent) {
 		if (limited(h)) {
 			uint64_t t = drop_at(g, h, now);
 			if (g->grant_ns < g->q_window_start_ns && limited_waiter_ready(g, now))
@@ -424,7 +424,7 @@ static uint64_t q_next_deadline(struct gpu *g, uint64_t now)
 	 * asked holder drains, its release is what comes next: a deadline
 	 * of `now` here kept the loop turning without sleeping for the
 	 * whole drain (found by tests/core/t_quota). */
-	if (!h || (!limited(h) && !g->drop_sent)) {
+	if (!h || (!limited(h) && !h->drop.sent)) {
 		uint64_t r = next_paced_ready(g, now);
 		if (r < d)
 			d = r > now ? r : now;
@@ -442,7 +442,7 @@ static void q_on_tick(struct gpu *g, uint64_t now)
 	if (!h && next_paced_ready(g, now) <= now)
 		nvs_policy_grant(g, now); /* a paced waiter may run now */
 	h = g->holder;
-	if (!h || g->drop_sent)
+	if (!h || h->drop.sent)
 		return;
 	if (limited(h)) {
 		h->q.seen_ns = now;

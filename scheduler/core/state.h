@@ -120,13 +120,19 @@ struct client_gpu {
 		uint64_t total_ns;
 		uint64_t pace_vt_ns, pace_billed_ns;
 	} q;
+	/* DROP_LOCK state of its hold, for any member of the GPU's running
+	 * set (the primary g->holder or a guest: one state machine each):
+	 * sent, resent at half the grace, when, the grace's end, the bytes it
+	 * was asked to move out. Cleared at every grant and hold's end. */
+	struct cg_drop {
+		int sent, resent;
+		uint64_t sent_ns, deadline_ns, swap_out_asked;
+	} drop;
 	/* Co-scheduling (scheduler/core/coschedule.c): a guest holds beside the
 	 * primary holder g->holder, in the GPU's running set. */
 	struct cg_co {
 		int guest;
-		const char *why;	    /* why it runs: "first", "fits", "promoted" */
-		int drop_sent, drop_resent; /* guests: DROP_LOCK state */
-		uint64_t drop_sent_ns, drop_deadline_ns, swap_out_asked;
+		const char *why;     /* why it runs: "first", "fits", "promoted" */
 		int preempted;	     /* dropped for a burst: re-queues at the head */
 		unsigned short_idle; /* streak of short holds ended idle */
 	} co;
@@ -250,10 +256,7 @@ struct gpu {
 	/* lock state */
 	int serialized; /* effective: clients must hold the lock */
 	struct client_gpu *holder;
-	uint64_t grant_ns; /* when the current holder got it */
-	int drop_sent;	   /* DROP_LOCK sent for the current quantum */
-	int drop_resent;
-	uint64_t drop_sent_ns, drop_deadline_ns;
+	uint64_t grant_ns; /* when the current holder got it (its drop: holder->drop) */
 	struct client_gpu *qhead, *qtail;
 	unsigned qlen;
 	struct client_gpu *ahead; /* attached clients */
@@ -264,10 +267,9 @@ struct gpu {
 	uint64_t handoffs; /* lock passed straight from a holder to a waiter */
 	/* Swap (policy.c, docs/swap.md): totals of the clients' SWAP_STATS
 	 * (departed clients included), the latest swap-in and swap-out times
-	 * (for the adaptive quantum), the swap-out asked of the holder. */
+	 * (for the adaptive quantum). */
 	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
 	uint64_t swap_last_in_ns, swap_last_out_ns;
-	uint64_t swap_out_asked;
 	/* Recent swap times, each direction (claims.c: the median stretches
 	 * the quantum); *_n counts all samples, the ring keeps the last. */
 	uint64_t swap_in_ring[NVS_SWAP_RING], swap_out_ring[NVS_SWAP_RING];

@@ -14,6 +14,7 @@
 
 uint64_t h_now;
 uint64_t h_steps;
+uint64_t h_trace;
 unsigned h_invariants = H_INV_AGREE;
 uint64_t h_wait_bound;
 uint64_t h_seed = 1;
@@ -186,6 +187,8 @@ static void port_send(void *ctx, struct client *cl, const struct nvs_msg *m)
 	struct bot *b = cl->id < MAX_BOTS ? bots[cl->id] : NULL;
 	if (!b || !b->cl)
 		return; /* going away: the shell's connection is gone */
+	/* FNV-1a over what was sent to whom and when. */
+	uint64_t f[6] = {h_now, cl->id, m->type, 0, 0, 0};
 	struct h_msg *r = &b->msgs[b->nmsgs++ % H_MSGS];
 	memset(r, 0, sizeof *r);
 	r->t = h_now;
@@ -211,6 +214,10 @@ static void port_send(void *ctx, struct client *cl, const struct nvs_msg *m)
 		r->value = m->u.gpu.value;
 		break;
 	}
+	f[3] = r->value, f[4] = r->flags, f[5] = r->mem;
+	for (unsigned i = 0; i < 6; i++)
+		for (unsigned k = 0; k < 8; k++)
+			h_trace = (h_trace ^ ((f[i] >> (8 * k)) & 0xff)) * 1099511628211ull;
 	react(b, m, r);
 }
 
@@ -290,6 +297,7 @@ void h_setup(unsigned ngpus, uint64_t mem, unsigned mode, uint64_t tq_ms)
 	}
 	h_now = SEC;
 	h_steps = 0;
+	h_trace = 14695981039346656037ull;
 	h_invariants = H_INV_AGREE;
 	h_wait_bound = 0;
 	static const struct nvs_core_port port = {

@@ -143,7 +143,10 @@ static inline uint64_t h_rand_range(uint64_t lo, uint64_t hi)
 }
 
 struct gpu *h_gpu(unsigned i);
-/* Core steps (agenda actions and timer ticks) run since setup. */
+/* Core steps (agenda actions and timer ticks) run since setup; a hash of
+ * every message sent since setup (time, client, type, values): two builds
+ * of the core that decide alike give the same. */
 extern uint64_t h_steps;
+extern uint64_t h_trace;
 
 #endif

@@ -60,6 +60,53 @@ static void test_fits_run_together(void **state)
 	h_teardown();
 }
 
+/* Every member of the running set has the same DROP_LOCK state machine:
+ * the quantum when someone waits who does not fit, the resend at half the
+ * grace, the revocation at its end; a member promoted to primary keeps
+ * the state it had as a guest. */
+static void test_member_drops(void **state)
+{
+	(void)state;
+	h_setup(1, 10 * GiB, NVS_MODE_AUTO, 100);
+	h_invariants = H_INV_AGREE | H_INV_SET_FITS;
+	S.cfg.drop_grace_ms = 40;
+	/* C fits beside neither A nor B. */
+	struct bot *a = h_client(1, 0, 6 * GiB, 0), *b = h_client(2, 0, 3 * GiB, 0),
+		   *c = h_client(3, 0, 8 * GiB, 0);
+	uint64_t t0 = h_now;
+	h_req(a);
+	h_req(b);
+	h_advance(MS);
+	h_req(c);
+	assert_int_equal(b->cg->co.guest, 1);
+	h_run_until(t0 + 100 * MS);
+	for (struct bot *m[] = {a, b, NULL}, **p = m; *p; p++) {
+		assert_int_equal(AT(*p, NVS_MSG_DROP_LOCK), t0 + 100 * MS);
+		assert_int_equal(h_last(*p, NVS_MSG_DROP_LOCK)->value, 40);
+	}
+	h_run_until(t0 + 120 * MS);
+	for (struct bot *m[] = {a, b, NULL}, **p = m; *p; p++) {
+		assert_int_equal(AT(*p, NVS_MSG_DROP_LOCK), t0 + 120 * MS);
+		assert_int_equal(h_last(*p, NVS_MSG_DROP_LOCK)->value, 20);
+	}
+	/* The primary releases: B is promoted with its drop state. */
+	h_run_until(t0 + 130 * MS);
+	h_release(a, 0);
+	assert_ptr_equal(h_gpu(0)->holder, b->cg);
+	assert_int_equal(b->cg->drop.sent, 1);
+	assert_int_equal(b->cg->drop.deadline_ns, t0 + 140 * MS);
+	h_run_until(t0 + 140 * MS - 1);
+	assert_int_equal(b->holding, 1);
+	h_run_until(t0 + 140 * MS);
+	assert_int_equal(h_last(b, NVS_MSG_DROP_LOCK)->value, 0); /* revoked */
+	assert_int_equal(b->revokes, 1);
+	assert_int_equal(AT(c, NVS_MSG_LOCK_OK), t0 + 140 * MS);
+	assert_int_equal(h_gpu(0)->st.drops, 2);
+	assert_int_equal(h_gpu(0)->st.revocations, 1);
+	assert_int_equal(h_gpu(0)->co.preempt_tq, 2);
+	h_teardown();
+}
+
 /* A burst (declared interactive) that does not fit: batch is asked to drop
  * at max(asked + 50 ms, batch grant + 100 ms), never earlier; the burst is
  * granted once the batch drained; the batch client re-queues at the head
@@ -194,6 +241,7 @@ int main(void)
 	    cmocka_unit_test(test_fits_run_together),
 	    cmocka_unit_test(test_burst_bound_by_slice),
 	    cmocka_unit_test(test_burst_bound_by_preempt),
+	    cmocka_unit_test(test_member_drops),
 	    cmocka_unit_test(test_observed_class),
 	    cmocka_unit_test(test_batch_floor),
 	};

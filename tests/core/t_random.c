@@ -1,6 +1,8 @@
 /*
  * Randomized schedules with fixed seeds (printed on failure; replay one
- * with NVS_CORE_SEED=N, run more with NVS_CORE_SEEDS=N): clients of random
+ * with NVS_CORE_SEED=N, run more with NVS_CORE_SEEDS=N; NVS_CORE_TRACE=1
+ * prints a hash of each schedule's messages, to compare two builds of the
+ * core that should decide alike): clients of random
  * tenants, sizes, classes and habits (work, think, drain; some tenants
  * ignore DROP_LOCK) on a GPU in mode on, and under co-scheduling. After
  * every step of every schedule the harness checks (h_check):
@@ -64,6 +66,9 @@ static void one_lock(uint64_t seed)
 	/* The holder when it queued (one turn), then its tenant's turns. */
 	h_wait_bound = (uint64_t)(most * tenants + 1) * (tq + S.cfg.drop_grace_ms) * MS;
 	h_run_until(h_now + 5 * SEC);
+	if (getenv("NVS_CORE_TRACE"))
+		print_message("# lock seed %llu trace %016llx\n", (unsigned long long)seed,
+			      (unsigned long long)h_trace);
 	h_teardown();
 }
 
@@ -86,6 +91,7 @@ static void one_cosched(uint64_t seed)
 		b->work_ns = cls ? h_rand_range(5, 40) * MS : 0;
 		b->think_ns = cls ? h_rand_range(10, 200) * MS : h_rand_range(0, 20) * MS;
 		b->drain_ns = h_rand_range(0, S.cfg.drop_grace_ms - 1) * MS;
+		b->ignores_drop = h_rand() % 8 == 0; /* revoked, as primary or guest */
 		bs[i] = b;
 	}
 	/* Every client asks once the GPU is serialized (the attach that
@@ -96,6 +102,9 @@ static void one_cosched(uint64_t seed)
 	h_invariants = H_INV_AGREE | H_INV_SET_FITS | H_INV_WAIT;
 	h_wait_bound = (uint64_t)n * (2 * tq + S.cfg.drop_grace_ms + 150) * MS;
 	h_run_until(h_now + 5 * SEC);
+	if (getenv("NVS_CORE_TRACE"))
+		print_message("# cosched seed %llu trace %016llx\n", (unsigned long long)seed,
+			      (unsigned long long)h_trace);
 	h_teardown();
 }
 
