@@ -52,20 +52,28 @@ unsigned nvs_cosched_hello_prio(uint32_t flags)
 	return NVS_PRIO_NONE;
 }
 
-int nvs_cosched_interactive(const struct client_gpu *cg, const char **src)
+/* The class the Pod or the process gave, 0 none; *src says which. */
+static unsigned given_prio(const struct client_gpu *cg, const char **src)
 {
-	const char *s = "observed";
 	unsigned p = cg->client->annot_prio;
-	if (p)
-		s = "annotation";
-	else if ((p = nvs_cosched_hello_prio(cg->client->hello_flags)))
-		s = "declared";
+	const char *s = "annotation";
+	if (!p) {
+		p = nvs_cosched_hello_prio(cg->client->hello_flags);
+		s = p ? "declared" : "observed";
+	}
 	if (src)
 		*src = s;
+	return p;
+}
+
+int nvs_cosched_interactive(const struct client_gpu *cg, const char **src)
+{
+	unsigned p = given_prio(cg, src);
 	if (p)
 		return p == NVS_PRIO_INTERACTIVE;
-	/* Two holds in a row that were short and ended by the client's own
-	 * idle release: it works in bursts. */
+	/* Two holds in a row that were short, ended by the client's own idle
+	 * release and followed by a pause longer than the hold: it works in
+	 * bursts. */
 	return cg->co.short_idle >= 2;
 }
 
@@ -80,8 +88,11 @@ static void nvs_cosched_hold_ended(struct client_gpu *cg, int idle, uint64_t now
 	if (idle && held < NVS_COSCHED_BURST_MS * MS) {
 		if (cg->co.short_idle < 255)
 			cg->co.short_idle++;
+		cg->co.idle_end_ns = now;
+		cg->co.idle_hold_ns = held;
 	} else {
 		cg->co.short_idle = 0;
+		cg->co.idle_end_ns = 0;
 	}
 }
 
@@ -365,9 +376,15 @@ static void nvs_cosched_fill(struct gpu *g, uint64_t now, int handoff)
 	nvs_policy_inform(g);
 }
 
-static void nvs_cosched_queued(struct client_gpu *cg)
+static void nvs_cosched_queued(struct client_gpu *cg, uint64_t now)
 {
 	struct gpu *g = cg->gpu;
+	/* A job that releases whenever it pauses (it is told WAITERS, below)
+	 * but asks again sooner than it held is busy, not bursty: a training
+	 * loop with short gaps between steps, not a notebook. */
+	if (cg->co.idle_end_ns && now - cg->co.idle_end_ns < cg->co.idle_hold_ns)
+		cg->co.short_idle = 0;
+	cg->co.idle_end_ns = 0;
 	if (!cg->co.preempted || g->qhead == cg)
 		return;
 	/* Back to the head: the burst that took its place goes idle soon. */
@@ -412,9 +429,14 @@ static uint32_t waiters_with(const struct gpu *g, const struct client_gpu *h,
 {
 	/* An interactive member releases as soon as it idles, even when
 	 * nobody waits yet: the next burst (its own or another's) then finds
-	 * room, and its memory stops counting as resident. */
+	 * room, and its memory stops counting as resident. So does a member
+	 * that declared nothing, whatever it was observed to be: that is how
+	 * its bursts show (told 0 it holds through its pauses, its holds look
+	 * long, and an idle notebook would stay resident for good), while a
+	 * busy job never idles and keeps its hold. Only a class the Pod or
+	 * the process gave as batch holds through its pauses. */
 	if (nvs_cosched_active(g) && !g->qlen && s->exp > nvs_gpu_capacity(g) &&
-	    nvs_cosched_interactive(h, NULL))
+	    (nvs_cosched_interactive(h, NULL) || !given_prio(h, NULL)))
 		return 1;
 	return g->qlen;
 }

@@ -756,7 +756,7 @@ void nvs_policy_req_lock(struct client_gpu *cg, uint64_t now)
 	cg->wait_since_ns = now;
 	q_push(g, cg);
 	if (layer)
-		layer->queued(cg);
+		layer->queued(cg, now);
 	if (!g->holder || set_active(g))
 		grant_next(g, now, 0);
 	else

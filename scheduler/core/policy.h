@@ -82,7 +82,7 @@ void nvs_policy_set_ops(const struct nvs_policy_ops *ops);
  *  member_detach:   the same for a disconnect
  *  hold_ended:      any hold of cg ended (idle: by an idle release)
  *  end_members:     the GPU became concurrent: the other members' holds end
- *  queued:          cg was queued (may move it)
+ *  queued:          cg was queued at now (may move it; learns its class)
  *  waiters, hint_bytes: WAITERS and SWAP_HINT values for member h
  *  inform:          tell the other members (WAITERS, SWAP_HINT)
  *  next_deadline, on_tick: as the hooks' (0: none)
@@ -95,7 +95,7 @@ struct nvs_policy_layer {
 	int (*member_detach)(struct client_gpu *cg, uint64_t now);
 	void (*hold_ended)(struct client_gpu *cg, int idle, uint64_t now);
 	void (*end_members)(struct gpu *g, uint64_t now);
-	void (*queued)(struct client_gpu *cg);
+	void (*queued)(struct client_gpu *cg, uint64_t now);
 	uint32_t (*waiters)(const struct gpu *g, const struct client_gpu *h);
 	uint64_t (*hint_bytes)(const struct gpu *g, const struct client_gpu *h);
 	void (*inform)(struct gpu *g);

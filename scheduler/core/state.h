@@ -135,6 +135,11 @@ struct client_gpu {
 		const char *why;     /* why it runs: "first", "fits", "promoted" */
 		int preempted;	     /* dropped for a burst: re-queues at the head */
 		unsigned short_idle; /* streak of short holds ended idle */
+		/* The last hold that ended idle and short: when it ended and how
+		 * long it was; the next request says whether the pause that
+		 * followed was longer than the hold (a burst) or not (a job
+		 * that barely paused: coschedule.c nvs_cosched_queued). */
+		uint64_t idle_end_ns, idle_hold_ns;
 	} co;
 	/* Evidence (unmanaged.c, claims.c; docs/security.md "Claims checked
 	 * against NVML"): what NVML shows of the client's process on this GPU,

@@ -165,28 +165,51 @@ static void test_burst_bound_by_preempt(void **state)
 	burst_preempts(300 * MS); /* asked late: ask + 50 ms decides */
 }
 
-/* Observed class: two short holds ended by idle releases make a client
- * interactive; a long hold makes it batch again. */
+/* Observed class: two short holds, each ended by an idle release and
+ * followed by a pause longer than the hold, make a client interactive; a
+ * client that asks again sooner than it held stays batch (a training
+ * loop's short gaps); a long hold makes it batch again. Under memory
+ * pressure a member that declared no class is told WAITERS 1 with nobody
+ * waiting (the probe: its bursts show), a declared batch one is not. */
 static void test_observed_class(void **state)
 {
 	(void)state;
 	h_setup(1, 10 * GiB, NVS_MODE_AUTO, 100);
 	struct bot *a = h_client(1, 0, 6 * GiB, 0), *b = h_client(2, 0, 6 * GiB, 0);
-	(void)b;
+	struct bot *c = h_client(3, 0, GiB, NVS_HELLO_PRIO_BATCH);
 	const char *src;
 	assert_int_equal(nvs_cosched_interactive(a->cg, &src), 0);
 	assert_string_equal(src, "observed");
-	for (int i = 0; i < 2; i++) {
+	h_req(a);
+	assert_int_equal(h_last(a, NVS_MSG_WAITERS)->value, 1); /* the probe */
+	h_release(a, NVS_RELEASED_IDLE);
+	h_req(c);
+	assert_null(h_last(c, NVS_MSG_WAITERS)); /* declared batch: told 0 */
+	h_release(c, NVS_RELEASED_IDLE);
+	/* Short gaps: stays batch. */
+	for (int i = 0; i < 3; i++) {
 		h_req(a);
 		h_advance(20 * MS);
 		h_release(a, NVS_RELEASED_IDLE);
 		h_advance(MS);
 	}
+	h_req(a);
+	assert_int_equal(nvs_cosched_interactive(a->cg, NULL), 0);
+	h_release(a, NVS_RELEASED_IDLE);
+	/* Bursts with longer pauses: interactive. */
+	for (int i = 0; i < 2; i++) {
+		h_advance(50 * MS);
+		h_req(a);
+		h_advance(20 * MS);
+		h_release(a, NVS_RELEASED_IDLE);
+	}
+	h_advance(50 * MS);
 	assert_int_equal(nvs_cosched_interactive(a->cg, NULL), 1);
 	h_req(a);
 	h_advance(2 * SEC);
 	h_release(a, NVS_RELEASED_IDLE);
 	assert_int_equal(nvs_cosched_interactive(a->cg, NULL), 0);
+	(void)b;
 	h_teardown();
 }
 
