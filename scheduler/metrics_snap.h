@@ -8,7 +8,7 @@
 #define NVSHARE_SCHEDULER_METRICS_SNAP_H
 
 #include "names.h"
-#include "state.h"
+#include "core/state.h"
 
 #include <stddef.h>
 #include <stdint.h>

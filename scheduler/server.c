@@ -1,5 +1,6 @@
 #include "server.h"
 
+#include "clock.h"
 #include "conn.h"
 #include "events.h"
 #include "peer_limits.h"
@@ -8,7 +9,7 @@
 #include "peer.h"
 #include "plog.h"
 #include "podsock.h"
-#include "state.h"
+#include "core/state.h"
 
 #include <errno.h>
 #include <fcntl.h>

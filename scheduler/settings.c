@@ -7,7 +7,7 @@
  */
 #include "settings.h"
 
-#include "coschedule.h"
+#include "core/coschedule.h"
 #include "health.h"
 #include "k8s/k8s_watch.h"
 #include "peer_limits.h"
@@ -16,7 +16,7 @@
 #include "parse.h"
 #include "peer.h"
 #include "plog.h"
-#include "state.h"
+#include "core/state.h"
 #include "state_file.h"
 #include "unmanaged.h"
 

@@ -1,20 +1,20 @@
 #include "status_json.h"
 
-#include "claims.h"
+#include "core/claims.h"
 #include "conn.h"
-#include "coschedule.h"
+#include "core/coschedule.h"
 #include "gpus.h"
 #include "health.h"
 #include "k8s/k8s_watch.h"
 #include "peer_limits.h"
 #include "log.h"
 #include "plog.h"
-#include "policy.h"
+#include "core/policy.h"
 #include "peer.h"
 #include "podsock.h"
-#include "quota.h"
+#include "core/quota.h"
 #include "settings.h"
-#include "state.h"
+#include "core/state.h"
 #include "unmanaged.h"
 
 #include <unistd.h>
@@ -95,7 +95,7 @@ static cJSON *gpu_json(const struct gpu *g, uint64_t now)
 	if (g->holder) {
 		cJSON *h = who(g->holder);
 		num(h, "held_ns", now - g->holder->held_since_ns);
-		cJSON_AddBoolToObject(h, "drop_sent", g->drop_sent);
+		cJSON_AddBoolToObject(h, "drop_sent", g->holder->drop.sent);
 		cJSON_AddItemToObject(o, "holder", h);
 	} else {
 		cJSON_AddNullToObject(o, "holder");

@@ -7,8 +7,8 @@
 #include "../clients.h"
 #include "../devmem.h"
 #include "../events.h"
-#include "../quota.h"
-#include "../state.h"
+#include "../core/limits.h"
+#include "../core/state.h"
 
 #include "log.h"
 #include "parse.h"

@@ -18,7 +18,7 @@ $(B)/tests/sched/t_slow_reader: $(B)/tests/sched/t_slow_reader.o $(SCHED_TEST_CO
 # The settings table in process: every scheduler object but main.o (the
 # rows name variables all over the scheduler).
 $(B)/tests/sched/t_settings: $(B)/tests/sched/t_settings.o \
-		$(filter-out $(B)/scheduler/main.o,$(SCHED_OBJS)) $(COMMON_OBJS)
+		$(filter-out $(B)/scheduler/main.o,$(SCHED_OBJS)) $(CORE_LIB) $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcjson $(K8S_LIBS) -lmicrohttpd -lpthread -ldl
 
 # The adaptive quantum's price of a hand-off, on the scheduler's objects.
@@ -30,7 +30,7 @@ $(B)/tests/sched/t_plog: $(B)/tests/sched/t_plog.o $(B)/scheduler/plog.o $(COMMO
 	$(CC) $(LDFLAGS_ALL) -o $@ $^
 
 # The precedence of limits: the pure resolver alone.
-$(B)/tests/sched/t_limits: $(B)/tests/sched/t_limits.o $(B)/scheduler/limit_resolve.o $(COMMON_OBJS)
+$(B)/tests/sched/t_limits: $(B)/tests/sched/t_limits.o $(B)/scheduler/core/limit_resolve.o $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^
 
 $(B)/tests/sched/t_k8s_request: $(B)/tests/sched/t_k8s_request.o $(B)/scheduler/k8s/k8s_json.o \

@@ -21,7 +21,7 @@ struct nvs_swap_stats;
 
 /* The allocation counted for a claim (bytes): min(claimed, the client's
  * memory limit, capacity x NVSHARE_OVERSUBSCRIPTION_FACTOR), and what NVML
- * shows (unmanaged.c): 0 for a process without a context on the GPU; the
+ * shows (unmanaged.c, through the port: port.h): 0 for a process without a context on the GPU; the
  * evidence (cg->ev.cap) once its claim stayed unproven while it could run.
  * The first clamp of a client on a GPU for each cause is logged and sent
  * as an event; every clamp is counted on the GPU. */
@@ -30,8 +30,8 @@ uint64_t nvs_claims_clamp(struct client_gpu *cg, uint64_t claimed);
 /* MEM_UPDATE / SWAP_STATS from a client: applied now if its connection's
  * report budget allows, else kept as its latest (coalesced) and applied by
  * nvs_claims_tick. */
-void nvs_claims_mem_update(struct client_gpu *cg, uint64_t claimed);
-void nvs_claims_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s);
+void nvs_claims_mem_update(struct client_gpu *cg, uint64_t claimed, uint64_t now);
+void nvs_claims_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s, uint64_t now);
 /* The client_gpu goes away: forget what it had pending. */
 void nvs_claims_forget(struct client_gpu *cg);
 uint64_t nvs_claims_next_deadline(uint64_t now);

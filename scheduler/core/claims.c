@@ -10,13 +10,11 @@
  */
 #include "claims.h"
 
-#include "events.h"
-#include "gpus.h"
 #include "log.h"
 #include "parse.h"
 #include "policy.h"
+#include "port.h"
 #include "state.h"
-#include "unmanaged.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +43,7 @@ uint64_t nvs_claims_clamp(struct client_gpu *cg, uint64_t claimed)
 	/* What NVML shows (unmanaged.c): a process without a context on the
 	 * GPU has no memory there; a claim left unproven while it could run
 	 * counts as the evidence. */
-	int ctx = nvs_unmanaged_context(cg);
+	int ctx = nvs_core_context(cg);
 	if (ctx == 0 && v) {
 		v = 0;
 		by = "no-context";
@@ -67,11 +65,12 @@ uint64_t nvs_claims_clamp(struct client_gpu *cg, uint64_t claimed)
 			 cg->client->id, (int)cg->client->pid, g->index,
 			 nvs_format_size(claimed, a, sizeof a), nvs_format_size(v, b, sizeof b),
 			 by);
-		nvs_event("claim_clamped",
-			  "\"client\":%u,\"pid\":%d,\"gpu\":%d,\"claimed\":%llu,\"counted\":%llu,"
-			  "\"by\":\"%s\"",
-			  cg->client->id, (int)cg->client->pid, g->index,
-			  (unsigned long long)claimed, (unsigned long long)v, by);
+		nvs_core_event(
+		    "claim_clamped",
+		    "\"client\":%u,\"pid\":%d,\"gpu\":%d,\"claimed\":%llu,\"counted\":%llu,"
+		    "\"by\":\"%s\"",
+		    cg->client->id, (int)cg->client->pid, g->index, (unsigned long long)claimed,
+		    (unsigned long long)v, by);
 	}
 	return v;
 }
@@ -113,27 +112,27 @@ static void keep(struct client_gpu *cg, int what)
 	cg->gpu->reports_coalesced++;
 }
 
-static void apply_mem(struct client_gpu *cg, uint64_t claimed)
+static void apply_mem(struct client_gpu *cg, uint64_t claimed, uint64_t now)
 {
 	cg->claimed = claimed;
-	nvs_policy_mem_update(cg, nvs_claims_clamp(cg, claimed));
+	nvs_policy_mem_update(cg, nvs_claims_clamp(cg, claimed), now);
 }
 
-void nvs_claims_mem_update(struct client_gpu *cg, uint64_t claimed)
+void nvs_claims_mem_update(struct client_gpu *cg, uint64_t claimed, uint64_t now)
 {
-	if ((cg->pending & PEND_MEM) || !report_take(cg->client, nvs_now_ns())) {
+	if ((cg->pending & PEND_MEM) || !report_take(cg->client, now)) {
 		/* Replaces what was kept: only the latest matters. */
 		cg->pending_mem = claimed;
 		keep(cg, PEND_MEM);
 		return;
 	}
-	apply_mem(cg, claimed);
+	apply_mem(cg, claimed, now);
 }
 
-void nvs_claims_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s)
+void nvs_claims_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s, uint64_t now)
 {
 	/* Cumulative counters: the latest report holds all earlier ones. */
-	if ((cg->pending & PEND_SWAP) || !report_take(cg->client, nvs_now_ns())) {
+	if ((cg->pending & PEND_SWAP) || !report_take(cg->client, now)) {
 		cg->pending_swap = *s;
 		keep(cg, PEND_SWAP);
 		return;
@@ -177,7 +176,7 @@ void nvs_claims_tick(uint64_t now)
 			/* Memory first: it may change the mode. */
 			if ((cg->pending & PEND_MEM) && report_take(cl, now)) {
 				cg->pending &= ~PEND_MEM;
-				apply_mem(cg, cg->pending_mem);
+				apply_mem(cg, cg->pending_mem, now);
 			}
 			if ((cg->pending & PEND_SWAP) && report_take(cl, now)) {
 				cg->pending &= ~PEND_SWAP;
