@@ -3,8 +3,7 @@
 SCHED_TEST_COMMON := $(B)/ctl/sched_conn.o $(COMMON_OBJS)
 TEST_TARGETS += $(B)/tests/sched/fake_client $(B)/tests/sched/t_kill_handoff \
 	$(B)/tests/sched/t_slow_reader $(B)/tests/sched/t_settings $(B)/tests/sched/t_k8s_request \
-	$(B)/tests/sched/t_plog $(B)/tests/sched/t_limits $(B)/tests/sched/t_handoff \
-	$(B)/tests/sched/t_annotations
+	$(B)/tests/sched/t_plog $(B)/tests/sched/t_limits $(B)/tests/sched/t_annotations
 
 $(B)/tests/sched/fake_client: $(B)/tests/sched/fake_client.o $(SCHED_TEST_COMMON)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^
@@ -19,11 +18,6 @@ $(B)/tests/sched/t_slow_reader: $(B)/tests/sched/t_slow_reader.o $(SCHED_TEST_CO
 # rows name variables all over the scheduler).
 $(B)/tests/sched/t_settings: $(B)/tests/sched/t_settings.o \
 		$(filter-out $(B)/scheduler/main.o,$(SCHED_OBJS)) $(CORE_LIB) $(COMMON_OBJS)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcjson $(K8S_LIBS) -lmicrohttpd -lpthread -ldl
-
-# The adaptive quantum's price of a hand-off, on the scheduler's objects.
-$(B)/tests/sched/t_handoff: $(B)/tests/sched/t_handoff.o \
-		$(filter-out $(B)/scheduler/main.o,$(SCHED_OBJS)) $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcjson $(K8S_LIBS) -lmicrohttpd -lpthread -ldl
 
 $(B)/tests/sched/t_plog: $(B)/tests/sched/t_plog.o $(B)/scheduler/plog.o $(COMMON_OBJS)

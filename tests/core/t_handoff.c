@@ -9,18 +9,32 @@
  * hand-off at 21 ms where it cost 56 ms, the quantum stayed at the 1 s TQ
  * and 1.3 s jobs were cut.
  */
-#include "harness.h"
-#include "scheduler/claims.h"
-#include "scheduler/policy.h"
-#include "scheduler/state.h"
+#include "scheduler/core/claims.h"
+#include "scheduler/core/policy.h"
+#include "scheduler/core/state.h"
 
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
+
+static int tap_n, tap_failed;
+
+static void tap(int ok, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	printf("%sok %d - ", ok ? "" : "not ", ++tap_n);
+	vprintf(fmt, ap);
+	printf("\n");
+	va_end(ap);
+	if (!ok)
+		tap_failed++;
+}
 
 #define MI (1ull << 20)
 #define GI (1ull << 30)
-#define MS 1000000ull
+#define MSEC 1000000ull
 
-struct sched S; /* main.c's, which this test does not link */
 static struct gpu g;
 static struct client ch, cw;
 static struct client_gpu h, w;
@@ -51,15 +65,15 @@ int main(void)
 	g.ahead = &h;
 	h.anext = &w;
 
-	tap(nvs_policy_tq_ns(&g) == 1000 * MS, "no samples: the quantum is the TQ (%llu ms)",
-	    (unsigned long long)(nvs_policy_tq_ns(&g) / MS));
+	tap(nvs_policy_tq_ns(&g) == 1000 * MSEC, "no samples: the quantum is the TQ (%llu ms)",
+	    (unsigned long long)(nvs_policy_tq_ns(&g) / MSEC));
 
 	/* Small swaps (4 MiB in 11.5 ms: a grant with next to nothing to
 	 * move) and large ones (1.15 GiB in 28 ms each way, ~44 GB/s). */
 	for (int i = 0; i < 3; i++)
 		sample(&w, 11500000, 4 * MI, 2300000, 2 * MI);
 	for (int i = 0; i < 2; i++)
-		sample(&h, 28 * MS, 1178 * MI, 28 * MS, 1178 * MI);
+		sample(&h, 28 * MSEC, 1178 * MI, 28 * MSEC, 1178 * MI);
 	/* Each cut to its bytes at the floor rate (NVS_SWAP_FLOOR_BPS). */
 	uint64_t small = 4 * MI * 1000000000ull / NVS_SWAP_FLOOR_BPS +
 			 2 * MI * 1000000000ull / NVS_SWAP_FLOOR_BPS;
@@ -84,8 +98,8 @@ int main(void)
 	    "fewer than 3 speeds: the hand-off is priced at the median times (%llu ns)",
 	    (unsigned long long)fewer);
 
-	sample(&h, 28 * MS, 1178 * MI, 28 * MS, 1178 * MI);
-	uint64_t per_gib = (28 * MS << 30) / (1178 * MI);
+	sample(&h, 28 * MSEC, 1178 * MI, 28 * MSEC, 1178 * MI);
+	uint64_t per_gib = (28 * MSEC << 30) / (1178 * MI);
 	uint64_t want = (out_b * per_gib >> 30) + (1178 * MI * per_gib >> 30);
 	uint64_t got = nvs_policy_handoff_ns(&g);
 	tap(got + 2 >= want && got <= want + 2,
@@ -93,27 +107,27 @@ int main(void)
 	    (unsigned long long)got, (unsigned long long)want);
 	uint64_t tq = nvs_policy_tq_ns(&g);
 	tap(tq == 33 * got, "the quantum is 33 x the hand-off (%llu ms: a 1.3 s job is not cut)",
-	    (unsigned long long)(tq / MS));
+	    (unsigned long long)(tq / MSEC));
 
 	/* A forger: a huge number of bytes in a short time does not make the
 	 * link look faster than the bytes it is counted for allow. */
 	for (int i = 0; i < 5; i++)
-		sample(&w, 1 * MS, 1000 * GI, 1 * MS, 1000 * GI);
+		sample(&w, 1 * MSEC, 1000 * GI, 1 * MSEC, 1000 * GI);
 	uint64_t forged = nvs_policy_handoff_ns(&g);
 	tap(forged > 0 && forged < got,
 	    "5 forged fast swaps (1000 GiB in 1 ms) count as 1.75 GiB in 1 ms: the price falls "
 	    "(%llu ns), bounded below by the TQ",
 	    (unsigned long long)forged);
-	tap(nvs_policy_tq_ns(&g) >= 1000 * MS, "... and the quantum stays >= TQ (%llu ms)",
-	    (unsigned long long)(nvs_policy_tq_ns(&g) / MS));
+	tap(nvs_policy_tq_ns(&g) >= 1000 * MSEC, "... and the quantum stays >= TQ (%llu ms)",
+	    (unsigned long long)(nvs_policy_tq_ns(&g) / MSEC));
 
 	/* Slow reports are cut to the floor rate, so a forger cannot stretch
 	 * the quantum beyond 4 x TQ either. */
 	for (int i = 0; i < 9; i++)
-		sample(&w, 60000 * MS, 1792 * MI, 60000 * MS, 1792 * MI);
-	tap(nvs_policy_tq_ns(&g) == 4000 * MS,
+		sample(&w, 60000 * MSEC, 1792 * MI, 60000 * MSEC, 1792 * MI);
+	tap(nvs_policy_tq_ns(&g) == 4000 * MSEC,
 	    "slow forged swaps: the quantum stops at 4 x TQ (%llu ms)",
-	    (unsigned long long)(nvs_policy_tq_ns(&g) / MS));
+	    (unsigned long long)(nvs_policy_tq_ns(&g) / MSEC));
 
 	/* Nobody waits: no hand-off in sight, the median times. */
 	g.qhead = NULL;
