@@ -128,7 +128,7 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 	cl->device_memory = (h->flags & NVS_HELLO_DEVICE_MEMORY) != 0;
 	cl->connected_ns = nvs_now_ns();
 	nvs_core_client_add(cl);      /* S.clients and its tenant (core/registry.h) */
-	nvs_limits_client_idle(c, 1); /* no GPU yet: bounded per tenant (limits.h) */
+	nvs_limits_client_idle(c, 1); /* no GPU yet: bounded per tenant (peer_limits.h) */
 	nvs_pod_identify(cl);	      /* the Pod's name and limits, or unknown-tenant limits */
 	nvs_state_apply_client(cl);   /* limits nvsharectl set for its Pod (state file) */
 

@@ -6,7 +6,7 @@
 #ifndef NVSHARE_SCHEDULER_CLIENTS_H
 #define NVSHARE_SCHEDULER_CLIENTS_H
 
-#include "core/limits.h"
+#include "core/limits_apply.h"
 #include "protocol.h"
 
 #include <stdint.h>
@@ -26,7 +26,7 @@ void nvs_client_gone(struct client *cl);
 void nvs_clients_start(void);
 
 void nvs_client_send(struct client *cl, const struct nvs_msg *m);
-/* nvs_limits_set_from (core/limits.h) now: the Pod watch's entry. */
+/* nvs_limits_set_from (core/limits_apply.h) now: the Pod watch's entry. */
 int nvs_client_set_limits_from(struct client *cl, enum nvs_limit_src src, uint32_t core,
 			       uint64_t mem);
 

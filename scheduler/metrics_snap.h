@@ -120,7 +120,7 @@ struct msnap {
 	uint64_t seq;	     /* publish number */
 	unsigned nclients;
 	uint64_t conns_accepted, conns_closed_bad, conns_closed_slow;
-	/* Bounds (limits.h) and log rate limiting (plog.h). */
+	/* Bounds (peer_limits.h) and log rate limiting (plog.h). */
 	uint64_t refused_tenant, handshake_timeouts, budget_cuts, buffered;
 	uint64_t log_suppressed, log_dropped;
 	uint64_t loop_stalls, loop_stalled_ns; /* health.c */

@@ -352,7 +352,7 @@ cJSON *nvs_status_json(uint64_t now)
 	num(c, "refused_no_fd", S.accept_refused);
 	num(c, "accept_pauses", S.accept_pauses);
 	num(c, "socket_recreated", S.sock_recreated);
-	/* Bounds (limits.h): what hostile peers were refused or cut. */
+	/* Bounds (peer_limits.h): what hostile peers were refused or cut. */
 	num(c, "refused_tenant_limit", nvs_limits_stats.refused_tenant);
 	num(c, "handshake_timeouts", nvs_limits_stats.handshake_timeouts);
 	num(c, "buffer_budget_cuts", nvs_limits_stats.budget_cuts);

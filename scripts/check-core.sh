@@ -21,4 +21,15 @@ for f in scheduler/core/*.[ch]; do
 		bad=1
 	fi
 done
+# A header named like one of the C library's is found first by every
+# #include <...> of a build that puts its folder on the path (the fuzz
+# build: -Ischeduler -Ischeduler/core): scheduler/limits.h and then
+# core/limits.h hid <limits.h> (PATH_MAX undeclared) twice.
+for f in common/*.h scheduler/*.h scheduler/core/*.h scheduler/k8s/*.h client/*.h; do
+	b=${f##*/}
+	if [ -f "/usr/include/$b" ] || [ -f "/usr/include/x86_64-linux-gnu/$b" ]; then
+		echo "$f: named like the C library's <$b>, which it hides where its folder is on the include path" >&2
+		bad=1
+	fi
+done
 exit $bad

@@ -7,7 +7,7 @@
 #include "../clients.h"
 #include "../devmem.h"
 #include "../events.h"
-#include "../core/limits.h"
+#include "../core/limits_apply.h"
 #include "../core/state.h"
 
 #include "log.h"

@@ -20,7 +20,7 @@
 #include "scheduler/core/claims.h"
 #include "scheduler/core/coschedule.h"
 #include "scheduler/core/fairness.h"
-#include "scheduler/core/limits.h"
+#include "scheduler/core/limits_apply.h"
 #include "scheduler/core/policy.h"
 #include "scheduler/core/port.h"
 #include "scheduler/core/quota.h"

@@ -39,7 +39,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-struct sched S; /* main.c's, which is not linked */
 
 /* log.c replaced: format (so bad arguments still show) and drop. */
 void nvs_log_init(const char *c)

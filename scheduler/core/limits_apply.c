@@ -1,5 +1,5 @@
 /* A client's limits: sources, resolution, SET_LIMITS (limits.h). */
-#include "limits.h"
+#include "limits_apply.h"
 
 #include "log.h"
 #include "policy.h"
