@@ -39,7 +39,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-
 /* log.c replaced: format (so bad arguments still show) and drop. */
 void nvs_log_init(const char *c)
 {
