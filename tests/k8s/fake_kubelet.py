@@ -26,6 +26,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from concurrent import futures
@@ -45,9 +46,18 @@ def load_messages(proto_dir, out_dir, name="deviceplugin"):
     into out_dir (scripts/gpu-bundle.sh) is used as it is."""
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, name + "_pb2.py")
-    if shutil.which("protoc") or not os.path.exists(path):
-        subprocess.run(["protoc", "--proto_path=" + proto_dir, "--python_out=" + out_dir,
-                        os.path.join(proto_dir, name + ".proto")], check=True)
+    proto = os.path.join(proto_dir, name + ".proto")
+    have = os.path.exists(path)
+    # A module compiled beforehand is used as it is unless it is older than
+    # its .proto and protoc is there to do better; a protoc that fails (the
+    # GPU machines have one without the well-known types) is no reason to
+    # drop a module that exists.
+    if not have or (shutil.which("protoc") and os.path.getmtime(path) < os.path.getmtime(proto)):
+        r = subprocess.run(["protoc", "--proto_path=" + proto_dir, "--python_out=" + out_dir, proto],
+                           check=not have)
+        if r.returncode:
+            print("# protoc failed (%d): using the module compiled beforehand, %s" % (r.returncode, path),
+                  file=sys.stderr)
     spec = importlib.util.spec_from_file_location(name + "_pb2", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
