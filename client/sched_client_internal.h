@@ -34,7 +34,7 @@ enum lock_state {
 };
 
 /* Per-GPU state of the scheduler client (the scheduler's own per-GPU
- * state is struct gpu, scheduler/state.h); guarded by nvs_sc.mu unless
+ * state is struct gpu, scheduler/core/state.h); guarded by nvs_sc.mu unless
  * noted. Index = CUDA ordinal. */
 struct sc_gpu {
 	int attached;	    /* the process uses this GPU */

@@ -8,7 +8,7 @@ COMMON_OBJS := $(COMMON_SRCS:%.c=$(B)/%.o)
 # that include it name it as a prerequisite so the first build has it.
 NVS_VERSION_H := $(B)/gen/nvs_version.h
 VERSION_USERS := $(B)/scheduler/main.o $(B)/scheduler/status_json.o $(B)/scheduler/metrics_render.o $(B)/ctl/nvsharectl.o \
-	$(B)/device-plugin/main.o $(B)/dra-plugin/main.o $(B)/client/version.o
+	$(B)/device-plugin/flags.o $(B)/client/version.o
 $(VERSION_USERS): $(NVS_VERSION_H)
 $(VERSION_USERS): ALL_CFLAGS += -I$(B)/gen
 

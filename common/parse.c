@@ -438,3 +438,17 @@ int nvs_env_u64(const char *name, uint64_t lo, uint64_t hi, uint64_t *out)
 	}
 	return 1;
 }
+
+int nvs_parse_choice(const char *choices, const char *s, int icase)
+{
+	size_t n = strlen(s);
+	for (int i = 0;; i++) {
+		const char *bar = strchr(choices, '|');
+		size_t len = bar ? (size_t)(bar - choices) : strlen(choices);
+		if (len == n && !(icase ? strncasecmp(choices, s, n) : memcmp(choices, s, n)))
+			return i;
+		if (!bar)
+			return -1;
+		choices = bar + 1;
+	}
+}

@@ -38,6 +38,10 @@ int nvs_parse_tq_ms(const char *s, uint64_t *out);
 /* Unsigned integer in range. */
 int nvs_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 
+/* The position of s among the words "a|b|c" (0, 1, 2): the whole string,
+ * exactly, or with icase case-insensitively. -1 when it is none of them. */
+int nvs_parse_choice(const char *choices, const char *s, int icase);
+
 /*
  * Extracts a Kubernetes Pod UID from one line of /proc/<pid>/cgroup (v1
  * "id:controllers:path" or v2 "0::path"), for the cgroupfs driver

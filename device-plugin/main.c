@@ -27,6 +27,7 @@
 #include "bindings.h"
 #include "devices.h"
 #include "grpc_server.h"
+#include "flags.h"
 #include "health.h"
 #include "log.h"
 #include "parse.h"
@@ -34,8 +35,6 @@
 #include "podres.h"
 #include "policy.h"
 #include "sockpath.h"
-
-#include "nvs_version.h" /* generated: scripts/gen-version.sh */
 
 #define KUBELET_SOCK "kubelet.sock"
 #define REGISTER_TIMEOUT_MS 15000
@@ -122,10 +121,9 @@ static void usage(FILE *f)
 		NVS_DP_MAX_REPLICAS, NVS_DP_PODRES_SOCKET, NVS_DP_STATE_DIR);
 }
 
-/* Probes (health.h): --health-file, --probe live|ready, --probe-max-age. */
-static const char *health_file;
-static int probe; /* 1 live, 2 ready */
-static uint64_t probe_max_age_ms = NVS_DP_PROBE_MAX_AGE_MS;
+/* Probes (health.h, flags.h): --health-file, --probe live|ready,
+ * --probe-max-age. */
+static struct nvs_dp_probe_opts probe = NVS_DP_PROBE_OPTS_INIT;
 
 static uint64_t now_ms(void)
 {
@@ -323,9 +321,7 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 	    {"gpu-memory-size", required_argument, 0, O_GMEM},
 	    {"memory-socket-name", required_argument, 0, O_MSOCK},
 	    {"no-memory-resource", no_argument, 0, O_NOMEM},
-	    {"health-file", required_argument, 0, O_HFILE},
-	    {"probe", required_argument, 0, O_PROBE},
-	    {"probe-max-age", required_argument, 0, O_PROBE_AGE},
+	    NVS_DP_PROBE_OPTIONS(O_HFILE),
 	    {"device-list-strategy", required_argument, 0, O_LIST},
 	    {"cdi-spec-dir", required_argument, 0, O_CDI_DIR},
 	    {"cdi-driver-kind", required_argument, 0, O_CDI_DRIVER},
@@ -361,47 +357,20 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 			c->replicas = (unsigned)v;
 			break;
 		case O_POL:
-			if (nvs_dp_policy_parse(optarg, &c->policy)) {
-				fprintf(
-				    stderr,
-				    "--allocation-policy: expected spread or pack, got \"%s\"\n",
-				    optarg);
-				return -1;
-			}
+			if (nvs_dp_policy_parse(optarg, &c->policy))
+				return nvs_dp_bad_flag("--allocation-policy", "spread or pack",
+						       optarg);
 			break;
 		case O_HEALTH:
-			if (nvs_parse_duration_ms(optarg, &c->health_interval_ms)) {
-				fprintf(stderr,
-					"--health-interval: expected a duration such as 5s, got "
-					"\"%s\"\n",
-					optarg);
-				return -1;
-			}
+			if (nvs_parse_duration_ms(optarg, &c->health_interval_ms))
+				return nvs_dp_bad_flag("--health-interval", "a duration such as 5s",
+						       optarg);
 			break;
 		case O_HFILE:
-			if (!*optarg) {
-				fprintf(stderr, "--health-file: expected a path\n");
-				return -1;
-			}
-			health_file = optarg;
-			break;
 		case O_PROBE:
-			if (strcmp(optarg, "live") && strcmp(optarg, "ready")) {
-				fprintf(stderr, "--probe: expected live or ready, got \"%s\"\n",
-					optarg);
-				return -1;
-			}
-			probe = optarg[0] == 'r' ? 2 : 1;
-			break;
 		case O_PROBE_AGE:
-			if (nvs_parse_duration_ms(optarg, &probe_max_age_ms) ||
-			    probe_max_age_ms < 1000 || probe_max_age_ms > 3600000) {
-				fprintf(
-				    stderr,
-				    "--probe-max-age: expected 1s .. 1h such as 30s, got \"%s\"\n",
-				    optarg);
+			if (nvs_dp_probe_flag(&probe, o - O_HFILE, optarg))
 				return -1;
-			}
 			break;
 		case O_HLIB:
 			c->host_lib_dir = optarg;
@@ -424,36 +393,25 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 		case O_MUNIT:
 			/* A bare number is bytes; at most 1 TiB so that units x
 			 * unit cannot overflow. */
-			if (nvs_parse_size(optarg, 1, &v) || v < (1ull << 20) || v > (1ull << 40)) {
-				fprintf(stderr,
-					"--memory-unit: expected a size from 1Mi to 1Ti such as "
-					"1Gi or 512Mi, got \"%s\"\n",
-					optarg);
-				return -1;
-			}
+			if (nvs_parse_size(optarg, 1, &v) || v < (1ull << 20) || v > (1ull << 40))
+				return nvs_dp_bad_flag(
+				    "--memory-unit", "a size from 1Mi to 1Ti such as 1Gi or 512Mi",
+				    optarg);
 			c->mem_unit = v;
 			break;
 		case O_MOVER: {
 			char *end = NULL;
 			double f = strtod(optarg, &end);
-			if (end == optarg || *end || !(f > 0 && f <= 64)) {
-				fprintf(stderr,
-					"--memory-oversubscription: expected a factor in (0, 64] "
-					"such as 1.5, got \"%s\"\n",
-					optarg);
-				return -1;
-			}
+			if (end == optarg || *end || !(f > 0 && f <= 64))
+				return nvs_dp_bad_flag("--memory-oversubscription",
+						       "a factor in (0, 64] such as 1.5", optarg);
 			c->mem_oversubscription = f;
 			break;
 		}
 		case O_GMEM:
-			if (nvs_parse_size(optarg, 1, &v) || v == 0) {
-				fprintf(stderr,
-					"--gpu-memory-size: expected a size such as 80Gi, got "
-					"\"%s\"\n",
-					optarg);
-				return -1;
-			}
+			if (nvs_parse_size(optarg, 1, &v) || v == 0)
+				return nvs_dp_bad_flag("--gpu-memory-size", "a size such as 80Gi",
+						       optarg);
 			c->gpu_memory_size = v;
 			break;
 		case O_MSOCK:
@@ -463,29 +421,18 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 			c->mem_resource_name = NULL;
 			break;
 		case O_LIST:
-			if (nvs_dp_list_parse(optarg, &c->cdi.strategies)) {
-				fprintf(stderr,
-					"--device-list-strategy: expected a comma list of envvar, "
-					"volume-mounts, cdi-annotations, cdi-cri, got \"%s\"\n",
-					optarg);
-				return -1;
-			}
+			if (nvs_dp_list_parse(optarg, &c->cdi.strategies))
+				return nvs_dp_bad_flag("--device-list-strategy",
+						       "a comma list of envvar, volume-mounts, "
+						       "cdi-annotations, cdi-cri",
+						       optarg);
 			break;
 		case O_CDI_DIR:
 			c->cdi.spec_dir = optarg;
 			break;
 		case O_CDI_DRIVER:
-			/* A CDI kind is vendor/class: one '/', no '='. */
-			if (strcmp(optarg, "none") &&
-			    (!strchr(optarg, '/') || strchr(strchr(optarg, '/') + 1, '/') ||
-			     strchr(optarg, '=') || strchr(optarg, ','))) {
-				fprintf(stderr,
-					"--cdi-driver-kind: expected a CDI kind such as "
-					"nvidia.com/gpu, or none, got \"%s\"\n",
-					optarg);
+			if (nvs_dp_cdi_kind_flag(optarg, &c->cdi.driver_kind))
 				return -1;
-			}
-			c->cdi.driver_kind = strcmp(optarg, "none") ? optarg : "";
 			break;
 		case O_CDI_DEV:
 			c->cdi.dev_root = optarg;
@@ -498,14 +445,9 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 			break;
 		case O_PODRES_INT:
 			if (nvs_parse_duration_ms(optarg, &c->podres_interval_ms) ||
-			    c->podres_interval_ms < 100 || c->podres_interval_ms > 3600000) {
-				fprintf(
-				    stderr,
-				    "--pod-resources-interval: expected 100ms .. 1h such as 30s, "
-				    "got \"%s\"\n",
-				    optarg);
-				return -1;
-			}
+			    c->podres_interval_ms < 100 || c->podres_interval_ms > 3600000)
+				return nvs_dp_bad_flag("--pod-resources-interval",
+						       "100ms .. 1h such as 30s", optarg);
 			break;
 		case O_STATE_DIR:
 			c->state_dir = strcmp(optarg, "none") ? optarg : NULL;
@@ -514,31 +456,21 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 			/* Below the kubelet's 30 s PreStartContainer timeout, with
 			 * room for the PodResources calls before it. */
 			if (nvs_parse_duration_ms(optarg, &c->pod_socket_wait_ms) ||
-			    c->pod_socket_wait_ms > 20000) {
-				fprintf(
-				    stderr,
-				    "--pod-socket-wait: expected 0 .. 20s such as 3s, got \"%s\"\n",
-				    optarg);
-				return -1;
-			}
+			    c->pod_socket_wait_ms > 20000)
+				return nvs_dp_bad_flag("--pod-socket-wait", "0 .. 20s such as 3s",
+						       optarg);
 			break;
-		case 'V':
-			printf("nvshare-device-plugin %s\n", NVS_VERSION_FULL);
-			exit(0);
-		case 'h':
-			usage(stdout);
-			exit(0);
 		default:
-			usage(stderr);
-			return -1;
+			return nvs_dp_flag_other(o, "nvshare-device-plugin", usage);
 		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "unexpected argument \"%s\"\n", argv[optind]);
-		return -1;
 	}
 	if (!c->container_sock_dir)
 		c->container_sock_dir = c->host_sock_dir;
+	const char *paths[] = {c->host_lib_dir,	      c->container_lib_dir, c->host_sock_dir,
+			       c->container_sock_dir, c->kubelet_dir,	    c->cdi.spec_dir,
+			       c->cdi.dev_root,	      c->podres_socket};
+	if (nvs_dp_flags_end(argc, argv, paths, sizeof paths / sizeof paths[0]))
+		return -1;
 	if (strlen(c->host_sock_dir) > NVS_SOCK_DIR_MAX) {
 		fprintf(stderr,
 			"--host-socket-dir: at most %zu bytes (the scheduler's socket path in it "
@@ -567,16 +499,6 @@ static int parse_args(int argc, char **argv, struct nvs_dp_config *c)
 	if (!strchr(c->resource_name, '/')) {
 		fprintf(stderr, "--resource-name: an extended resource such as nvshare.com/gpu\n");
 		return -1;
-	}
-	const char *dirs[] = {c->host_lib_dir,	     c->container_lib_dir, c->host_sock_dir,
-			      c->container_sock_dir, c->kubelet_dir,	   c->cdi.spec_dir,
-			      c->cdi.dev_root,	     c->podres_socket};
-	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-		if (dirs[i][0] != '/') {
-			fprintf(stderr, "directories and sockets must be absolute paths: \"%s\"\n",
-				dirs[i]);
-			return -1;
-		}
 	}
 	if (c->state_dir && (c->state_dir[0] != '/' || strlen(c->state_dir) > 200)) {
 		fprintf(stderr,
@@ -664,13 +586,9 @@ int main(int argc, char **argv)
 	}
 	if (parse_args(argc, argv, &st.cfg))
 		return 2;
-	if (probe) {
-		if (!health_file) {
-			fprintf(stderr, "--probe needs --health-file\n");
-			return 2;
-		}
-		return nvs_dp_health_probe(health_file, probe == 2, probe_max_age_ms);
-	}
+	int rc = nvs_dp_probe_run(&probe);
+	if (rc >= 0)
+		return rc;
 	int n2 = snprintf(st.kubelet_sock, sizeof st.kubelet_sock, "%s/%s", st.cfg.kubelet_dir,
 			  KUBELET_SOCK);
 	if (n2 < 0 || (size_t)n2 >= 100 ||
@@ -757,7 +675,7 @@ int main(int argc, char **argv)
 		unsigned nreg = 0;
 		for (unsigned i = 0; i < st.nep; i++)
 			nreg += st.ep[i].registered != 0;
-		nvs_dp_health_stamp(health_file, now, nreg, st.nep);
+		nvs_dp_health_stamp(probe.health_file, now, nreg, st.nep);
 		add_watch(&st);
 		nvs_dp_bind_tick();
 		if (now >= next_reconcile) {

@@ -8,7 +8,7 @@
 DP_GEN := $(B)/device-plugin/gen
 DP_SRCS := device-plugin/main.c device-plugin/plugin.c device-plugin/grpc_server.c \
 	device-plugin/devices.c device-plugin/policy.c device-plugin/health.c device-plugin/cdi.c \
-	device-plugin/bindings.c device-plugin/podres.c
+	device-plugin/bindings.c device-plugin/podres.c device-plugin/flags.c
 DP_PROTOS := deviceplugin podresources
 DP_OBJS := $(DP_SRCS:%.c=$(B)/%.o) $(DP_PROTOS:%=$(DP_GEN)/%.pb-c.o)
 DP_PKGS := grpc libprotobuf-c

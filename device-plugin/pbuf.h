@@ -4,6 +4,7 @@
 #define NVSHARE_DP_PBUF_H
 
 #include <protobuf-c/protobuf-c.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "grpc_server.h"
@@ -23,6 +24,28 @@ static inline int nvs_pb_pack(const ProtobufCMessage *m, struct nvs_rpc_buf *out
 static inline const uint8_t *nvs_pb_bytes(const uint8_t *p)
 {
 	return p ? p : (const uint8_t *)"";
+}
+
+/* A handler's answer: m packed into out, NVS_RPC_OK; or NVS_RPC_INTERNAL
+ * with "out of memory" in msg. */
+static inline int nvs_pb_reply(const ProtobufCMessage *m, struct nvs_rpc_buf *out, char *msg,
+			       size_t msgcap)
+{
+	if (!nvs_pb_pack(m, out))
+		return NVS_RPC_OK;
+	snprintf(msg, msgcap, "out of memory");
+	return NVS_RPC_INTERNAL;
+}
+
+/* A handler's request: the message of descriptor d, or NULL with "cannot
+ * decode <Message>" in msg (the handler answers NVS_RPC_INVALID_ARGUMENT). */
+static inline void *nvs_pb_unpack(const ProtobufCMessageDescriptor *d, const uint8_t *data,
+				  size_t len, char *msg, size_t msgcap)
+{
+	void *m = protobuf_c_message_unpack(d, NULL, len, nvs_pb_bytes(data));
+	if (!m)
+		snprintf(msg, msgcap, "cannot decode %s", d->short_name);
+	return m;
 }
 
 #endif

@@ -13,17 +13,6 @@
 #include "pbuf.h"
 #include "sockpath.h"
 
-/* A request message, or NULL with "cannot decode <Message>" in msg (the
- * caller answers INVALID_ARGUMENT). */
-static void *unpack_request(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t len,
-			    char *msg, size_t msgcap)
-{
-	void *m = protobuf_c_message_unpack(d, NULL, len, nvs_pb_bytes(data));
-	if (!m)
-		snprintf(msg, msgcap, "cannot decode %s", d->short_name);
-	return m;
-}
-
 /* ---- ListAndWatch ---- */
 
 struct list_build {
@@ -117,7 +106,7 @@ int nvs_dp_check_options(const uint8_t *data, size_t len)
 static int preferred(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
 		     struct nvs_rpc_buf *resp, char *msg, size_t msgcap)
 {
-	V1beta1__PreferredAllocationRequest *req = unpack_request(
+	V1beta1__PreferredAllocationRequest *req = nvs_pb_unpack(
 	    &v1beta1__preferred_allocation_request__descriptor, data, len, msg, msgcap);
 	if (!req)
 		return NVS_RPC_INVALID_ARGUMENT;
@@ -172,10 +161,7 @@ static int preferred(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
 	V1beta1__PreferredAllocationResponse r = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
 	r.n_container_responses = nc;
 	r.container_responses = crp;
-	if (nvs_pb_pack(&r.base, resp)) {
-		status = NVS_RPC_INTERNAL;
-		snprintf(msg, msgcap, "out of memory");
-	}
+	status = nvs_pb_reply(&r.base, resp, msg, msgcap);
 out:
 	if (chosen)
 		for (size_t i = 0; i < nc; i++)
@@ -304,7 +290,7 @@ static int allocate(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
 {
 	const struct nvs_dp_config *cfg = p->cfg;
 	V1beta1__AllocateRequest *req =
-	    unpack_request(&v1beta1__allocate_request__descriptor, data, len, msg, msgcap);
+	    nvs_pb_unpack(&v1beta1__allocate_request__descriptor, data, len, msg, msgcap);
 	if (!req)
 		return NVS_RPC_INVALID_ARGUMENT;
 	size_t nc = req->n_container_requests;
@@ -387,10 +373,7 @@ static int allocate(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
 	V1beta1__AllocateResponse ar = V1BETA1__ALLOCATE_RESPONSE__INIT;
 	ar.n_container_responses = nc;
 	ar.container_responses = op;
-	if (nvs_pb_pack(&ar.base, resp)) {
-		snprintf(msg, msgcap, "out of memory");
-		status = NVS_RPC_INTERNAL;
-	}
+	status = nvs_pb_reply(&ar.base, resp, msg, msgcap);
 out:
 	free(o);
 	free(op);
@@ -404,7 +387,7 @@ out:
 static int prestart(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
 		    struct nvs_rpc_buf *resp, char *msg, size_t msgcap)
 {
-	V1beta1__PreStartContainerRequest *req = unpack_request(
+	V1beta1__PreStartContainerRequest *req = nvs_pb_unpack(
 	    &v1beta1__pre_start_container_request__descriptor, data, len, msg, msgcap);
 	if (!req)
 		return NVS_RPC_INVALID_ARGUMENT;
@@ -412,11 +395,7 @@ static int prestart(struct nvs_dp_plugin *p, const uint8_t *data, size_t len,
 			     req->n_devices_ids);
 	v1beta1__pre_start_container_request__free_unpacked(req, NULL);
 	V1beta1__PreStartContainerResponse r = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
-	if (nvs_pb_pack(&r.base, resp)) {
-		snprintf(msg, msgcap, "out of memory");
-		return NVS_RPC_INTERNAL;
-	}
-	return NVS_RPC_OK;
+	return nvs_pb_reply(&r.base, resp, msg, msgcap);
 }
 
 /* ---- dispatch ---- */

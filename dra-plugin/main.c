@@ -29,6 +29,7 @@
 #include "driver.h"
 #include "gpus.h"
 #include "grpc_server.h"
+#include "flags.h"
 #include "health.h"
 #include "kube.h"
 #include "clock.h"
@@ -37,8 +38,6 @@
 #include "publish.h"
 #include "rpc.h"
 #include "sockpath.h"
-
-#include "nvs_version.h" /* generated: scripts/gen-version.sh */
 
 #define DEFAULT_DRIVER "gpu.nvshare.com"
 #define RETRY_MS 1000
@@ -104,9 +103,8 @@ struct opts {
 	const char *driver, *node, *registry_dir, *plugin_dir, *checkpoint;
 	const char *kube_api, *kube_token, *kube_ca;
 	double oversub;
-	uint64_t gpu_mem, health_ms, resync_ms, probe_max_age_ms;
-	const char *health_file;
-	int probe;
+	uint64_t gpu_mem, health_ms, resync_ms;
+	struct nvs_dp_probe_opts probe; /* flags.h */
 	struct nvs_dra_cfg cfg;
 };
 
@@ -117,12 +115,6 @@ static int dns_subdomain(const char *s, size_t max)
 	size_t n = strlen(s);
 	return nvs_k8s_name_ok(s, max + 1, 1) && s[0] != '-' && s[0] != '.' && s[n - 1] != '-' &&
 	       s[n - 1] != '.';
-}
-
-static int bad(const char *flag, const char *want, const char *got)
-{
-	fprintf(stderr, "%s: expected %s, got \"%s\"\n", flag, want, got);
-	return -1;
 }
 
 static int parse_args(int argc, char **argv, struct opts *o)
@@ -178,9 +170,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	    {"scheduler-wait", required_argument, 0, O_WAIT},
 	    {"health-interval", required_argument, 0, O_HEALTH},
 	    {"slice-resync", required_argument, 0, O_RESYNC},
-	    {"health-file", required_argument, 0, O_HFILE},
-	    {"probe", required_argument, 0, O_PROBE},
-	    {"probe-max-age", required_argument, 0, O_PROBE_AGE},
+	    NVS_DP_PROBE_OPTIONS(O_HFILE),
 	    {"require-scheduler", no_argument, 0, O_REQUIRE},
 	    {"version", no_argument, 0, 'V'},
 	    {"help", no_argument, 0, 'h'},
@@ -193,10 +183,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		switch (c) {
 		case O_DRIVER:
 			if (!dns_subdomain(optarg, 63) || !strchr(optarg, '.'))
-				return bad("--driver-name",
-					   "a DNS subdomain of at most 63 characters with a dot, "
-					   "such as gpu.nvshare.com",
-					   optarg);
+				return nvs_dp_bad_flag(
+				    "--driver-name",
+				    "a DNS subdomain of at most 63 characters with a dot, "
+				    "such as gpu.nvshare.com",
+				    optarg);
 			o->driver = optarg;
 			break;
 		case O_NODE:
@@ -234,7 +225,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case O_LIBNAME:
 			if (!*optarg || strchr(optarg, '/'))
-				return bad("--library-name", "a file name", optarg);
+				return nvs_dp_bad_flag("--library-name", "a file name", optarg);
 			f->lib_name = optarg;
 			break;
 		case O_NOCHECK:
@@ -244,13 +235,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			f->cdi_dir = optarg;
 			break;
 		case O_CDI_KIND:
-			/* A CDI kind is vendor/class: one '/', no '='. */
-			if (strcmp(optarg, "none") &&
-			    (!strchr(optarg, '/') || strchr(strchr(optarg, '/') + 1, '/') ||
-			     strchr(optarg, '=') || strchr(optarg, ',')))
-				return bad("--cdi-driver-kind",
-					   "a CDI kind such as nvidia.com/gpu, or none", optarg);
-			o->cfg.cdi_driver_kind = strcmp(optarg, "none") ? optarg : "";
+			if (nvs_dp_cdi_kind_flag(optarg, &o->cfg.cdi_driver_kind))
+				return -1;
 			break;
 		case O_CDI_DEV:
 			f->dev_root = optarg;
@@ -259,76 +245,54 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			char *end = NULL;
 			double x = strtod(optarg, &end);
 			if (end == optarg || *end || !(x >= 1 && x <= 64))
-				return bad("--memory-oversubscription",
-					   "a factor in [1, 64] such as 1.5", optarg);
+				return nvs_dp_bad_flag("--memory-oversubscription",
+						       "a factor in [1, 64] such as 1.5", optarg);
 			o->oversub = x;
 			break;
 		}
 		case O_GMEM:
 			if (nvs_parse_size(optarg, 1, &v) || v < NVS_DRA_MIB)
-				return bad("--gpu-memory-size", "a size such as 80Gi", optarg);
+				return nvs_dp_bad_flag("--gpu-memory-size", "a size such as 80Gi",
+						       optarg);
 			o->gpu_mem = v;
 			break;
 		case O_WAIT:
 			if (nvs_parse_duration_ms(optarg, &o->cfg.scheduler_wait_ms) ||
 			    o->cfg.scheduler_wait_ms < 100 || o->cfg.scheduler_wait_ms > 120000)
-				return bad("--scheduler-wait",
-					   "a duration from 100ms to 2m such as 10s", optarg);
+				return nvs_dp_bad_flag("--scheduler-wait",
+						       "a duration from 100ms to 2m such as 10s",
+						       optarg);
 			break;
 		case O_HEALTH:
 			if (nvs_parse_duration_ms(optarg, &o->health_ms))
-				return bad("--health-interval", "a duration such as 5s, or 0",
-					   optarg);
+				return nvs_dp_bad_flag("--health-interval",
+						       "a duration such as 5s, or 0", optarg);
 			break;
 		case O_RESYNC:
 			if (nvs_parse_duration_ms(optarg, &o->resync_ms) || o->resync_ms < 1000)
-				return bad("--slice-resync", "a duration of at least 1s such as 5m",
-					   optarg);
+				return nvs_dp_bad_flag("--slice-resync",
+						       "a duration of at least 1s such as 5m",
+						       optarg);
 			break;
 		case O_HFILE:
-			if (!*optarg)
-				return bad("--health-file", "a path", optarg);
-			o->health_file = optarg;
-			break;
 		case O_PROBE:
-			if (strcmp(optarg, "live") && strcmp(optarg, "ready"))
-				return bad("--probe", "live or ready", optarg);
-			o->probe = optarg[0] == 'r' ? 2 : 1;
-			break;
 		case O_PROBE_AGE:
-			if (nvs_parse_duration_ms(optarg, &o->probe_max_age_ms) ||
-			    o->probe_max_age_ms < 1000 || o->probe_max_age_ms > 3600000)
-				return bad("--probe-max-age", "1s .. 1h such as 30s", optarg);
+			if (nvs_dp_probe_flag(&o->probe, c - O_HFILE, optarg))
+				return -1;
 			break;
 		case O_REQUIRE:
 			f->require_scheduler = 1;
 			break;
-		case 'V':
-			printf("nvshare-dra-plugin %s\n", NVS_VERSION_FULL);
-			exit(0);
-		case 'h':
-			usage(stdout);
-			exit(0);
 		default:
-			usage(stderr);
-			return -1;
+			return nvs_dp_flag_other(c, "nvshare-dra-plugin", usage);
 		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "unexpected argument \"%s\"\n", argv[optind]);
-		return -1;
 	}
 	if (!f->container_sock_dir)
 		f->container_sock_dir = f->host_sock_dir;
-	const char *dirs[] = {o->registry_dir, f->host_sock_dir,     f->container_sock_dir,
-			      f->host_lib_dir, f->container_lib_dir, f->cdi_dir,
-			      f->dev_root,     o->plugin_dir,	     o->checkpoint};
-	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
-		if (dirs[i] && dirs[i][0] != '/') {
-			fprintf(stderr, "paths must be absolute: \"%s\"\n", dirs[i]);
-			return -1;
-		}
-	return 0;
+	const char *paths[] = {o->registry_dir, f->host_sock_dir,     f->container_sock_dir,
+			       f->host_lib_dir, f->container_lib_dir, f->cdi_dir,
+			       f->dev_root,	o->plugin_dir,	      o->checkpoint};
+	return nvs_dp_flags_end(argc, argv, paths, sizeof paths / sizeof paths[0]);
 }
 
 /* One gRPC server and the socket it listens on. */
@@ -389,7 +353,7 @@ int main(int argc, char **argv)
 	o.oversub = 1.0;
 	o.health_ms = 5000;
 	o.resync_ms = 300000;
-	o.probe_max_age_ms = NVS_DP_PROBE_MAX_AGE_MS;
+	o.probe = (struct nvs_dp_probe_opts)NVS_DP_PROBE_OPTS_INIT;
 	o.cfg = (struct nvs_dra_cfg){
 	    .check_library = 1,
 	    .cdi_driver_kind = "nvidia.com/gpu",
@@ -403,13 +367,9 @@ int main(int argc, char **argv)
 	};
 	if (parse_args(argc, argv, &o))
 		return 2;
-	if (o.probe) {
-		if (!o.health_file) {
-			fprintf(stderr, "--probe needs --health-file\n");
-			return 2;
-		}
-		return nvs_dp_health_probe(o.health_file, o.probe == 2, o.probe_max_age_ms);
-	}
+	int rc = nvs_dp_probe_run(&o.probe);
+	if (rc >= 0)
+		return rc;
 	if (!o.node || !dns_subdomain(o.node, 253)) {
 		fprintf(stderr,
 			"--node-name (or NODE_NAME): expected this node's name, got \"%s\"\n",
@@ -487,7 +447,7 @@ int main(int argc, char **argv)
 	int exit_code = 0, waiting_logged = 0;
 	for (;;) {
 		uint64_t now = nvs_dra_now_ms();
-		nvs_dp_health_stamp(o.health_file, now, atomic_load(&rpc.registered) == 1, 1);
+		nvs_dp_health_stamp(o.probe.health_file, now, atomic_load(&rpc.registered) == 1, 1);
 		/* The DRA socket first: GetInfo names it. */
 		start_endpoint(&dra, o.driver, now);
 		if (dra.server) {

@@ -1,7 +1,7 @@
 # dra-plugin/: nvshare-dra-plugin, the Kubernetes DRA driver (docs/dra.md).
 # Same stack as the device plugin (Debian's libgrpc-dev, libprotobuf-c-dev,
 # protobuf-c-compiler), whose gRPC transport, GPU discovery, CDI device
-# nodes and probe file it reuses (device-plugin/*.o), plus libcurl and
+# nodes, probe file and shared flags it reuses (device-plugin/*.o), plus libcurl and
 # cJSON for the API server. The protobuf-c code is generated from
 # dra-plugin/dra.proto into $(B)/dra-plugin/gen at build time.
 
@@ -11,7 +11,8 @@ DRA_SRCS := dra-plugin/main.c dra-plugin/rpc.c dra-plugin/driver.c dra-plugin/fi
 	dra-plugin/kube.c dra-plugin/publish.c
 # The device plugin's parts it shares (built by device-plugin/module.mk).
 DRA_DP_OBJS := $(B)/device-plugin/grpc_server.o $(B)/device-plugin/devices.o \
-	$(B)/device-plugin/policy.o $(B)/device-plugin/cdi.o $(B)/device-plugin/health.o
+	$(B)/device-plugin/policy.o $(B)/device-plugin/cdi.o $(B)/device-plugin/health.o \
+	$(B)/device-plugin/flags.o
 DRA_OBJS := $(DRA_SRCS:%.c=$(B)/%.o) $(DRA_GEN)/dra.pb-c.o
 # On first use, as the device plugin's (device-plugin/module.mk); the
 # libraries are the device plugin's.

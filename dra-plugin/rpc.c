@@ -37,11 +37,9 @@ static int notify(struct nvs_dra_rpc *r, const uint8_t *data, size_t len, struct
 		  char *msg, size_t msgcap)
 {
 	Nvsdra__RegistrationStatus *s =
-	    nvsdra__registration_status__unpack(NULL, len, nvs_pb_bytes(data));
-	if (!s) {
-		snprintf(msg, msgcap, "cannot decode RegistrationStatus");
+	    nvs_pb_unpack(&nvsdra__registration_status__descriptor, data, len, msg, msgcap);
+	if (!s)
 		return NVS_RPC_INVALID_ARGUMENT;
-	}
 	if (s->plugin_registered) {
 		if (atomic_exchange(&r->registered, 1) != 1)
 			NVS_INFO("registered with the kubelet as DRA driver %s",
@@ -53,7 +51,7 @@ static int notify(struct nvs_dra_rpc *r, const uint8_t *data, size_t len, struct
 	}
 	nvsdra__registration_status__free_unpacked(s, NULL);
 	Nvsdra__RegistrationStatusResponse out = NVSDRA__REGISTRATION_STATUS_RESPONSE__INIT;
-	return nvs_pb_pack(&out.base, resp) ? NVS_RPC_INTERNAL : NVS_RPC_OK;
+	return nvs_pb_reply(&out.base, resp, msg, msgcap);
 }
 
 static int registration_unary(void *ctx, const char *method, const uint8_t *req, size_t req_len,
@@ -138,12 +136,10 @@ static void fill(struct nvs_dra_rpc *r, struct answer *a)
 static int prepare(struct nvs_dra_rpc *r, const uint8_t *data, size_t len, struct nvs_rpc_buf *out,
 		   char *msg, size_t msgcap)
 {
-	Nvsdra__NodePrepareResourcesRequest *q =
-	    nvsdra__node_prepare_resources_request__unpack(NULL, len, nvs_pb_bytes(data));
-	if (!q) {
-		snprintf(msg, msgcap, "cannot decode NodePrepareResourcesRequest");
+	Nvsdra__NodePrepareResourcesRequest *q = nvs_pb_unpack(
+	    &nvsdra__node_prepare_resources_request__descriptor, data, len, msg, msgcap);
+	if (!q)
 		return NVS_RPC_INVALID_ARGUMENT;
-	}
 	size_t n = q->n_claims;
 	struct answer *a = calloc(n ? n : 1, sizeof *a);
 	Nvsdra__NodePrepareResourcesResponse__ClaimsEntry **ents = calloc(n ? n : 1, sizeof *ents);
@@ -172,10 +168,7 @@ static int prepare(struct nvs_dra_rpc *r, const uint8_t *data, size_t len, struc
 	Nvsdra__NodePrepareResourcesResponse resp = NVSDRA__NODE_PREPARE_RESOURCES_RESPONSE__INIT;
 	resp.n_claims = n;
 	resp.claims = ents;
-	if (nvs_pb_pack(&resp.base, out)) {
-		snprintf(msg, msgcap, "out of memory");
-		status = NVS_RPC_INTERNAL;
-	}
+	status = nvs_pb_reply(&resp.base, out, msg, msgcap);
 out:
 	free(ents);
 	free(a);
@@ -186,12 +179,10 @@ out:
 static int unprepare(struct nvs_dra_rpc *r, const uint8_t *data, size_t len,
 		     struct nvs_rpc_buf *out, char *msg, size_t msgcap)
 {
-	Nvsdra__NodeUnprepareResourcesRequest *q =
-	    nvsdra__node_unprepare_resources_request__unpack(NULL, len, nvs_pb_bytes(data));
-	if (!q) {
-		snprintf(msg, msgcap, "cannot decode NodeUnprepareResourcesRequest");
+	Nvsdra__NodeUnprepareResourcesRequest *q = nvs_pb_unpack(
+	    &nvsdra__node_unprepare_resources_request__descriptor, data, len, msg, msgcap);
+	if (!q)
 		return NVS_RPC_INVALID_ARGUMENT;
-	}
 	size_t n = q->n_claims;
 	struct one {
 		Nvsdra__NodeUnprepareResourceResponse resp;
@@ -224,10 +215,7 @@ static int unprepare(struct nvs_dra_rpc *r, const uint8_t *data, size_t len,
 	    NVSDRA__NODE_UNPREPARE_RESOURCES_RESPONSE__INIT;
 	resp.n_claims = n;
 	resp.claims = ents;
-	if (nvs_pb_pack(&resp.base, out)) {
-		snprintf(msg, msgcap, "out of memory");
-		status = NVS_RPC_INTERNAL;
-	}
+	status = nvs_pb_reply(&resp.base, out, msg, msgcap);
 out:
 	free(ents);
 	free(a);

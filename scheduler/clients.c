@@ -1,19 +1,24 @@
 #include "clients.h"
 #include "peer_limits.h"
 
-#include "claims.h"
+#include "core/claims.h"
 #include "conn.h"
 #include "devmem.h"
+#include "clock.h"
+#include "core/port.h"
+#include "core/registry.h"
 #include "events.h"
-#include "fairness.h"
+#include "core/fairness.h"
 #include "gpus.h"
+#include "loop.h"
 #include "log.h"
 #include "parse.h"
 #include "k8s/pod_identity.h"
-#include "limit_resolve.h"
-#include "policy.h"
+#include "core/limit_resolve.h"
+#include "core/policy.h"
 #include "state_file.h"
-#include "state.h"
+#include "unmanaged.h"
+#include "core/state.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,94 +30,49 @@ void nvs_client_send(struct client *cl, const struct nvs_msg *m)
 		conn_send(cl->conn, m);
 }
 
+/* ---- the decision core's port (core/port.h) ---- */
+
+static void port_send(void *ctx, struct client *cl, const struct nvs_msg *m)
+{
+	(void)ctx;
+	nvs_client_send(cl, m);
+}
+
+static void port_event(void *ctx, const char *name, const char *fields)
+{
+	(void)ctx;
+	nvs_event(name, "%s", fields);
+}
+
+static int port_context(void *ctx, struct client_gpu *cg)
+{
+	(void)ctx;
+	return nvs_unmanaged_context(cg);
+}
+
+void nvs_clients_start(void)
+{
+	static const struct nvs_core_port port = {
+	    .send = port_send,
+	    .event = port_event,
+	    .context = port_context,
+	};
+	nvs_core_set_port(&port);
+	nvs_loop_timer(NVS_LOOP_DECIDE, nvs_policy_tick, nvs_policy_next_deadline);
+}
+
+int nvs_client_set_limits_from(struct client *cl, enum nvs_limit_src src, uint32_t core,
+			       uint64_t mem)
+{
+	return nvs_limits_set_from(cl, src, core, mem, nvs_now_ns());
+}
+
 static struct client_gpu *find_gpu(struct client *cl, uint32_t local_gpu)
 {
 	for (unsigned i = 0; i < cl->ngpus; i++)
 		if (cl->gpus[i]->local_gpu == local_gpu)
 			return cl->gpus[i];
 	return NULL;
-}
-
-void nvs_client_limit_sources(const struct client_gpu *cg, struct nvs_limit_sources *src)
-{
-	const struct client *cl = cg->client;
-	memset(src, 0, sizeof *src);
-	src->hello_core = cl->hello_core_limit;
-	src->hello_mem = cl->hello_mem_limit;
-	src->request = cl->pod_mem_request;
-	src->annot_core = cl->annot_core;
-	src->has_annot_mem = cl->has_annot_mem;
-	src->annot_mem = cl->annot_mem;
-	src->ctl_core = cl->core_override;
-	src->has_ctl_mem = cl->has_mem_override;
-	src->ctl_mem = cl->mem_override;
-	src->gpu_core = cg->gpu_core_override;
-	src->has_gpu_mem = cg->has_gpu_mem_override;
-	src->gpu_mem = cg->gpu_mem_override;
-	src->has_claim = cg->has_claim;
-	src->claim_core = cg->claim_core;
-	src->claim_mem = cg->claim_mem;
-	src->ceil_core = cl->ceil_core;
-	src->ceil_mem = cl->ceil_mem;
-}
-
-struct nvs_limits nvs_client_update_limits(struct client_gpu *cg)
-{
-	struct nvs_limit_sources src;
-	nvs_client_limit_sources(cg, &src);
-	struct nvs_limits l = nvs_limits_resolve(&src);
-	cg->core_limit = l.core;
-	cg->mem_limit = l.mem;
-	return l;
-}
-
-/* LIMITS_IN_FORCE: the limits the client enforces on one GPU, received
- * with SET_LIMITS from a scheduler before this one (restart). A claim:
- * values out of range are ignored, and it can only tighten. */
-static void limits_claim(struct client_gpu *cg, const struct nvs_set_limits *l)
-{
-	struct client *cl = cg->client;
-	if (l->core_limit < 1 || l->core_limit > 100 || l->mem_limit == 0) {
-		NVS_DEBUG("LIMITS_IN_FORCE client=%u gpu=%d out of range: ignored", cl->id,
-			  cg->gpu->index);
-		return;
-	}
-	cg->has_claim = 1;
-	cg->claim_core = l->core_limit;
-	cg->claim_mem = l->mem_limit;
-	uint32_t core = cg->core_limit;
-	uint64_t mem = cg->mem_limit;
-	nvs_client_update_limits(cg);
-	char m[24] = "null";
-	if (l->mem_limit != NVS_NO_LIMIT)
-		snprintf(m, sizeof m, "%llu", (unsigned long long)l->mem_limit);
-	nvs_event("limits_claimed",
-		  "\"client\":%u,\"pid\":%d,\"gpu\":%d,\"core_limit\":%u,\"mem_limit\":%s", cl->id,
-		  (int)cl->pid, cg->gpu->index, l->core_limit, m);
-	/* Tell the client the result when the configured limits are
-	 * stricter than its claim (or changed): it then enforces those. */
-	if (cg->core_limit != l->core_limit || cg->mem_limit != l->mem_limit ||
-	    core != cg->core_limit || mem != cg->mem_limit)
-		nvs_client_send_limits(cg);
-	if (core != cg->core_limit)
-		nvs_policy_settings_changed(cg->gpu);
-}
-
-void nvs_client_send_limits(struct client_gpu *cg)
-{
-	struct nvs_msg m;
-	memset(&m, 0, sizeof m);
-	m.type = NVS_MSG_SET_LIMITS;
-	m.u.limits.local_gpu = cg->local_gpu;
-	m.u.limits.core_limit = cg->core_limit;
-	m.u.limits.mem_limit = cg->mem_limit;
-	nvs_client_send(cg->client, &m);
-	char mem[24] = "null";
-	if (cg->mem_limit != NVS_NO_LIMIT)
-		snprintf(mem, sizeof mem, "%llu", (unsigned long long)cg->mem_limit);
-	nvs_event("set_limits",
-		  "\"client\":%u,\"pid\":%d,\"gpu\":%d,\"core_limit\":%u,\"mem_limit\":%s",
-		  cg->client->id, (int)cg->client->pid, cg->gpu->index, cg->core_limit, mem);
 }
 
 /* Program names travel into logs and the status view: keep them
@@ -140,6 +100,7 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 	c->kind = CONN_CLIENT;
 	c->client = cl;
 	cl->conn = c;
+	conn_sync_client(c); /* its flags (core/port.h) */
 	cl->id = ++S.next_client_id;
 	/* Identity as pinned at accept (peer.h); HELLO's pid and name are
 	 * kept as claims only. */
@@ -166,13 +127,8 @@ static void hello(struct conn *c, const struct nvs_hello *h)
 	cl->hello_flags = h->flags;
 	cl->device_memory = (h->flags & NVS_HELLO_DEVICE_MEMORY) != 0;
 	cl->connected_ns = nvs_now_ns();
-	cl->next = S.clients;
-	if (S.clients)
-		S.clients->prev = cl;
-	S.clients = cl;
-	S.nclients++;
-	nvs_limits_client_idle(c, 1); /* no GPU yet: bounded per tenant (limits.h) */
-	nvs_fair_join(cl);	      /* its tenant: turns on the GPUs (fairness.h) */
+	nvs_core_client_add(cl);      /* S.clients and its tenant (core/registry.h) */
+	nvs_limits_client_idle(c, 1); /* no GPU yet: bounded per tenant (peer_limits.h) */
 	nvs_pod_identify(cl);	      /* the Pod's name and limits, or unknown-tenant limits */
 	nvs_state_apply_client(cl);   /* limits nvsharectl set for its Pod (state file) */
 
@@ -261,7 +217,7 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 			cg->reported_total = a->total_mem;
 			nvs_gpu_learned_memory(cg->gpu);
 		}
-		nvs_claims_mem_update(cg, a->allocated);
+		nvs_claims_mem_update(cg, a->allocated, nvs_now_ns());
 		nvs_policy_resend_mode(cg); /* the client may have reset */
 		return;
 	}
@@ -307,7 +263,7 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 	nvs_event("attach",
 		  "\"client\":%u,\"pid\":%d,\"gpu\":%d,\"cuda_dev\":%u,\"allocated\":%llu", cl->id,
 		  (int)cl->pid, g->index, a->local_gpu, (unsigned long long)a->allocated);
-	nvs_policy_attach(cg);
+	nvs_policy_attach(cg, nvs_now_ns());
 	nvs_gpu_learned_memory(g);
 	if (cl->core_override || cl->has_mem_override || cl->annot_core || cl->has_annot_mem ||
 	    cl->pod_mem_request || cl->ceil_core || cl->ceil_mem)
@@ -386,23 +342,23 @@ void nvs_client_msg(struct conn *c, const struct nvs_msg *m)
 	}
 	switch (m->type) {
 	case NVS_MSG_REQ_LOCK:
-		nvs_policy_req_lock(cg);
+		nvs_policy_req_lock(cg, nvs_now_ns());
 		break;
 	case NVS_MSG_LOCK_RELEASED:
-		nvs_policy_released(cg, m->u.released.flags, m->u.released.drain_ns);
+		nvs_policy_released(cg, m->u.released.flags, m->u.released.drain_ns, nvs_now_ns());
 		break;
 	case NVS_MSG_MEM_UPDATE:
 		NVS_DEBUG("MEM_UPDATE client=%u gpu=%d allocated=%llu", cl->id, cg->gpu->index,
 			  (unsigned long long)m->u.mem.allocated);
-		nvs_claims_mem_update(cg, m->u.mem.allocated);
+		nvs_claims_mem_update(cg, m->u.mem.allocated, nvs_now_ns());
 		break;
 	case NVS_MSG_SWAP_STATS:
 		/* Cumulative counters from the client (policy.c keeps them
 		 * and the GPU's totals), within its report budget. */
-		nvs_claims_swap_stats(cg, &m->u.swap);
+		nvs_claims_swap_stats(cg, &m->u.swap, nvs_now_ns());
 		break;
 	case NVS_MSG_LIMITS_IN_FORCE:
-		limits_claim(cg, &m->u.limits);
+		nvs_limits_claim(cg, &m->u.limits, nvs_now_ns());
 		break;
 	case NVS_MSG_SWAP_PATHS:
 		/* Shown as it is; nothing is decided on it. */
@@ -426,20 +382,14 @@ void nvs_client_gone(struct client *cl)
 	nvs_event("bye", "\"client\":%u,\"pid\":%d", cl->id, (int)cl->pid);
 	/* Detach first so that a hand-off never sends to this client. */
 	cl->conn = NULL;
+	cl->flags = 0;
+	uint64_t now = nvs_now_ns();
 	for (unsigned i = 0; i < cl->ngpus; i++) {
 		struct gpu *g = cl->gpus[i]->gpu;
-		nvs_policy_detach(cl->gpus[i]);
-		nvs_claims_forget(cl->gpus[i]);
+		nvs_core_gpu_detach(cl->gpus[i], now);
 		free(cl->gpus[i]);
 		nvs_gpu_learned_memory(g);
 	}
-	if (cl->prev)
-		cl->prev->next = cl->next;
-	else
-		S.clients = cl->next;
-	if (cl->next)
-		cl->next->prev = cl->prev;
-	S.nclients--;
-	nvs_fair_leave(cl);
+	nvs_core_client_remove(cl);
 	free(cl);
 }

@@ -6,7 +6,7 @@
 #ifndef NVSHARE_SCHEDULER_CLIENTS_H
 #define NVSHARE_SCHEDULER_CLIENTS_H
 
-#include "limit_resolve.h"
+#include "core/limits_apply.h"
 #include "protocol.h"
 
 #include <stdint.h>
@@ -19,16 +19,15 @@ void nvs_client_msg(struct conn *c, const struct nvs_msg *m);
 /* The client's connection is closing: release, dequeue, free. */
 void nvs_client_gone(struct client *cl);
 
+/* Registers the decision core's port (core/port.h: sends go to the
+ * client's connection, events to the stream, NVML's evidence from
+ * unmanaged.c) and its timer with the loop (NVS_LOOP_DECIDE). Before any
+ * client connects. */
+void nvs_clients_start(void);
+
 void nvs_client_send(struct client *cl, const struct nvs_msg *m);
-/* Sends SET_LIMITS for one of the client's GPUs (its effective limits). */
-void nvs_client_send_limits(struct client_gpu *cg);
-/* The sources of cg's limits (limit_resolve.h): its client's HELLO, Pod
- * request and annotations, nvsharectl's client-wide and per-GPU values,
- * its LIMITS_IN_FORCE claim, its Pod socket binding's ceiling. */
-void nvs_client_limit_sources(const struct client_gpu *cg, struct nvs_limit_sources *src);
-/* Recomputes cg's limits in force from those sources (the one place they
- * are resolved, nvs_limits_resolve) and stores them in cg; returns them
- * with the source that decided each. Sends nothing. */
-struct nvs_limits nvs_client_update_limits(struct client_gpu *cg);
+/* nvs_limits_set_from (core/limits_apply.h) now: the Pod watch's entry. */
+int nvs_client_set_limits_from(struct client *cl, enum nvs_limit_src src, uint32_t core,
+			       uint64_t mem);
 
 #endif

@@ -6,7 +6,7 @@
 
 #include "parse.h"
 #include "settings.h"
-#include "state.h"
+#include "core/state.h"
 
 #include <stdio.h>
 #include <string.h>

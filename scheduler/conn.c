@@ -7,7 +7,8 @@
 #include "log.h"
 #include "loop.h"
 #include "plog.h"
-#include "state.h"
+#include "core/port.h"
+#include "core/state.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -99,11 +100,21 @@ void conn_reason(struct conn *c, const char *code)
 		c->reason = code;
 }
 
+void conn_sync_client(const struct conn *c)
+{
+	struct client *cl = c->client;
+	if (!cl)
+		return;
+	cl->flags = (c->doomed ? NVS_CLIENT_DOOMED : 0u) |
+		    (c->out_len > c->out_off ? NVS_CLIENT_BACKED_UP : 0u);
+}
+
 void conn_doom(struct conn *c, const char *fmt, ...)
 {
 	if (c->doomed)
 		return;
 	c->doomed = 1;
+	conn_sync_client(c);
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(c->why, sizeof c->why, fmt, ap);
@@ -163,7 +174,7 @@ static void pump(struct conn *c)
 	}
 }
 
-static void flush(struct conn *c)
+static void flush_out(struct conn *c)
 {
 	for (;;) {
 		while (c->out_off < c->out_len) {
@@ -193,6 +204,12 @@ static void flush(struct conn *c)
 	set_want_out(c, 0);
 }
 
+static void flush(struct conn *c)
+{
+	flush_out(c);
+	conn_sync_client(c);
+}
+
 int conn_send_stream(struct conn *c, uint32_t seq, char *text, size_t len)
 {
 	if (c->stream)
@@ -216,7 +233,7 @@ int conn_send_stream(struct conn *c, uint32_t seq, char *text, size_t len)
 
 /* Appends m to c's output. 0, or -1 when c was doomed (not reading, out
  * of memory) or is doomed already. */
-static int enqueue(struct conn *c, const struct nvs_msg *m)
+static int enqueue_out(struct conn *c, const struct nvs_msg *m)
 {
 	if (c->doomed)
 		return -1;
@@ -260,6 +277,13 @@ static int enqueue(struct conn *c, const struct nvs_msg *m)
 		return -1;
 	}
 	return 0;
+}
+
+static int enqueue(struct conn *c, const struct nvs_msg *m)
+{
+	int r = enqueue_out(c, m);
+	conn_sync_client(c);
+	return r;
 }
 
 void conn_send(struct conn *c, const struct nvs_msg *m)
@@ -335,6 +359,7 @@ void conn_release_buffers(struct conn *c)
 	}
 	resize(c, &c->out, &c->out_cap, 0);
 	c->out_len = c->out_off = 0;
+	conn_sync_client(c);
 	if (c->stream) {
 		free(c->stream);
 		nvs_limits_charge(c, -(long long)c->stream_len);

@@ -91,6 +91,10 @@ void conn_doom(struct conn *c, const char *fmt, ...) __attribute__((format(print
  * literal, lower-case-with-dashes) for the conn_closed event; call it just
  * before conn_doom(). The first reason wins, as for conn_doom(). */
 void conn_reason(struct conn *c, const char *code);
+/* Copies what the decision core must know of c into its client's flags
+ * (core/port.h NVS_CLIENT_*: doomed, output backed up); conn.c calls it
+ * wherever those change, clients.c when the client is created. */
+void conn_sync_client(const struct conn *c);
 void conn_on_readable(struct conn *c);
 void conn_on_writable(struct conn *c);
 /* Frees the buffers of a doomed connection now rather than at the reap

@@ -1,5 +1,6 @@
 #include "control.h"
 
+#include "clock.h"
 #include "clients.h"
 #include "conn.h"
 #include "events.h"
@@ -7,10 +8,10 @@
 #include "log.h"
 #include "parse.h"
 #include "peer.h"
-#include "policy.h"
+#include "core/policy.h"
 #include "settings.h"
 #include "state_file.h"
-#include "state.h"
+#include "core/state.h"
 #include "status_json.h"
 
 #include <errno.h>
@@ -138,7 +139,7 @@ static void apply(struct gpu *g, uint32_t field, uint64_t v)
 	default:
 		return;
 	}
-	nvs_policy_settings_changed(g);
+	nvs_policy_settings_changed(g, nvs_now_ns());
 }
 
 /* A GPU's value of a per-GPU setting as the value for all GPUs gives it
@@ -260,60 +261,21 @@ static void ctl_set_client(struct conn *c, const struct nvs_msg *m)
 		return;
 	}
 	unsigned matched = 0, sent = 0, capped = 0;
+	uint64_t now = nvs_now_ns();
 	for (struct client *cl = S.clients; cl; cl = cl->next) {
 		if ((uint32_t)cl->pid != s->pid)
 			continue;
 		matched++;
-		/* The administrator's word replaces what the client claimed
-		 * after a restart (LIMITS_IN_FORCE). */
-		for (unsigned i = 0; i < cl->ngpus; i++)
-			if (s->gpu == -1 || cl->gpus[i]->gpu->index == s->gpu)
-				cl->gpus[i]->has_claim = 0;
 		/* --core-limit default (CLEAR_CORE) wins over a value. */
 		int core_set = s->core_limit || (s->flags & NVS_CTL_CLIENT_CLEAR_CORE);
 		uint32_t core = (s->flags & NVS_CTL_CLIENT_CLEAR_CORE) ? 0 : s->core_limit;
 		int mem_set = !!(s->flags & NVS_CTL_CLIENT_SET_MEM);
-		if (s->gpu == -1) {
-			if (core_set)
-				cl->core_override = core; /* 0: default */
-			if (mem_set) {
-				cl->has_mem_override = 1;
-				cl->mem_override = s->mem_limit;
-			}
-			/* A client in a Pod: the limits are its Pod's, kept
-			 * in the state file for the Pod's clients. */
+		sent += nvs_limits_ctl_set(cl, s->gpu, core_set, core, mem_set, s->mem_limit, now,
+					   &capped);
+		/* A client in a Pod: the limits are its Pod's, kept in the
+		 * state file for the Pod's clients. */
+		if (s->gpu == -1)
 			nvs_state_note_pod(cl);
-		}
-		for (unsigned i = 0; i < cl->ngpus; i++) {
-			struct client_gpu *cg = cl->gpus[i];
-			if (s->gpu != -1 && cg->gpu->index != s->gpu)
-				continue;
-			/* The newest word of the administrator for a field:
-			 * for one GPU, that GPU's own value (default: none,
-			 * back to the client-wide value, the annotation or
-			 * HELLO); for all GPUs, it replaces the per-GPU ones. */
-			if (core_set)
-				cg->gpu_core_override = s->gpu == -1 ? 0 : core;
-			if (mem_set) {
-				cg->has_gpu_mem_override = s->gpu != -1;
-				cg->gpu_mem_override = s->mem_limit;
-			}
-			struct nvs_limits l = nvs_client_update_limits(cg);
-			/* A value above the binding's ceiling: capped (said). */
-			capped += (core && l.core_from == NVS_LIMIT_FROM_CEILING) ||
-				  (mem_set && l.mem_from == NVS_LIMIT_FROM_CEILING);
-			nvs_client_send_limits(cg);
-			/* Quotas: serialize / re-evaluate the GPU for the new
-			 * core limit (in force from its next window). */
-			nvs_policy_settings_changed(cg->gpu);
-			sent++;
-			NVS_INFO("SET_LIMITS client=%u pid=%d gpu=%d core_limit=%u (%s) "
-				 "mem_limit=%llu (%s)",
-				 cl->id, (int)cl->pid, cg->gpu->index, cg->core_limit,
-				 nvs_limit_from_name(l.core_from),
-				 (unsigned long long)cg->mem_limit,
-				 nvs_limit_from_name(l.mem_from));
-		}
 	}
 	if (!matched) {
 		reply(c, m->seq, -ESRCH, "no client with pid %u is connected", s->pid);

@@ -13,13 +13,14 @@
  * already told. Setting it only makes the Pod's own scheduling worse (its
  * memory counts as pinned: policy.h nvs_policy_pinned), so any Pod may.
  */
+#include "clock.h"
 #include "devmem.h"
 
 #include "clients.h"
 #include "events.h"
 #include "log.h"
-#include "policy.h"
-#include "state.h"
+#include "core/policy.h"
+#include "core/state.h"
 
 #include <string.h>
 
@@ -44,7 +45,7 @@ static void tell(struct client *cl)
 	 * conservative, and only for this client). */
 	cl->device_memory = 1;
 	for (unsigned i = 0; i < cl->ngpus; i++)
-		nvs_policy_mem_update(cl->gpus[i], cl->gpus[i]->allocated);
+		nvs_policy_mem_update(cl->gpus[i], cl->gpus[i]->allocated, nvs_now_ns());
 	NVS_INFO("client=%u pid=%d pod %s/%s: MEMORY_MODE device (annotation "
 		 "nvshare.com/unified-memory=false)",
 		 cl->id, (int)cl->pid, cl->pod_namespace, cl->pod_name);

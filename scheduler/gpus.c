@@ -1,12 +1,13 @@
 #include "gpus.h"
 
+#include "clock.h"
 #include "events.h"
 #include "log.h"
 #include "nvml_api.h"
 #include "parse.h"
 #include "peer.h"
-#include "policy.h"
-#include "state.h"
+#include "core/policy.h"
+#include "core/state.h"
 #include "state_file.h"
 
 #include <dlfcn.h>
@@ -272,7 +273,7 @@ void nvs_gpu_learned_memory(struct gpu *g)
 	NVS_INFO("GPU %d (learned): memory %s -> %s (smallest its clients report)", g->index,
 		 nvs_format_size(g->total_mem, a, sizeof a), nvs_format_size(m, b, sizeof b));
 	g->total_mem = m;
-	nvs_policy_settings_changed(g);
+	nvs_policy_settings_changed(g, nvs_now_ns());
 }
 
 struct gpu *nvs_gpu_by_index(int index)
@@ -280,18 +281,4 @@ struct gpu *nvs_gpu_by_index(int index)
 	if (index < 0 || (unsigned)index >= S.ngpus)
 		return NULL;
 	return &S.gpus[index];
-}
-
-uint64_t nvs_gpu_capacity(const struct gpu *g)
-{
-	uint64_t cap;
-	if (g->capacity_override)
-		cap = g->capacity_override;
-	else if (!g->total_mem)
-		return UINT64_MAX;
-	else
-		cap = g->total_mem > S.cfg.reserve ? g->total_mem - S.cfg.reserve : g->total_mem;
-	/* Memory that unmanaged processes hold (NVSHARE_UNMANAGED=serialize,
-	 * unmanaged.c) is not there for clients: it is pinned. */
-	return cap > g->unmanaged_pinned ? cap - g->unmanaged_pinned : 0;
 }

@@ -45,10 +45,6 @@ struct gpu *nvs_gpu_for_attach(const char *uuid, uint64_t total_mem, const struc
 void nvs_gpu_learned_memory(struct gpu *g);
 struct gpu *nvs_gpu_by_index(int index);
 
-/* Scheduling capacity in bytes: the override, else memory minus reserve,
- * less the memory pinned by unmanaged processes (NVSHARE_UNMANAGED=
- * serialize). UINT64_MAX when the memory is unknown (never serialize on
- * memory). */
-uint64_t nvs_gpu_capacity(const struct gpu *g);
+/* Scheduling capacity: nvs_gpu_capacity (core/policy.h). */
 
 #endif

@@ -5,11 +5,12 @@
  * eventfd, and up to NVS_HTTP_PENDING connections whose head has not
  * come yet (edge-triggered: each arrival of bytes wakes it once).
  */
+#include "clock.h"
 #include "http_front.h"
 
 #include "health.h"
 #include "log.h"
-#include "state.h"
+#include "core/state.h"
 
 #include <errno.h>
 #include <microhttpd.h>

@@ -3,10 +3,11 @@
  * (grown on demand), so a ready descriptor costs one index, and epoll's
  * data carries the fd alone.
  */
+#include "clock.h"
 #include "loop.h"
 
 #include "log.h"
-#include "state.h" /* nvs_now_ns */
+#include "core/state.h" /* nvs_now_ns */
 
 #include <errno.h>
 #include <stdlib.h>

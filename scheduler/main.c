@@ -4,6 +4,8 @@
  * loop (loop.h), and the loop runs. The settings (flags over NVSHARE_*
  * variables over defaults) are read by settings.c from its table.
  */
+#include "clients.h"
+#include "clock.h"
 #include "config_check.h"
 #include "conn.h"
 #include "events.h"
@@ -16,15 +18,16 @@
 #include "peer.h"
 #include "k8s/pod_identity.h"
 #include "plog.h"
-#include "policy.h"
-#include "quota.h"
+#include "core/coschedule.h"
+#include "core/policy.h"
+#include "core/quota.h"
 #include "server.h"
 #include "settings.h"
 #include "sockpath.h"
 #include "sd_notify.h"
 #include "state_file.h"
 #include "health.h"
-#include "state.h"
+#include "core/state.h"
 #include "unmanaged.h"
 
 #include <errno.h>
@@ -36,8 +39,6 @@
 #include <unistd.h>
 
 #include "nvs_version.h" /* generated: scripts/gen-version.sh */
-
-struct sched S;
 
 /* "a/b/" -> "a/b": for comparing directories as typed. */
 static size_t dir_len(const char *d)
@@ -121,7 +122,8 @@ int main(int argc, char **argv)
 	else
 		atexit(nvs_log_queue_stop); /* every exit path writes what is queued */
 	nvs_plog_start();
-	nvs_quota_start(); /* compute quotas layered on the lock (policy.h) */
+	nvs_quota_start();   /* compute quotas layered on the lock (policy.h) */
+	nvs_cosched_start(); /* co-scheduling: the running-set layer (policy.h) */
 	nvs_config_snapshot();
 	/* The stream opens first: the state file's outcome is an event. */
 	if (S.cfg.events_path[0] && nvs_events_open(S.cfg.events_path))
@@ -142,8 +144,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	nvs_health_start();
-	nvs_sd_start(); /* systemd's NOTIFY_SOCKET and watchdog, if any */
-	nvs_policy_start();
+	nvs_sd_start();	     /* systemd's NOTIFY_SOCKET and watchdog, if any */
+	nvs_clients_start(); /* the decision core's port and timer (core/port.h) */
 	nvs_limits_start();
 	conn_start();
 	if (nvs_server_open())

@@ -8,7 +8,8 @@
  * only published snapshots. `mu` guards `cur` and the snapshots' refs and is
  * held for a pointer swap or a reference count change, never longer.
  */
-#include "coschedule.h"
+#include "clock.h"
+#include "core/coschedule.h"
 #include "metrics.h"
 
 #include "events.h"
@@ -20,12 +21,12 @@
 #include "parse.h"
 #include "plog.h"
 #include "podsock.h"
-#include "policy.h"
-#include "quota.h"
+#include "core/policy.h"
+#include "core/quota.h"
 #include "gpus.h"
 #include "health.h"
 #include "http_front.h"
-#include "state.h"
+#include "core/state.h"
 
 #include <arpa/inet.h>
 #include <dlfcn.h>

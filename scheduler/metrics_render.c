@@ -2,6 +2,11 @@
  * Snapshot -> Prometheus text exposition format 0.0.4. Runs on the HTTP
  * thread; touches nothing but the snapshot and the NVML samples it is given.
  *
+ * The families are the rows of metrics.def, written in its order by one
+ * loop: HELP and TYPE from the row, then the samples from where the row
+ * says they come from (a field, a function computing a value, or a writer
+ * of their own for labelled sets, one-hot families and the histogram).
+ *
  * Conventions: base units (seconds, bytes, ratios 0..1), counters end in
  * _total, every family is written in one block (HELP, TYPE, samples). A
  * GPU's series carry gpu (index) and uuid. Client series carry gpu and the
@@ -90,33 +95,10 @@ void mbuf_label_value(struct mbuf *b, const char *s)
 	}
 }
 
-static void family(struct mbuf *b, const char *name, const char *type, const char *help)
-{
-	mbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-/* A family of one unlabelled sample. */
-static void single(struct mbuf *b, const char *name, const char *type, const char *help,
-		   unsigned long long v)
-{
-	family(b, name, type, help);
-	mbuf_printf(b, "%s %llu\n", name, v);
-}
-
 static void ns_seconds(struct mbuf *b, uint64_t ns)
 {
 	mbuf_printf(b, "%llu.%09llu", (unsigned long long)(ns / 1000000000ull),
 		    (unsigned long long)(ns % 1000000000ull));
-}
-
-/* A family of one unlabelled sample in seconds, from ns. */
-static void single_seconds(struct mbuf *b, const char *name, const char *type, const char *help,
-			   uint64_t ns)
-{
-	family(b, name, type, help);
-	mbuf_printf(b, "%s ", name);
-	ns_seconds(b, ns);
-	mbuf_putc(b, '\n');
 }
 
 /* ---- label sets ---- */
@@ -212,238 +194,228 @@ static uint64_t series_state(const struct msnap *s, unsigned i, unsigned k)
 	return s->tenants[i].state[k];
 }
 
-/* ---- families over GPUs and over client entries ---- */
+/* ---- values ---- */
 
-enum vkind {
-	V_INT = 0,     /* uint64_t as is */
-	V_SECONDS = 1, /* uint64_t nanoseconds */
+/* What a scrape renders from. */
+struct rctx {
+	const struct msnap *s;
+	const struct msample *samples; /* one per GPU, or NULL: no NVML sample */
+	uint64_t now;
 };
 
-static void v_put(struct mbuf *b, enum vkind k, uint64_t v)
+enum fmt {
+	FMT_INT = 0,	 /* as is */
+	FMT_SECONDS = 1, /* from nanoseconds */
+	FMT_RATIO = 2,	 /* from hundredths: 0.00 .. 1.00 */
+};
+
+static void v_put(struct mbuf *b, enum fmt f, uint64_t v)
 {
-	if (k == V_SECONDS)
+	if (f == FMT_SECONDS)
 		ns_seconds(b, v);
+	else if (f == FMT_RATIO)
+		mbuf_printf(b, "%llu.%02llu", (unsigned long long)(v / 100),
+			    (unsigned long long)(v % 100));
 	else
 		mbuf_printf(b, "%llu", (unsigned long long)v);
 }
 
+/* ---- computed values (the rows' *_GET): i is the GPU or the series;
+ * 0 leaves it out ---- */
+
+static int get_snapshot_age(const struct rctx *c, unsigned i, uint64_t *v)
+{
+	*v = c->now > c->s->taken_ns ? c->now - c->s->taken_ns : 0;
+	return 1;
+}
+
+static int get_util(const struct rctx *c, unsigned i, uint64_t *v)
+{
+	*v = c->samples[i].util_gpu;
+	return c->samples[i].have_util;
+}
+
+static int get_mem_used(const struct rctx *c, unsigned i, uint64_t *v)
+{
+	*v = c->samples[i].mem_used;
+	return c->samples[i].have_mem;
+}
+
+static int get_mem_total(const struct rctx *c, unsigned i, uint64_t *v)
+{
+	const struct msample *m = c->samples ? &c->samples[i] : NULL;
+	*v = m && m->have_mem ? m->mem_total : c->s->gpus[i].total_mem;
+	return *v != 0;
+}
+
+static int get_capacity(const struct rctx *c, unsigned i, uint64_t *v)
+{
+	*v = c->s->gpus[i].capacity;
+	return *v != UINT64_MAX;
+}
+
+static int get_serialized(const struct rctx *c, unsigned i, uint64_t *v)
+{
+	*v = c->s->gpus[i].serialized ? 1 : 0;
+	return 1;
+}
+
+static int get_processes(const struct rctx *c, unsigned i, uint64_t *v)
+{
+	*v = c->s->process_labels ? 1 : c->s->tenants[i].nclients;
+	return 1;
+}
+
+static int get_allocated(const struct rctx *c, unsigned i, uint64_t *v)
+{
+	*v = series_allocated(c->s, i);
+	return 1;
+}
+
+static int get_mem_limit(const struct rctx *c, unsigned i, uint64_t *v)
+{
+	*v = series_mem_limit(c->s, i);
+	return *v != NVS_NO_LIMIT;
+}
+
+static int get_core_limit(const struct rctx *c, unsigned i, uint64_t *v)
+{
+	*v = series_core_limit(c->s, i);
+	return 1;
+}
+
+/* ---- writers of their own samples (the rows' WRITE) ---- */
+
+static void w_build_info(struct mbuf *b, const struct rctx *c, const char *name)
+{
+	mbuf_printf(b, "%s{version=\"%s\"} 1\n", name, NVS_VERSION_FULL);
+}
+
+static void w_start_time(struct mbuf *b, const struct rctx *c, const char *name)
+{
+	mbuf_printf(b, "%s %.3f\n", name, c->s->start_time_s);
+}
+
+/* One sample per reason, each from its own field of the snapshot. */
+struct reason_at {
+	const char *reason;
+	size_t off; /* of a uint64_t in struct msnap */
+};
+
 #define U64_AT(base, off) (*(const uint64_t *)((const char *)(base) + (off)))
 
-static void gpu_family(struct mbuf *b, const struct msnap *s, const char *name, const char *type,
-		       const char *help, size_t off, enum vkind k)
+static void by_reason(struct mbuf *b, const struct rctx *c, const char *name,
+		      const struct reason_at *r, size_t n)
 {
-	family(b, name, type, help);
-	for (unsigned i = 0; i < s->ngpus; i++) {
-		const struct msnap_gpu *g = &s->gpus[i];
-		mbuf_printf(b, "%s{", name);
-		gpu_labels(b, g);
-		mbuf_printf(b, "} ");
-		v_put(b, k, U64_AT(g, off));
+	for (size_t i = 0; i < n; i++)
+		mbuf_printf(b, "%s{reason=\"%s\"} %llu\n", name, r[i].reason,
+			    (unsigned long long)U64_AT(c->s, r[i].off));
+}
+
+#define SOFF(field) offsetof(struct msnap, field)
+
+static void w_dropped(struct mbuf *b, const struct rctx *c, const char *name)
+{
+	static const struct reason_at r[] = {
+	    {"protocol", SOFF(conns_closed_bad)},
+	    {"slow", SOFF(conns_closed_slow)},
+	    {"handshake_timeout", SOFF(handshake_timeouts)},
+	    {"buffer_budget", SOFF(budget_cuts)},
+	    {"idle_limit", SOFF(idle_cuts)},
+	    {"fd_pressure", SOFF(fd_evictions)},
+	};
+	by_reason(b, c, name, r, sizeof r / sizeof r[0]);
+}
+
+static void w_refused(struct mbuf *b, const struct rctx *c, const char *name)
+{
+	static const struct reason_at r[] = {
+	    {"tenant_limit", SOFF(refused_tenant)},
+	    {"accept_rate", SOFF(refused_rate)},
+	};
+	by_reason(b, c, name, r, sizeof r / sizeof r[0]);
+}
+
+/* Clients' runs without the gate, by their reason (protocol.h). */
+static void ungated(struct mbuf *b, const char *name, const uint64_t *v, enum fmt f)
+{
+	for (unsigned r = 1; r <= NVS_UNGATED_REASONS; r++) {
+		mbuf_printf(b, "%s{reason=\"%s\"} ", name, nvs_ungated_reason_name(r));
+		v_put(b, f, v[r]);
 		mbuf_putc(b, '\n');
 	}
 }
 
-static void counter_family(struct mbuf *b, const struct msnap *s, const char *name,
-			   const char *help, size_t off, enum vkind k)
+static void w_ungated_runs(struct mbuf *b, const struct rctx *c, const char *name)
 {
-	family(b, name, "counter", help);
-	for (unsigned i = 0; i < nseries(s); i++) {
-		mbuf_printf(b, "%s{", name);
-		series_labels(b, s, i);
-		mbuf_printf(b, "} ");
-		v_put(b, k, U64_AT(series_counters(s, i), off));
-		mbuf_putc(b, '\n');
-	}
+	ungated(b, name, c->s->ungated_runs, FMT_INT);
 }
 
-#define GOFF(field) offsetof(struct msnap_gpu, field)
-#define COFF(field) offsetof(struct mcounters, field)
-
-static const char *const mode_names[] = {"off", "on", "auto"};
-static const char *const state_names[] = {"idle", "waiting", "holding"};
-
-static void render_gpus(struct mbuf *b, const struct msnap *s, const struct msample *samples)
+static void w_ungated_seconds(struct mbuf *b, const struct rctx *c, const char *name)
 {
-	family(b, "nvshare_gpu_info", "gauge",
-	       "GPU known to the scheduler (value 1), with its name.");
-	for (unsigned i = 0; i < s->ngpus; i++) {
-		const struct msnap_gpu *g = &s->gpus[i];
-		mbuf_printf(b, "nvshare_gpu_info{");
+	ungated(b, name, c->s->ungated_ns, FMT_SECONDS);
+}
+
+static void w_gpu_info(struct mbuf *b, const struct rctx *c, const char *name)
+{
+	for (unsigned i = 0; i < c->s->ngpus; i++) {
+		const struct msnap_gpu *g = &c->s->gpus[i];
+		mbuf_printf(b, "%s{", name);
 		gpu_labels(b, g);
 		mbuf_printf(b, ",name=\"");
 		mbuf_label_value(b, g->name);
 		mbuf_printf(b, "\",source=\"%s\"} 1\n", g->from_nvml ? "nvml" : "client");
 	}
+}
 
-	if (samples) {
-		family(b, "nvshare_gpu_utilization_ratio", "gauge",
-		       "Fraction of the last NVML sample period in which a kernel ran (0-1).");
-		for (unsigned i = 0; i < s->ngpus; i++) {
-			if (!samples[i].have_util)
-				continue;
-			mbuf_printf(b, "nvshare_gpu_utilization_ratio{");
-			gpu_labels(b, &s->gpus[i]);
-			mbuf_printf(b, "} %u.%02u\n", samples[i].util_gpu / 100,
-				    samples[i].util_gpu % 100);
+/* Per GPU, one sample per value of one more label: get(g, k) for the k-th
+ * of vals. */
+static void gpu_by_label(struct mbuf *b, const struct rctx *c, const char *name, const char *label,
+			 const char *const *vals, unsigned n,
+			 uint64_t (*get)(const struct msnap_gpu *g, unsigned k))
+{
+	for (unsigned i = 0; i < c->s->ngpus; i++)
+		for (unsigned k = 0; k < n; k++) {
+			const struct msnap_gpu *g = &c->s->gpus[i];
+			mbuf_printf(b, "%s{", name);
+			gpu_labels(b, g);
+			mbuf_printf(b, ",%s=\"%s\"} %llu\n", label, vals[k],
+				    (unsigned long long)get(g, k));
 		}
-		family(b, "nvshare_gpu_memory_used_bytes", "gauge",
-		       "GPU memory in use by all processes, from NVML.");
-		for (unsigned i = 0; i < s->ngpus; i++) {
-			if (!samples[i].have_mem)
-				continue;
-			mbuf_printf(b, "nvshare_gpu_memory_used_bytes{");
-			gpu_labels(b, &s->gpus[i]);
-			mbuf_printf(b, "} %llu\n", (unsigned long long)samples[i].mem_used);
-		}
-	}
-	family(b, "nvshare_gpu_memory_total_bytes", "gauge",
-	       "GPU memory size (NVML; for GPUs learned from clients, what they report).");
-	for (unsigned i = 0; i < s->ngpus; i++) {
-		const struct msnap_gpu *g = &s->gpus[i];
-		uint64_t total =
-		    samples && samples[i].have_mem ? samples[i].mem_total : g->total_mem;
-		if (!total)
-			continue;
-		mbuf_printf(b, "nvshare_gpu_memory_total_bytes{");
-		gpu_labels(b, g);
-		mbuf_printf(b, "} %llu\n", (unsigned long long)total);
-	}
+}
 
-	family(b, "nvshare_gpu_capacity_bytes", "gauge",
-	       "Managed memory the scheduler lets clients allocate together before serializing "
-	       "(mode auto). Absent when the GPU's memory is unknown.");
-	for (unsigned i = 0; i < s->ngpus; i++) {
-		const struct msnap_gpu *g = &s->gpus[i];
-		if (g->capacity == UINT64_MAX)
-			continue;
-		mbuf_printf(b, "nvshare_gpu_capacity_bytes{");
-		gpu_labels(b, g);
-		mbuf_printf(b, "} %llu\n", (unsigned long long)g->capacity);
-	}
-	gpu_family(b, s, "nvshare_gpu_allocated_bytes", "gauge",
-		   "Managed memory allocated by the GPU's clients together, as they report it.",
-		   GOFF(allocated_sum), V_INT);
+static uint64_t mode_is(const struct msnap_gpu *g, unsigned k)
+{
+	return g->mode == k;
+}
 
-	family(b, "nvshare_gpu_mode", "gauge",
-	       "Scheduling mode setting of the GPU: 1 for the current mode, 0 for the others.");
-	for (unsigned i = 0; i < s->ngpus; i++) {
-		for (unsigned m = 0; m < 3; m++) {
-			mbuf_printf(b, "nvshare_gpu_mode{");
-			gpu_labels(b, &s->gpus[i]);
-			mbuf_printf(b, ",mode=\"%s\"} %d\n", mode_names[m], s->gpus[i].mode == m);
-		}
-	}
-	family(b, "nvshare_gpu_serialized", "gauge",
-	       "1 while clients must hold the GPU's lock to run (mode on, or auto when "
-	       "oversubscribed), else 0.");
-	for (unsigned i = 0; i < s->ngpus; i++) {
-		mbuf_printf(b, "nvshare_gpu_serialized{");
-		gpu_labels(b, &s->gpus[i]);
-		mbuf_printf(b, "} %d\n", s->gpus[i].serialized ? 1 : 0);
-	}
-	gpu_family(b, s, "nvshare_unmanaged_processes", "gauge",
-		   "Processes with a context on the GPU and no nvshare connection: neither gated "
-		   "nor limited (NVSHARE_UNMANAGED).",
-		   GOFF(unmanaged), V_INT);
-	gpu_family(b, s, "nvshare_gpu_time_quantum_seconds", "gauge",
-		   "Time quantum: a holder is asked to release after this long if others wait.",
-		   GOFF(tq_ns), V_SECONDS);
-	gpu_family(b, s, "nvshare_gpu_attached_clients", "gauge",
-		   "Clients using the GPU (connected and attached).", GOFF(nattached), V_INT);
-	gpu_family(b, s, "nvshare_gpu_queue_length", "gauge", "Clients waiting for the GPU's lock.",
-		   GOFF(qlen), V_INT);
-	gpu_family(b, s, "nvshare_scheduler_running_clients", "gauge",
-		   "Clients allowed to run on the GPU now: the running set (lock holder and the "
-		   "clients co-scheduled beside it) when serialized, every attached client when "
-		   "not.",
-		   GOFF(running), V_INT);
-	family(b, "nvshare_gpu_preemptions_total", "counter",
-	       "Members of the running set asked to drop by the co-scheduler, by reason "
-	       "(interactive, batch_floor, tq_expired, overcommit).");
-	static const char *const preason[4] = {"interactive", "batch_floor", "tq_expired",
+static void w_gpu_mode(struct mbuf *b, const struct rctx *c, const char *name)
+{
+	static const char *const modes[] = {"off", "on", "auto"};
+	gpu_by_label(b, c, name, "mode", modes, 3, mode_is);
+}
+
+static uint64_t preempted(const struct msnap_gpu *g, unsigned k)
+{
+	return g->preempt[k];
+}
+
+static void w_preemptions(struct mbuf *b, const struct rctx *c, const char *name)
+{
+	static const char *const reasons[4] = {"interactive", "batch_floor", "tq_expired",
 					       "overcommit"};
-	for (unsigned i = 0; i < s->ngpus; i++)
-		for (unsigned r = 0; r < 4; r++) {
-			mbuf_printf(b, "nvshare_gpu_preemptions_total{");
-			gpu_labels(b, &s->gpus[i]);
-			mbuf_printf(b, ",reason=\"%s\"} %llu\n", preason[r],
-				    (unsigned long long)s->gpus[i].preempt[r]);
-		}
-	gpu_family(b, s, "nvshare_gpu_handoffs_total", "counter",
-		   "Lock passed straight from a holder to a waiting client.", GOFF(handoffs),
-		   V_INT);
-	gpu_family(b, s, "nvshare_gpu_revocations_total", "counter",
-		   "Locks taken back from holders that did not release within the grace period.",
-		   GOFF(st.revocations), V_INT);
-	gpu_family(b, s, "nvshare_gpu_lock_grants_total", "counter", "Locks granted.",
-		   GOFF(st.grants), V_INT);
-	gpu_family(b, s, "nvshare_gpu_lock_drop_requests_total", "counter",
-		   "DROP_LOCK requests sent to holders (time quantum expiry or quota).",
-		   GOFF(st.drops), V_INT);
-	gpu_family(b, s, "nvshare_gpu_lock_idle_releases_total", "counter",
-		   "Locks given back by idle holders without being asked.", GOFF(st.idle_releases),
-		   V_INT);
-	gpu_family(b, s, "nvshare_gpu_mode_switches_total", "counter",
-		   "Switches between serialized and concurrent.", GOFF(mode_switches), V_INT);
-	gpu_family(b, s, "nvshare_gpu_mode_switches_deferred_total", "counter",
-		   "Automatic mode switches that waited for the mode-switch budget.",
-		   GOFF(switches_deferred), V_INT);
-	gpu_family(b, s, "nvshare_gpu_claims_clamped_total", "counter",
-		   "Allocation reports counted below what the client claimed (memory limit, "
-		   "capacity x oversubscription factor).",
-		   GOFF(claims_clamped), V_INT);
-	gpu_family(b, s, "nvshare_gpu_reports_coalesced_total", "counter",
-		   "MEM_UPDATE / SWAP_STATS reports beyond a connection's rate, kept as its latest "
-		   "and applied later (or replaced).",
-		   GOFF(reports_coalesced), V_INT);
-	gpu_family(b, s, "nvshare_gpu_revoke_penalties_total", "counter",
-		   "Revoked holders made to wait one quantum before their next grant.",
-		   GOFF(revoke_penalties), V_INT);
-	gpu_family(b, s, "nvshare_gpu_swap_in_bytes_total", "counter",
-		   "Managed memory the GPU's clients prefetched to it at hand-offs.",
-		   GOFF(swap_bytes_in), V_INT);
-	gpu_family(b, s, "nvshare_gpu_swap_out_bytes_total", "counter",
-		   "Managed memory the GPU's clients moved to the host at hand-offs.",
-		   GOFF(swap_bytes_out), V_INT);
-	gpu_family(b, s, "nvshare_gpu_swap_in_seconds_total", "counter",
-		   "Time the GPU's clients spent prefetching at hand-offs.", GOFF(swap_ns_in),
-		   V_SECONDS);
-	gpu_family(b, s, "nvshare_gpu_swap_out_seconds_total", "counter",
-		   "Time the GPU's clients spent moving memory to the host at hand-offs.",
-		   GOFF(swap_ns_out), V_SECONDS);
-	gpu_family(b, s, "nvshare_gpu_swap_fast_bytes", "gauge",
-		   "Memory of the GPU's clients that hand-offs move at link speed (converted "
-		   "allocations, VMM handles), as the clients report it.",
-		   GOFF(swap_fast), V_INT);
-	gpu_family(b, s, "nvshare_gpu_swap_prefetch_bytes", "gauge",
-		   "Memory of the GPU's clients that hand-offs move by Unified Memory prefetch "
-		   "(the applications' own managed memory).",
-		   GOFF(swap_prefetch), V_INT);
-	gpu_family(b, s, "nvshare_gpu_swap_pinned_bytes", "gauge",
-		   "Memory of the GPU's clients that never leaves the GPU (pools, arrays, device "
-		   "memory, exported VMM handles).",
-		   GOFF(swap_pinned), V_INT);
-	gpu_family(b, s, "nvshare_gpu_swap_staging_bytes", "gauge",
-		   "Pinned host memory the GPU's clients hold as swap staging.", GOFF(swap_staging),
-		   V_INT);
-	gpu_family(b, s, "nvshare_gpu_time_quantum_effective_seconds", "gauge",
-		   "Quantum in force: the TQ, stretched to a multiple of the last swap time "
-		   "while memory does not fit.",
-		   GOFF(tq_effective_ns), V_SECONDS);
-	gpu_family(b, s, "nvshare_gpu_lock_held_seconds_total", "counter",
-		   "Time the GPU's lock was held, the current hold included.", GOFF(held_ns),
-		   V_SECONDS);
-	gpu_family(b, s, "nvshare_gpu_lock_drain_seconds_total", "counter",
-		   "Time holders took from DROP_LOCK to release.", GOFF(st.drain_ns), V_SECONDS);
+	gpu_by_label(b, c, name, "reason", reasons, 4, preempted);
+}
 
-	family(b, "nvshare_lock_wait_seconds", "histogram",
-	       "Time clients waited in the GPU's queue before they got the lock.");
-	for (unsigned i = 0; i < s->ngpus; i++) {
-		const struct msnap_gpu *g = &s->gpus[i];
+/* The lock-wait histogram: cumulative buckets, _sum, _count. */
+static void w_lock_wait(struct mbuf *b, const struct rctx *c, const char *name)
+{
+	for (unsigned i = 0; i < c->s->ngpus; i++) {
+		const struct msnap_gpu *g = &c->s->gpus[i];
 		uint64_t cum = 0;
 		for (unsigned k = 0; k < NVS_WAIT_BUCKETS; k++) {
 			cum += g->st.wait_hist[k];
-			mbuf_printf(b, "nvshare_lock_wait_seconds_bucket{");
+			mbuf_printf(b, "%s_bucket{", name);
 			gpu_labels(b, g);
 			if (k < NVS_WAIT_BUCKETS - 1) {
 				uint64_t us = nvs_wait_bucket_le_us[k];
@@ -462,186 +434,159 @@ static void render_gpus(struct mbuf *b, const struct msnap *s, const struct msam
 				mbuf_printf(b, ",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
 			}
 		}
-		mbuf_printf(b, "nvshare_lock_wait_seconds_sum{");
+		mbuf_printf(b, "%s_sum{", name);
 		gpu_labels(b, g);
 		mbuf_printf(b, "} ");
 		ns_seconds(b, g->st.wait_ns);
-		mbuf_printf(b, "\nnvshare_lock_wait_seconds_count{");
+		mbuf_printf(b, "\n%s_count{", name);
 		gpu_labels(b, g);
 		mbuf_printf(b, "} %llu\n", (unsigned long long)cum);
 	}
 }
 
-static void render_clients(struct mbuf *b, const struct msnap *s)
+static void w_client_info(struct mbuf *b, const struct rctx *c, const char *name)
 {
-	if (s->process_labels) {
-		family(b, "nvshare_client_info", "gauge",
-		       "Connected client process (value 1), with its program name as it "
-		       "claims it (NVSHARE_METRICS_PROCESS_LABELS=1).");
-		for (unsigned i = 0; i < s->nclients; i++) {
-			const struct msnap_client *c = &s->clients[i];
-			mbuf_printf(b, "nvshare_client_info{");
-			client_id_labels(b, c);
-			mbuf_printf(b, ",client_id=\"%u\",name=\"", c->id);
-			mbuf_label_value(b, c->name);
-			mbuf_printf(b, "\"} 1\n");
-		}
+	for (unsigned i = 0; i < c->s->nclients; i++) {
+		const struct msnap_client *cl = &c->s->clients[i];
+		mbuf_printf(b, "%s{", name);
+		client_id_labels(b, cl);
+		mbuf_printf(b, ",client_id=\"%u\",name=\"", cl->id);
+		mbuf_label_value(b, cl->name);
+		mbuf_printf(b, "\"} 1\n");
 	}
-	family(b, "nvshare_client_processes", "gauge",
-	       "Client processes of the tenant attached to the GPU (1 per series with "
-	       "NVSHARE_METRICS_PROCESS_LABELS=1).");
-	for (unsigned i = 0; i < nseries(s); i++) {
-		mbuf_printf(b, "nvshare_client_processes{");
-		series_labels(b, s, i);
-		mbuf_printf(b, "} %llu\n",
-			    (unsigned long long)(s->process_labels ? 1 : s->tenants[i].nclients));
-	}
-	family(b, "nvshare_client_state", "gauge",
-	       "Clients of the tenant in each lock state on the GPU (one-hot per process with "
-	       "NVSHARE_METRICS_PROCESS_LABELS=1).");
+}
+
+static void w_client_state(struct mbuf *b, const struct rctx *c, const char *name)
+{
+	static const char *const states[] = {"idle", "waiting", "holding"};
+	const struct msnap *s = c->s;
 	for (unsigned i = 0; i < nseries(s); i++) {
 		for (unsigned k = 0; k < 3; k++) {
-			mbuf_printf(b, "nvshare_client_state{");
+			mbuf_printf(b, "%s{", name);
 			series_labels(b, s, i);
-			mbuf_printf(b, ",state=\"%s\"} %llu\n", state_names[k],
+			mbuf_printf(b, ",state=\"%s\"} %llu\n", states[k],
 				    (unsigned long long)series_state(s, i, k));
 		}
 	}
-	family(b, "nvshare_client_managed_allocated_bytes", "gauge",
-	       "Managed memory the tenant's clients have allocated on the GPU, as they report "
-	       "it.");
-	for (unsigned i = 0; i < nseries(s); i++) {
-		mbuf_printf(b, "nvshare_client_managed_allocated_bytes{");
-		series_labels(b, s, i);
-		mbuf_printf(b, "} %llu\n", (unsigned long long)series_allocated(s, i));
+}
+
+/* ---- the table (metrics.def) ---- */
+
+enum src {
+	SRC_SCALAR,	 /* off: a uint64_t of struct msnap */
+	SRC_SCALAR_UINT, /* off: an unsigned of struct msnap */
+	SRC_SCALAR_GET,	 /* get(c, 0, &v) */
+	SRC_GPU,	 /* off: of struct msnap_gpu, per GPU */
+	SRC_GPU_GET,	 /* get(c, GPU, &v) */
+	SRC_SERIES,	 /* off: of struct mcounters, per client series */
+	SRC_SERIES_GET,	 /* get(c, series, &v) */
+	SRC_WRITE,	 /* write() writes the samples */
+};
+
+enum when {
+	WHEN_ALWAYS,
+	WHEN_NVML,    /* NVML was sampled for this scrape */
+	WHEN_PROCESS, /* NVSHARE_METRICS_PROCESS_LABELS=1 */
+};
+
+struct family {
+	const char *name, *type, *help;
+	enum when when;
+	enum src src;
+	enum fmt fmt;
+	size_t off;
+	int (*get)(const struct rctx *c, unsigned i, uint64_t *v);
+	void (*write)(struct mbuf *b, const struct rctx *c, const char *name);
+};
+
+#define SCALAR(f, fmt) SRC_SCALAR, FMT_##fmt, offsetof(struct msnap, f), NULL, NULL
+#define SCALAR_UINT(f, fmt) SRC_SCALAR_UINT, FMT_##fmt, offsetof(struct msnap, f), NULL, NULL
+#define SCALAR_GET(fn, fmt) SRC_SCALAR_GET, FMT_##fmt, 0, fn, NULL
+#define GPU(f, fmt) SRC_GPU, FMT_##fmt, offsetof(struct msnap_gpu, f), NULL, NULL
+#define GPU_GET(fn, fmt) SRC_GPU_GET, FMT_##fmt, 0, fn, NULL
+#define SERIES(f, fmt) SRC_SERIES, FMT_##fmt, offsetof(struct mcounters, f), NULL, NULL
+#define SERIES_GET(fn, fmt) SRC_SERIES_GET, FMT_##fmt, 0, fn, NULL
+#define WRITE(fn) SRC_WRITE, FMT_INT, 0, NULL, fn
+
+static const struct family families[] = {
+#define NVS_METRIC(name, type, scope, labels, when, src, help, doc)                                \
+	{name, #type, help, WHEN_##when, src},
+#include "metrics.def"
+#undef NVS_METRIC
+};
+
+/* The value of f for GPU or series i (0: left out). */
+static int value(const struct family *f, const struct rctx *c, unsigned i, uint64_t *v)
+{
+	const struct msnap *s = c->s;
+	switch (f->src) {
+	case SRC_SCALAR:
+		*v = U64_AT(s, f->off);
+		return 1;
+	case SRC_SCALAR_UINT:
+		*v = *(const unsigned *)((const char *)s + f->off);
+		return 1;
+	case SRC_GPU:
+		*v = U64_AT(&s->gpus[i], f->off);
+		return 1;
+	case SRC_SERIES:
+		*v = U64_AT(series_counters(s, i), f->off);
+		return 1;
+	default:
+		return f->get(c, i, v);
 	}
-	family(b, "nvshare_client_memory_limit_bytes", "gauge",
-	       "Memory limit on the GPU (per process; the highest of the tenant's processes). "
-	       "Absent when one has none.");
-	for (unsigned i = 0; i < nseries(s); i++) {
-		if (series_mem_limit(s, i) == NVS_NO_LIMIT)
-			continue;
-		mbuf_printf(b, "nvshare_client_memory_limit_bytes{");
-		series_labels(b, s, i);
-		mbuf_printf(b, "} %llu\n", (unsigned long long)series_mem_limit(s, i));
+}
+
+/* One sample of f: name{the GPU's or the series' labels} value. */
+static void sample(struct mbuf *b, const struct family *f, const struct rctx *c, unsigned i)
+{
+	uint64_t v;
+	if (!value(f, c, i, &v))
+		return;
+	mbuf_printf(b, "%s", f->name);
+	if (f->src == SRC_GPU || f->src == SRC_GPU_GET) {
+		mbuf_putc(b, '{');
+		gpu_labels(b, &c->s->gpus[i]);
+		mbuf_putc(b, '}');
+	} else if (f->src == SRC_SERIES || f->src == SRC_SERIES_GET) {
+		mbuf_putc(b, '{');
+		series_labels(b, c->s, i);
+		mbuf_putc(b, '}');
 	}
-	family(b, "nvshare_client_core_limit_ratio", "gauge",
-	       "Compute limit on the GPU as a fraction of its time (per process; the highest of "
-	       "the tenant's processes; 1: none).");
-	for (unsigned i = 0; i < nseries(s); i++) {
-		uint32_t c = series_core_limit(s, i);
-		mbuf_printf(b, "nvshare_client_core_limit_ratio{");
-		series_labels(b, s, i);
-		mbuf_printf(b, "} %u.%02u\n", c / 100, c % 100);
-	}
-	counter_family(b, s, "nvshare_client_lock_held_seconds_total",
-		       "Time the tenant's clients held the GPU's lock, the current hold included.",
-		       COFF(held_ns), V_SECONDS);
-	counter_family(b, s, "nvshare_client_throttled_seconds_total",
-		       "Time a compute quota kept the tenant's clients from the GPU's lock.",
-		       COFF(throttled_ns), V_SECONDS);
-	counter_family(b, s, "nvshare_client_lock_wait_seconds_total",
-		       "Time the tenant's clients waited for the GPU's lock (completed waits).",
-		       COFF(wait_ns), V_SECONDS);
-	counter_family(b, s, "nvshare_client_lock_grants_total",
-		       "Locks granted to the tenant's clients.", COFF(grants), V_INT);
-	counter_family(b, s, "nvshare_client_lock_revocations_total",
-		       "Locks taken back from the tenant's clients after the grace period.",
-		       COFF(revocations), V_INT);
-	counter_family(b, s, "nvshare_client_swap_in_bytes_total",
-		       "Managed memory the tenant's clients moved to the GPU when they got the "
-		       "lock.",
-		       COFF(swap_bytes_in), V_INT);
-	counter_family(b, s, "nvshare_client_swap_out_bytes_total",
-		       "Managed memory the tenant's clients moved to host memory when they "
-		       "released the lock.",
-		       COFF(swap_bytes_out), V_INT);
-	counter_family(b, s, "nvshare_client_swap_in_seconds_total",
-		       "Time the tenant's clients spent moving memory to the GPU.",
-		       COFF(swap_ns_in), V_SECONDS);
-	counter_family(b, s, "nvshare_client_swap_out_seconds_total",
-		       "Time the tenant's clients spent moving memory to the host.",
-		       COFF(swap_ns_out), V_SECONDS);
+	mbuf_putc(b, ' ');
+	v_put(b, f->fmt, v);
+	mbuf_putc(b, '\n');
 }
 
 void nvs_metrics_render(struct mbuf *b, const struct msnap *s, const struct msample *samples,
 			uint64_t now)
 {
-	family(b, "nvshare_build_info", "gauge",
-	       "The scheduler's version (label version); always 1.");
-	mbuf_printf(b, "nvshare_build_info{version=\"%s\"} 1\n", NVS_VERSION_FULL);
-	family(b, "nvshare_scheduler_start_time_seconds", "gauge",
-	       "Start time of the scheduler since the Unix epoch.");
-	mbuf_printf(b, "nvshare_scheduler_start_time_seconds %.3f\n", s->start_time_s);
-	single(b, "nvshare_scheduler_gpus", "gauge", "GPUs known to the scheduler.", s->ngpus);
-	single(b, "nvshare_scheduler_clients", "gauge", "Connected client processes.", s->nclients);
-	single(b, "nvshare_scheduler_connections_accepted_total", "counter",
-	       "Connections accepted (clients and nvsharectl).", s->conns_accepted);
-	family(b, "nvshare_scheduler_connections_dropped_total", "counter",
-	       "Connections the scheduler closed: protocol errors, or peers that did not read.");
-	mbuf_printf(b, "nvshare_scheduler_connections_dropped_total{reason=\"protocol\"} %llu\n",
-		    (unsigned long long)s->conns_closed_bad);
-	mbuf_printf(b, "nvshare_scheduler_connections_dropped_total{reason=\"slow\"} %llu\n",
-		    (unsigned long long)s->conns_closed_slow);
-	mbuf_printf(b,
-		    "nvshare_scheduler_connections_dropped_total{reason=\"handshake_timeout\"} "
-		    "%llu\n",
-		    (unsigned long long)s->handshake_timeouts);
-	mbuf_printf(b,
-		    "nvshare_scheduler_connections_dropped_total{reason=\"buffer_budget\"} %llu\n",
-		    (unsigned long long)s->budget_cuts);
-	mbuf_printf(b, "nvshare_scheduler_connections_dropped_total{reason=\"idle_limit\"} %llu\n",
-		    (unsigned long long)s->idle_cuts);
-	mbuf_printf(b, "nvshare_scheduler_connections_dropped_total{reason=\"fd_pressure\"} %llu\n",
-		    (unsigned long long)s->fd_evictions);
-	family(b, "nvshare_scheduler_connections_refused_total", "counter",
-	       "Connections refused at accept: the tenant had NVSHARE_MAX_CONNS_PER_TENANT, or "
-	       "its uid connected faster than NVSHARE_ACCEPT_RATE with its queue full.");
-	mbuf_printf(b,
-		    "nvshare_scheduler_connections_refused_total{reason=\"tenant_limit\"} %llu\n",
-		    (unsigned long long)s->refused_tenant);
-	mbuf_printf(b, "nvshare_scheduler_connections_refused_total{reason=\"accept_rate\"} %llu\n",
-		    (unsigned long long)s->refused_rate);
-	single(b, "nvshare_scheduler_pod_sockets", "gauge",
-	       "Pod sockets listening (one per binding file, docs/security.md).", s->pod_sockets);
-	family(b, "nvshare_clients_ungated_runs_total", "counter",
-	       "Runs clients made without the scheduler's gate, as they reported once connected "
-	       "again, by reason.");
-	for (unsigned r = 1; r <= NVS_UNGATED_REASONS; r++)
-		mbuf_printf(b, "nvshare_clients_ungated_runs_total{reason=\"%s\"} %llu\n",
-			    nvs_ungated_reason_name(r), (unsigned long long)s->ungated_runs[r]);
-	family(b, "nvshare_clients_ungated_seconds_total", "counter",
-	       "How long those runs without the gate lasted, by reason.");
-	for (unsigned r = 1; r <= NVS_UNGATED_REASONS; r++) {
-		mbuf_printf(b, "nvshare_clients_ungated_seconds_total{reason=\"%s\"} ",
-			    nvs_ungated_reason_name(r));
-		ns_seconds(b, s->ungated_ns[r]);
-		mbuf_putc(b, '\n');
+	const struct rctx c = {s, samples, now};
+	for (size_t k = 0; k < sizeof families / sizeof families[0]; k++) {
+		const struct family *f = &families[k];
+		if ((f->when == WHEN_NVML && !samples) ||
+		    (f->when == WHEN_PROCESS && !s->process_labels))
+			continue;
+		mbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, f->type);
+		switch (f->src) {
+		case SRC_WRITE:
+			f->write(b, &c, f->name);
+			break;
+		case SRC_SCALAR:
+		case SRC_SCALAR_UINT:
+		case SRC_SCALAR_GET:
+			sample(b, f, &c, 0);
+			break;
+		case SRC_GPU:
+		case SRC_GPU_GET:
+			for (unsigned i = 0; i < s->ngpus; i++)
+				sample(b, f, &c, i);
+			break;
+		case SRC_SERIES:
+		case SRC_SERIES_GET:
+			for (unsigned i = 0; i < nseries(s); i++)
+				sample(b, f, &c, i);
+			break;
+		}
 	}
-	single(b, "nvshare_scheduler_connection_buffer_bytes", "gauge",
-	       "Input and output buffered for client-socket connections "
-	       "(bounded by NVSHARE_CONN_BUFFER_BUDGET).",
-	       s->buffered);
-	single(b, "nvshare_log_lines_suppressed_total", "counter",
-	       "Scheduler log lines held back by the per-tenant, per-kind rate limit.",
-	       s->log_suppressed);
-	single(b, "nvshare_log_lines_dropped_total", "counter",
-	       "Scheduler log lines dropped because stderr was not drained fast enough.",
-	       s->log_dropped);
-	single(b, "nvshare_scheduler_loop_stalls_total", "counter",
-	       "Gaps between two event-loop turns longer than NVSHARE_HEALTH_STALL_MS: "
-	       "the scheduler was blocked or not run, and scheduled nothing meanwhile.",
-	       s->loop_stalls);
-	single_seconds(
-	    b, "nvshare_scheduler_loop_stalled_seconds_total", "counter",
-	    "Time in event-loop stalls (gaps between turns over NVSHARE_HEALTH_STALL_MS).",
-	    s->loop_stalled_ns);
-	single_seconds(b, "nvshare_metrics_snapshot_age_seconds", "gauge",
-		       "Age of the scheduler state snapshot this scrape was rendered from.",
-		       now > s->taken_ns ? now - s->taken_ns : 0);
-	single(b, "nvshare_metrics_snapshots_total", "counter",
-	       "Snapshots the scheduler loop published for the exporter.", s->seq);
-
-	render_gpus(b, s, samples);
-	render_clients(b, s);
 }

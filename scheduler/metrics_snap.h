@@ -8,7 +8,7 @@
 #define NVSHARE_SCHEDULER_METRICS_SNAP_H
 
 #include "names.h"
-#include "state.h"
+#include "core/state.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -54,12 +54,27 @@ struct msnap_client {
 	unsigned first_entry, nentries; /* its msnap_entry range */
 };
 
-/* Counters of one client on one GPU (summed per tenant). */
+/* Counters of one client on one GPU, summed per tenant (metrics_tenant.c
+ * adds every one of the list): held_ns, completed holds + the current one;
+ * throttled_ns, time a quota kept it from the lock; lock grants,
+ * revocations, completed waits and their time; swap bytes and time, each
+ * way. metrics.def's SERIES rows name them. */
+#define NVS_MCOUNTERS(X)                                                                           \
+	X(held_ns)                                                                                 \
+	X(throttled_ns)                                                                            \
+	X(grants)                                                                                  \
+	X(revocations)                                                                             \
+	X(waits)                                                                                   \
+	X(wait_ns)                                                                                 \
+	X(swap_bytes_in)                                                                           \
+	X(swap_bytes_out)                                                                          \
+	X(swap_ns_in)                                                                              \
+	X(swap_ns_out)
+
 struct mcounters {
-	uint64_t held_ns;      /* completed holds + the current one */
-	uint64_t throttled_ns; /* time a quota kept it from the lock */
-	uint64_t grants, revocations, waits, wait_ns;
-	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
+#define NVS_MCOUNTER_FIELD(f) uint64_t f;
+	NVS_MCOUNTERS(NVS_MCOUNTER_FIELD)
+#undef NVS_MCOUNTER_FIELD
 };
 
 /* One client's use of one GPU. */
@@ -105,7 +120,7 @@ struct msnap {
 	uint64_t seq;	     /* publish number */
 	unsigned nclients;
 	uint64_t conns_accepted, conns_closed_bad, conns_closed_slow;
-	/* Bounds (limits.h) and log rate limiting (plog.h). */
+	/* Bounds (peer_limits.h) and log rate limiting (plog.h). */
 	uint64_t refused_tenant, handshake_timeouts, budget_cuts, buffered;
 	uint64_t log_suppressed, log_dropped;
 	uint64_t loop_stalls, loop_stalled_ns; /* health.c */

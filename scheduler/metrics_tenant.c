@@ -56,16 +56,9 @@ static void key_of(const struct msnap_client *c, char *k)
 
 static void add(struct mcounters *a, const struct mcounters *b)
 {
-	a->held_ns += b->held_ns;
-	a->throttled_ns += b->throttled_ns;
-	a->grants += b->grants;
-	a->revocations += b->revocations;
-	a->waits += b->waits;
-	a->wait_ns += b->wait_ns;
-	a->swap_bytes_in += b->swap_bytes_in;
-	a->swap_bytes_out += b->swap_bytes_out;
-	a->swap_ns_in += b->swap_ns_in;
-	a->swap_ns_out += b->swap_ns_out;
+#define ADD(f) a->f += b->f;
+	NVS_MCOUNTERS(ADD)
+#undef ADD
 }
 
 static struct retired *ret_find(struct retired *r, unsigned n, const char *key, int gpu)

@@ -24,20 +24,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core/tenant.h"
 #include "names.h"
-
-enum nvs_tenant_kind {
-	NVS_TENANT_UNKNOWN = 0,
-	NVS_TENANT_UID = 1, /* no Pod: the host uid is the tenant */
-	NVS_TENANT_POD = 2,
-};
-
-enum nvs_id_source {
-	NVS_ID_NONE = 0,
-	NVS_ID_CGROUP = 1,	/* the connecting process's own cgroup */
-	NVS_ID_PID_HISTORY = 2, /* unknown now; its pid was last seen in this Pod */
-	NVS_ID_SOCKET = 3,	/* it connected on its Pod's own socket (podsock.h) */
-};
 
 struct nvs_peer {
 	pid_t pid; /* SO_PEERCRED at connect, host PID namespace (0: invisible) */

@@ -3,6 +3,7 @@
  * connection counts, the handshake deadline, the global buffer budget and
  * the descriptor reserve.
  */
+#include "clock.h"
 #include "peer_limits.h"
 
 #include "clients.h"
@@ -14,7 +15,7 @@
 #include "peer.h"
 #include "plog.h"
 #include "settings.h"
-#include "state.h"
+#include "core/state.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,12 +9,13 @@
  * so one run in dozens met it: a churn wrote 1.23 MB of log a minute
  * where its bound is ~0.5.)
  */
+#include "clock.h"
 #include "plog.h"
 
 #include "log.h"
 #include "parse.h"
 #include "peer.h"
-#include "state.h"
+#include "core/state.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -9,6 +9,7 @@
  * place, so a scan never sees half a file; a name that is not
  * <16 hex>.json is not a binding.
  */
+#include "clock.h"
 #include "podsock.h"
 
 #include "events.h"
@@ -16,7 +17,7 @@
 #include "loop.h"
 #include "parse.h"
 #include "server.h"
-#include "state.h"
+#include "core/state.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>

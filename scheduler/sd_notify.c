@@ -3,7 +3,7 @@
 
 #include "log.h"
 #include "loop.h"
-#include "state.h"
+#include "core/state.h"
 
 #include <errno.h>
 #include <stddef.h>

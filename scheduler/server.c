@@ -1,5 +1,6 @@
 #include "server.h"
 
+#include "clock.h"
 #include "conn.h"
 #include "events.h"
 #include "peer_limits.h"
@@ -8,7 +9,7 @@
 #include "peer.h"
 #include "plog.h"
 #include "podsock.h"
-#include "state.h"
+#include "core/state.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -648,7 +649,7 @@ static int pause_noted(struct pause_note *n, uint64_t now, unsigned *quiet)
 }
 
 /*
- * Out of descriptors (limits.h). First the connections that cost a
+ * Out of descriptors (peer_limits.h). First the connections that cost a
  * descriptor and do nothing (limits.c nvs_limits_evict_idle: the tenant
  * with the most connections gives up its oldest idle one; connections
  * parked over their uid's budget are not closed: they need no new
@@ -699,7 +700,7 @@ static void client_accept_retry(uint64_t now)
 }
 
 /*
- * Accept budgets per tenant (NVSHARE_ACCEPT_RATE, limits.h). Resolving a
+ * Accept budgets per tenant (NVSHARE_ACCEPT_RATE, peer_limits.h). Resolving a
  * peer costs the loop ~100 us (cgroup read, pidfd, descriptors); a tenant
  * that churns connections must spend only its own share of that, and
  * never delay another tenant's WELCOME (one bucket for all did: a

@@ -7,7 +7,7 @@
  */
 #include "settings.h"
 
-#include "coschedule.h"
+#include "core/coschedule.h"
 #include "health.h"
 #include "k8s/k8s_watch.h"
 #include "peer_limits.h"
@@ -16,7 +16,7 @@
 #include "parse.h"
 #include "peer.h"
 #include "plog.h"
-#include "state.h"
+#include "core/state.h"
 #include "state_file.h"
 #include "unmanaged.h"
 
@@ -249,22 +249,6 @@ static int in_range(const struct setting *s, uint64_t u)
 	return u >= s->lo && u <= s->hi;
 }
 
-/* The position of v among "a|b|c" (case-insensitive), or -1. */
-static int choice(const char *choices, const char *v)
-{
-	int i = 0;
-	size_t n = strlen(v);
-	for (const char *p = choices;; i++) {
-		const char *bar = strchr(p, '|');
-		size_t len = bar ? (size_t)(bar - p) : strlen(p);
-		if (len == n && !strncasecmp(p, v, n))
-			return i;
-		if (!bar)
-			return -1;
-		p = bar + 1;
-	}
-}
-
 static void choice_name(const char *choices, uint64_t i, char *b, size_t cap)
 {
 	const char *p = choices;
@@ -328,7 +312,7 @@ static int parse(const struct setting *s, const char *text, struct sval *v)
 		v->u = (uint64_t)b;
 		return 0;
 	case K_ENUM:
-		if ((b = choice(s->choices, text)) < 0)
+		if ((b = nvs_parse_choice(s->choices, text, 1)) < 0)
 			return -1;
 		v->u = (uint64_t)b;
 		return 0;

@@ -16,15 +16,16 @@
  * since is dropped at start. Older files without it are restored as they
  * are (logged).
  */
+#include "clock.h"
 #include "state_file.h"
 
 #include "clients.h"
 #include "events.h"
 #include "log.h"
 #include "parse.h"
-#include "policy.h"
+#include "core/policy.h"
 #include "settings.h"
-#include "state.h"
+#include "core/state.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -592,7 +593,7 @@ void nvs_state_apply_gpu(struct gpu *g)
 			o->capacity_override =
 			    S.cfg.capacity[j] ? S.cfg.capacity[j] : S.cfg.capacity_all;
 			if (o != g)
-				nvs_policy_settings_changed(o);
+				nvs_policy_settings_changed(o, nvs_now_ns());
 		}
 		changed = 1;
 	}

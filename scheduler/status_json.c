@@ -1,20 +1,20 @@
 #include "status_json.h"
 
-#include "claims.h"
+#include "core/claims.h"
 #include "conn.h"
-#include "coschedule.h"
+#include "core/coschedule.h"
 #include "gpus.h"
 #include "health.h"
 #include "k8s/k8s_watch.h"
 #include "peer_limits.h"
 #include "log.h"
 #include "plog.h"
-#include "policy.h"
+#include "core/policy.h"
 #include "peer.h"
 #include "podsock.h"
-#include "quota.h"
+#include "core/quota.h"
 #include "settings.h"
-#include "state.h"
+#include "core/state.h"
 #include "unmanaged.h"
 
 #include <unistd.h>
@@ -95,7 +95,7 @@ static cJSON *gpu_json(const struct gpu *g, uint64_t now)
 	if (g->holder) {
 		cJSON *h = who(g->holder);
 		num(h, "held_ns", now - g->holder->held_since_ns);
-		cJSON_AddBoolToObject(h, "drop_sent", g->drop_sent);
+		cJSON_AddBoolToObject(h, "drop_sent", g->holder->drop.sent);
 		cJSON_AddItemToObject(o, "holder", h);
 	} else {
 		cJSON_AddNullToObject(o, "holder");
@@ -142,6 +142,7 @@ static cJSON *gpu_json(const struct gpu *g, uint64_t now)
 	num(sw, "last_out_ns", g->swap_last_out_ns);
 	/* What the adaptive quantum uses: median recent in + out. */
 	num(sw, "median_ns", nvs_claims_swap_median(g));
+	num(sw, "handoff_ns", nvs_policy_handoff_ns(g));
 	/* Reports not taken (no hand-off of theirs) or cut to their bytes. */
 	num(sw, "samples_refused", g->ev.swap_refused);
 	/* NVML's used memory that no listed process accounts for. */
@@ -351,7 +352,7 @@ cJSON *nvs_status_json(uint64_t now)
 	num(c, "refused_no_fd", S.accept_refused);
 	num(c, "accept_pauses", S.accept_pauses);
 	num(c, "socket_recreated", S.sock_recreated);
-	/* Bounds (limits.h): what hostile peers were refused or cut. */
+	/* Bounds (peer_limits.h): what hostile peers were refused or cut. */
 	num(c, "refused_tenant_limit", nvs_limits_stats.refused_tenant);
 	num(c, "handshake_timeouts", nvs_limits_stats.handshake_timeouts);
 	num(c, "buffer_budget_cuts", nvs_limits_stats.budget_cuts);

@@ -1,5 +1,6 @@
 #include "unmanaged.h"
 
+#include "clock.h"
 #include "events.h"
 #include "k8s/k8s_watch.h"
 #include "log.h"
@@ -8,10 +9,10 @@
 #include "nvml_api.h"
 #include "parse.h"
 #include "k8s/pod_identity.h"
-#include "policy.h"
-#include "claims.h"
+#include "core/policy.h"
+#include "core/claims.h"
 #include "gpus.h"
-#include "state.h"
+#include "core/state.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -285,7 +286,7 @@ static void recount(struct client_gpu *cg)
 {
 	uint64_t v = nvs_claims_clamp(cg, cg->claimed);
 	if (v != cg->allocated)
-		nvs_policy_mem_update(cg, v);
+		nvs_policy_mem_update(cg, v, nvs_now_ns());
 }
 
 /* A pass saw cg's process on its GPU (listed, with used bytes) or not. */
@@ -456,7 +457,7 @@ static void apply(struct gpu *g, unsigned count, uint64_t mem)
 			  force, count, (unsigned long long)pinned);
 	g->unmanaged_force = force;
 	g->unmanaged_pinned = pinned;
-	nvs_policy_settings_changed(g);
+	nvs_policy_settings_changed(g, nvs_now_ns());
 }
 
 /* The GPU's used memory that no listed process accounts for, and its

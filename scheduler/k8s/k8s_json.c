@@ -20,62 +20,13 @@ static void excerpt(const char *s, char *out, size_t cap)
 	out[i] = '\0';
 }
 
-void nvs_k8s_core_annotation(const char *s, struct nvs_k8s_limit *l)
+void nvs_k8s_annotation(enum nvs_pod_ann id, const char *s, struct nvs_k8s_limit *l)
 {
 	memset(l, 0, sizeof *l);
 	if (!s)
 		return;
 	excerpt(s, l->raw, sizeof l->raw);
-	unsigned v;
-	if (nvs_parse_percent(s, 1, 100, &v)) {
-		l->state = NVS_ANN_INVALID;
-		return;
-	}
-	l->state = NVS_ANN_VALID;
-	l->v = v;
-}
-
-void nvs_k8s_prio_annotation(const char *s, struct nvs_k8s_limit *l)
-{
-	memset(l, 0, sizeof *l);
-	if (!s)
-		return;
-	excerpt(s, l->raw, sizeof l->raw);
-	if (!strcmp(s, "interactive"))
-		l->v = 1;
-	else if (!strcmp(s, "batch"))
-		l->v = 2;
-	l->state = l->v ? NVS_ANN_VALID : NVS_ANN_INVALID;
-}
-
-void nvs_k8s_unified_annotation(const char *s, struct nvs_k8s_limit *l)
-{
-	memset(l, 0, sizeof *l);
-	if (!s)
-		return;
-	excerpt(s, l->raw, sizeof l->raw);
-	int b;
-	if (nvs_parse_bool(s, &b)) {
-		l->state = NVS_ANN_INVALID;
-		return;
-	}
-	l->state = NVS_ANN_VALID;
-	l->v = b ? 2 : 1;
-}
-
-void nvs_k8s_mem_annotation(const char *s, struct nvs_k8s_limit *l)
-{
-	memset(l, 0, sizeof *l);
-	if (!s)
-		return;
-	excerpt(s, l->raw, sizeof l->raw);
-	uint64_t v;
-	if (nvs_parse_size(s, 1ull << 20, &v) || v == 0) {
-		l->state = NVS_ANN_INVALID;
-		return;
-	}
-	l->state = NVS_ANN_VALID;
-	l->v = v;
+	l->state = nvs_pod_annotation_parse(id, s, &l->v) ? NVS_ANN_INVALID : NVS_ANN_VALID;
 }
 
 int nvs_k8s_merge_limit(const struct nvs_k8s_limit *l, int *cur_has, uint64_t *cur_v)
@@ -239,24 +190,16 @@ int nvs_k8s_pod_from_json(const struct cJSON *obj, struct nvs_k8s_pod *p)
 	if (cJSON_IsObject(ann)) {
 		if ((s = str_item(ann, NVS_K8S_ANN_MIRROR)) && uid_copy(p->mirror, s))
 			p->mirror[0] = '\0';
-		nvs_k8s_core_annotation(str_item(ann, NVS_K8S_ANN_CORE), &p->core);
-		nvs_k8s_mem_annotation(str_item(ann, NVS_K8S_ANN_MEM), &p->mem);
-		nvs_k8s_prio_annotation(str_item(ann, NVS_K8S_ANN_PRIO), &p->prio);
-		nvs_k8s_unified_annotation(str_item(ann, NVS_K8S_ANN_UNIFIED), &p->unified);
-		/* A non-string value (a number where a string belongs) is as
-		 * bad as an unparsable string. */
-		if (!p->core.state && cJSON_GetObjectItemCaseSensitive(ann, NVS_K8S_ANN_CORE))
-			p->core.state = NVS_ANN_INVALID,
-			snprintf(p->core.raw, sizeof p->core.raw, "(not a string)");
-		if (!p->mem.state && cJSON_GetObjectItemCaseSensitive(ann, NVS_K8S_ANN_MEM))
-			p->mem.state = NVS_ANN_INVALID,
-			snprintf(p->mem.raw, sizeof p->mem.raw, "(not a string)");
-		if (!p->prio.state && cJSON_GetObjectItemCaseSensitive(ann, NVS_K8S_ANN_PRIO))
-			p->prio.state = NVS_ANN_INVALID,
-			snprintf(p->prio.raw, sizeof p->prio.raw, "(not a string)");
-		if (!p->unified.state && cJSON_GetObjectItemCaseSensitive(ann, NVS_K8S_ANN_UNIFIED))
-			p->unified.state = NVS_ANN_INVALID,
-			snprintf(p->unified.raw, sizeof p->unified.raw, "(not a string)");
+		for (unsigned i = 0; i < NVS_POD_ANN_N; i++) {
+			const char *key = nvs_pod_annotations[i].key;
+			struct nvs_k8s_limit *l = &p->ann[i];
+			nvs_k8s_annotation(i, str_item(ann, key), l);
+			/* A non-string value (a number where a string belongs)
+			 * is as bad as an unparsable string. */
+			if (!l->state && cJSON_GetObjectItemCaseSensitive(ann, key))
+				l->state = NVS_ANN_INVALID,
+				snprintf(l->raw, sizeof l->raw, "(not a string)");
+		}
 	}
 	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
 	if (cJSON_IsObject(spec))
@@ -278,9 +221,11 @@ static const struct nvs_js_schema container_kids[] = {{"resources", NVS_JS_OBJ, 
 static const struct nvs_js_schema container[] = {{NULL, NVS_JS_OBJ, container_kids, 0}};
 static const struct nvs_js_schema spec[] = {
     {"containers", NVS_JS_ARR, container, 0}, {"initContainers", NVS_JS_ARR, container, 0}, {NULL}};
+/* The annotations of the table, and a static Pod's mirror. */
 static const struct nvs_js_schema annotations[] = {
-    {NVS_K8S_ANN_CORE, NVS_JS_KEEP, NULL, 0},	{NVS_K8S_ANN_MEM, NVS_JS_KEEP, NULL, 0},
-    {NVS_K8S_ANN_PRIO, NVS_JS_KEEP, NULL, 0},	{NVS_K8S_ANN_UNIFIED, NVS_JS_KEEP, NULL, 0},
+#define NVS_ANNOTATION(id, key, ...) {key, NVS_JS_KEEP, NULL, 0},
+#include "annotations.def"
+#undef NVS_ANNOTATION
     {NVS_K8S_ANN_MIRROR, NVS_JS_KEEP, NULL, 0}, {NULL}};
 static const struct nvs_js_schema metadata[] = {{"uid", NVS_JS_KEEP, NULL, 0},
 						{"name", NVS_JS_KEEP, NULL, 0},

@@ -12,14 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "annotations.h" /* the nvshare annotations: annotations.def */
 #include "names.h"
 
-#define NVS_K8S_ANN_CORE "nvshare.com/gpu-core-limit"
-#define NVS_K8S_ANN_MEM "nvshare.com/gpu-memory-limit"
-/* The Pod's class for co-scheduling: interactive | batch (coschedule.h). */
-#define NVS_K8S_ANN_PRIO "nvshare.com/priority"
-/* "false": the Pod's processes keep device memory (scheduler/devmem.c). */
-#define NVS_K8S_ANN_UNIFIED "nvshare.com/unified-memory"
 #define NVS_K8S_ANN_MIRROR "kubernetes.io/config.mirror"
 /* The device plugin's memory resource (docs/kubernetes.md). */
 #define NVS_K8S_RES_MEM "nvshare.com/gpu-memory"
@@ -40,7 +35,7 @@ enum nvs_k8s_ann_state {
 /* One annotation's value, already checked. */
 struct nvs_k8s_limit {
 	int state;		   /* enum nvs_k8s_ann_state */
-	uint64_t v;		   /* core: 1..100; memory: bytes > 0 */
+	uint64_t v;		   /* in its row's lo..hi (annotations.def) */
 	char raw[NVS_K8S_RAW_LEN]; /* printable excerpt of the value */
 };
 
@@ -50,9 +45,10 @@ struct nvs_k8s_pod {
 	char name[NVS_K8S_NAME_LEN];
 	char ns[NVS_K8S_NS_LEN];
 	char rv[NVS_K8S_RV_LEN];
-	struct nvs_k8s_limit core, mem;
-	struct nvs_k8s_limit prio;    /* v: 1 interactive, 2 batch (NVS_PRIO_*) */
-	struct nvs_k8s_limit unified; /* v: 1 "false" (device memory), 2 "true" */
+	/* The annotations of annotations.def, by enum nvs_pod_ann: core
+	 * percent, memory bytes, priority (1 interactive, 2 batch: NVS_PRIO_*),
+	 * unified memory (1 "false": device memory, 2 "true"). */
+	struct nvs_k8s_limit ann[NVS_POD_ANN_N];
 	/* spec: units of nvshare.com/gpu-memory the Pod was given:
 	 * max(sum over containers, max over initContainers) of each one's
 	 * resources.limits (else requests). 0: none asked, or unusable. */
@@ -75,14 +71,10 @@ struct nvs_k8s_event {
 	struct nvs_k8s_pod pod;	 /* ADDED / MODIFIED / DELETED */
 };
 
-/* Annotation value checks: core "1".."100" (optional %); memory a size,
- * a bare number being MiB ("512", "512Mi", "4Gi"), > 0. Fill l with
- * VALID + value or INVALID; s == NULL gives ABSENT. */
-void nvs_k8s_core_annotation(const char *s, struct nvs_k8s_limit *l);
-void nvs_k8s_mem_annotation(const char *s, struct nvs_k8s_limit *l);
-void nvs_k8s_prio_annotation(const char *s, struct nvs_k8s_limit *l);
-/* nvshare.com/unified-memory: a boolean (parse.h nvs_parse_bool). */
-void nvs_k8s_unified_annotation(const char *s, struct nvs_k8s_limit *l);
+/* Annotation `id`'s string value s (annotations.def row) into l: VALID
+ * and the value, or INVALID; s == NULL gives ABSENT. l->raw keeps a
+ * printable excerpt of s for the warning. */
+void nvs_k8s_annotation(enum nvs_pod_ann id, const char *s, struct nvs_k8s_limit *l);
 
 /* A Kubernetes quantity of an extended resource (an integer: "2", "2k",
  * "1Ki"; a JSON number is accepted too) into *units (<= NVS_K8S_MAX_UNITS).

@@ -847,9 +847,13 @@ static void unlink_pod(struct nvs_k8s_cached_pod *e)
 }
 
 /* One annotation of a new Pod version: merge, and log a bad value once. */
-static void merge(struct nvs_k8s_cached_pod *e, const char *ann, const struct nvs_k8s_limit *l,
-		  int *has, uint64_t *v, char *bad, size_t badcap, const char *expected)
+static void merge(struct nvs_k8s_cached_pod *e, enum nvs_pod_ann id, const struct nvs_k8s_limit *l)
 {
+	const char *ann = nvs_pod_annotations[id].key, *expected = nvs_pod_annotations[id].expected;
+	int *has = &e->ann[id].has;
+	uint64_t *v = &e->ann[id].v;
+	char *bad = e->ann[id].bad;
+	size_t badcap = sizeof e->ann[id].bad;
 	if (l->state == NVS_ANN_INVALID) {
 		if (strcmp(bad, l->raw)) {
 			snprintf(bad, badcap, "%s", l->raw);
@@ -891,26 +895,22 @@ static void upsert(const struct kmsg *m)
 	snprintf(e->mirror, sizeof e->mirror, "%s", p->mirror);
 	snprintf(e->name, sizeof e->name, "%s", p->name);
 	snprintf(e->ns, sizeof e->ns, "%s", p->ns);
-	int oc = e->has_core, om = e->has_mem;
-	uint64_t ocv = e->core, omv = e->mem, orq = e->mem_request;
+	struct nvs_k8s_ann_in_force oc = e->ann[NVS_POD_ANN_CORE], om = e->ann[NVS_POD_ANN_MEM];
+	uint64_t orq = e->mem_request;
 	/* The spec's request: the API server keeps it immutable, and the
 	 * tenant's processes cannot change it (unlike their environment). */
 	e->mem_request = p->mem_units * nvs_k8s_cfg.mem_unit;
-	merge(e, NVS_K8S_ANN_CORE, &p->core, &e->has_core, &e->core, e->bad_core,
-	      sizeof e->bad_core, "an integer percent 1..100");
-	merge(e, NVS_K8S_ANN_MEM, &p->mem, &e->has_mem, &e->mem, e->bad_mem, sizeof e->bad_mem,
-	      "a size: MiB, or with a unit such as 512Mi or 4Gi");
-	merge(e, NVS_K8S_ANN_PRIO, &p->prio, &e->has_prio, &e->prio, e->bad_prio,
-	      sizeof e->bad_prio, "interactive or batch");
-	merge(e, NVS_K8S_ANN_UNIFIED, &p->unified, &e->has_unified, &e->unified, e->bad_unified,
-	      sizeof e->bad_unified, "true or false");
+	for (unsigned i = 0; i < NVS_POD_ANN_N; i++)
+		merge(e, i, &p->ann[i]);
 	e->mark = 1;
-	if (fresh || oc != e->has_core || om != e->has_mem || ocv != e->core || omv != e->mem ||
+	const struct nvs_k8s_ann_in_force *c = &e->ann[NVS_POD_ANN_CORE],
+					  *mem = &e->ann[NVS_POD_ANN_MEM];
+	if (fresh || oc.has != c->has || om.has != mem->has || oc.v != c->v || om.v != mem->v ||
 	    orq != e->mem_request)
 		NVS_DEBUG("k8s: pod %s/%s uid %s: core %llu mem %llu request %llu (%.1f ms after "
 			  "receipt)",
-			  e->ns, e->name, e->uid, e->has_core ? (unsigned long long)e->core : 0ull,
-			  e->has_mem ? (unsigned long long)e->mem : 0ull,
+			  e->ns, e->name, e->uid, c->has ? (unsigned long long)c->v : 0ull,
+			  mem->has ? (unsigned long long)mem->v : 0ull,
 			  (unsigned long long)e->mem_request, (double)(mono_ns() - m->t_ns) / 1e6);
 	if (on_changed)
 		on_changed(e);

@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "annotations.h"
 #include "names.h"
 
 #define NVS_K8S_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -45,16 +46,15 @@ void nvs_k8s_on_event(void);
 struct nvs_k8s_cached_pod {
 	char uid[NVS_POD_UID_LEN], mirror[NVS_POD_UID_LEN];
 	char name[NVS_K8S_NAME_LEN], ns[NVS_K8S_NS_LEN];
-	int has_core, has_mem; /* annotation limits in force for the Pod */
-	uint64_t core, mem;
-	uint64_t mem_request;		/* bytes: spec's nvshare.com/gpu-memory x unit, 0 none */
-	char bad_core[48], bad_mem[48]; /* last invalid value logged */
-	int has_prio;			/* nvshare.com/priority: 1 interactive, 2 batch */
-	uint64_t prio;
-	char bad_prio[48];
-	int has_unified; /* nvshare.com/unified-memory: 1 "false", 2 "true" */
-	uint64_t unified;
-	char bad_unified[48];
+	uint64_t mem_request; /* bytes: spec's nvshare.com/gpu-memory x unit, 0 none */
+	/* The annotations in force for the Pod (annotations.def, by enum
+	 * nvs_pod_ann; the values as in struct nvs_k8s_pod), and the last
+	 * invalid value of each that was logged. */
+	struct nvs_k8s_ann_in_force {
+		int has;
+		uint64_t v;
+		char bad[48];
+	} ann[NVS_POD_ANN_N];
 	int mark; /* re-list bookkeeping */
 	struct nvs_k8s_cached_pod *next;
 };

@@ -11,6 +11,7 @@ ifeq ($(K8S),0)
 K8S_SRCS += scheduler/k8s/k8s_off.c
 K8S_LIBS :=
 else
-K8S_SRCS += scheduler/k8s/k8s_watch.c scheduler/k8s/k8s_json.c scheduler/k8s/k8s_jstream.c
+K8S_SRCS += scheduler/k8s/k8s_watch.c scheduler/k8s/k8s_json.c scheduler/k8s/k8s_jstream.c \
+	scheduler/k8s/annotations.c
 K8S_LIBS := -lcurl
 endif

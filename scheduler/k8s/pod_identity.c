@@ -7,8 +7,8 @@
 #include "../clients.h"
 #include "../devmem.h"
 #include "../events.h"
-#include "../quota.h"
-#include "../state.h"
+#include "../core/limits_apply.h"
+#include "../core/state.h"
 
 #include "log.h"
 #include "parse.h"
@@ -47,6 +47,19 @@ static void set_request(struct client *cl, uint64_t bytes)
 	nvs_client_set_limits_from(cl, NVS_LIMIT_SRC_REQUEST, 0, bytes);
 }
 
+/* The Pod's annotation limits in force: percent, bytes; 0 none. */
+static uint32_t ann_core(const struct nvs_k8s_cached_pod *p)
+{
+	const struct nvs_k8s_ann_in_force *a = &p->ann[NVS_POD_ANN_CORE];
+	return a->has ? (uint32_t)a->v : 0;
+}
+
+static uint64_t ann_mem(const struct nvs_k8s_cached_pod *p)
+{
+	const struct nvs_k8s_ann_in_force *a = &p->ann[NVS_POD_ANN_MEM];
+	return a->has ? a->v : 0;
+}
+
 /* The client's view of Pod p: name, namespace, annotation limits, memory
  * request. */
 static void apply(struct client *cl, const struct nvs_k8s_cached_pod *p)
@@ -59,10 +72,11 @@ static void apply(struct client *cl, const struct nvs_k8s_cached_pod *p)
 	}
 	/* At HELLO nothing is attached yet: ATTACH_GPU sends the limits. */
 	set_request(cl, p->mem_request);
-	set_annotation_limits(cl, p->has_core ? (uint32_t)p->core : 0, p->has_mem ? p->mem : 0);
+	set_annotation_limits(cl, ann_core(p), ann_mem(p));
 	/* The class for co-scheduling (coschedule.c): the Pod spec's word
 	 * over HELLO's. */
-	unsigned prio = p->has_prio ? (unsigned)p->prio : 0;
+	const struct nvs_k8s_ann_in_force *a = &p->ann[NVS_POD_ANN_PRIO];
+	unsigned prio = a->has ? (unsigned)a->v : 0;
 	if (cl->annot_prio != prio)
 		NVS_INFO("client=%u pid=%d pod %s/%s priority annotation: %s", cl->id, (int)cl->pid,
 			 p->ns, p->name,
@@ -71,7 +85,8 @@ static void apply(struct client *cl, const struct nvs_k8s_cached_pod *p)
 				     : "none");
 	cl->annot_prio = prio;
 	/* nvshare.com/unified-memory: "false" (devmem.c; one-way). */
-	nvs_devmem_pod(cl, p->has_unified && p->unified == 1);
+	a = &p->ann[NVS_POD_ANN_UNIFIED];
+	nvs_devmem_pod(cl, a->has && a->v == 1);
 }
 
 /*
@@ -102,7 +117,7 @@ static void tighten_pod(const struct nvs_k8s_cached_pod *p, void *arg)
 	struct strictest *s = arg;
 	if (p == s->skip)
 		return;
-	tighten(&s->core, &s->mem, p->has_core ? (uint32_t)p->core : 0, p->has_mem ? p->mem : 0);
+	tighten(&s->core, &s->mem, ann_core(p), ann_mem(p));
 	tighten(&s->core, &s->mem, 0, p->mem_request);
 }
 

@@ -17,7 +17,10 @@
  *
  *   make fuzz && build/fuzz/fuzz_conn tests/fuzz/corpus/conn
  */
+#include "clock.h"
+#include "clients.h"
 #include "conn.h"
+#include "coschedule.h"
 #include "log.h"
 #include "loop.h"
 #include "policy.h"
@@ -35,8 +38,6 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-struct sched S; /* main.c's, which is not linked */
 
 /* log.c replaced: format (so bad arguments still show) and drop. */
 void nvs_log_init(const char *c)
@@ -99,7 +100,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc;
 	(void)argv;
 	nvs_quota_start(); /* as main.c: quotas run where clients are limited */
-	return nvs_loop_init();
+	nvs_cosched_start();
+	if (nvs_loop_init())
+		return -1;
+	nvs_clients_start(); /* the core's port: sends reach the connections */
+	return 0;
 }
 
 static void reset(uint8_t setup)

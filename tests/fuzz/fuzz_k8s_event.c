@@ -23,9 +23,10 @@ static int printable(const char *s)
 	return 1;
 }
 
-static void check_limit(const struct nvs_k8s_limit *l, uint64_t lo, uint64_t hi)
+/* A value in its row's range (annotations.def). */
+static void check_limit(const struct nvs_k8s_limit *l, const struct nvs_pod_annotation *a)
 {
-	if (l->state == NVS_ANN_VALID && (l->v < lo || l->v > hi))
+	if (l->state == NVS_ANN_VALID && (l->v < a->lo || l->v > a->hi))
 		abort();
 	if (l->state > NVS_ANN_INVALID || !printable(l->raw))
 		abort();
@@ -37,8 +38,8 @@ static void check_pod(const struct nvs_k8s_pod *p)
 		abort();
 	if (!printable(p->name) || !printable(p->ns))
 		abort();
-	check_limit(&p->core, 1, 100);
-	check_limit(&p->mem, 1, UINT64_MAX);
+	for (unsigned i = 0; i < NVS_POD_ANN_N; i++)
+		check_limit(&p->ann[i], &nvs_pod_annotations[i]);
 }
 
 /* The Pod's limits in force across the stream, as the loop keeps them. */
@@ -79,11 +80,11 @@ static int on_line(const char *line, size_t len, void *arg)
 		check_pod(&ev.pod);
 		int hc = has_core;
 		uint64_t c = core;
-		int changed = nvs_k8s_merge_limit(&ev.pod.core, &has_core, &core);
-		if (ev.pod.core.state == NVS_ANN_INVALID &&
-		    (changed || hc != has_core || c != core))
+		const struct nvs_k8s_limit *pc = &ev.pod.ann[NVS_POD_ANN_CORE];
+		int changed = nvs_k8s_merge_limit(pc, &has_core, &core);
+		if (pc->state == NVS_ANN_INVALID && (changed || hc != has_core || c != core))
 			abort(); /* an invalid value never changes the limit */
-		nvs_k8s_merge_limit(&ev.pod.mem, &has_mem, &mem);
+		nvs_k8s_merge_limit(&ev.pod.ann[NVS_POD_ANN_MEM], &has_mem, &mem);
 		if ((has_core && (core < 1 || core > 100)) || (has_mem && !mem))
 			abort();
 	}

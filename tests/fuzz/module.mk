@@ -13,18 +13,18 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRCS)
 
 # The Pod watch's JSON/event handling (scheduler/k8s/k8s_json.c, cJSON).
 build/fuzz/fuzz_k8s_event: tests/fuzz/fuzz_k8s_event.c scheduler/k8s/k8s_json.c \
-		scheduler/k8s/k8s_jstream.c $(COMMON_SRCS)
+		scheduler/k8s/annotations.c scheduler/k8s/k8s_jstream.c $(COMMON_SRCS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -Ischeduler/k8s -o $@ $^ -lcjson
 
 # The scheduler's connection input path (tests/fuzz/fuzz_conn.c): every
 # scheduler source but main.c, logging stubbed. Its own line so that the
 # target list above stays the parsers'.
-FUZZ_SCHED_SRCS = $(filter-out scheduler/main.c,$(SCHED_SRCS)) \
+FUZZ_SCHED_SRCS = $(filter-out scheduler/main.c,$(SCHED_SRCS)) $(CORE_SRCS) \
 	$(filter-out common/log.c,$(COMMON_SRCS))
 FUZZ_SCHED_LIBS ?= -lcjson $(K8S_LIBS) -lmicrohttpd -lpthread -ldl
 fuzz: build/fuzz/fuzz_conn
 # status_json.c includes the generated version header (common/module.mk).
 build/fuzz/fuzz_conn: tests/fuzz/fuzz_conn.c $(FUZZ_SCHED_SRCS) | $(NVS_VERSION_H)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -Ischeduler -I$(dir $(NVS_VERSION_H)) -o $@ $^ $(FUZZ_SCHED_LIBS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -Ischeduler -Ischeduler/core -I$(dir $(NVS_VERSION_H)) -o $@ $^ $(FUZZ_SCHED_LIBS)

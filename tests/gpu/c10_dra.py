@@ -285,13 +285,12 @@ try:
     wb, out_b = worker("c10-b", ub, mem_b)
     if args.smoke:
         sa, sb = child_pid(wa), child_pid(wb)
-        # Both connected and attached to the GPU: a client the status
-        # lists before its ATTACH_GPU has no GPU and no limits yet (an
-        # ASan run read A so).
-        def attached(st, pid):
-            return bool((client_of(st, pid) or {}).get("gpus"))
-        st = wait_until(lambda: (lambda s: s if attached(s, sa) and attached(s, sb)
-                                 else None)(ctl_status()), 30)
+        # Connected is not enough: a client's limits show once it has
+        # attached its GPU (a HELLO alone has no "gpus" yet).
+        def attached(s, pid):
+            return bool(((client_of(s, pid) or {}).get("gpus") or [{}])[0].get("limits"))
+        st = wait_until(lambda: (lambda s: s if attached(s, sa) and attached(s, sb) else None)(
+            ctl_status()), 30)
         pids = {"a": sa, "b": sb}
     else:
         ready = wait_until(lambda: os.path.exists(out_a + ".ready") and os.path.exists(out_b + ".ready")

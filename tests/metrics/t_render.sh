@@ -63,3 +63,23 @@ check "process labels: client_info with the name" grep -qF 'nvshare_client_info{
 check "utilization ratio" grep -qF "nvshare_gpu_utilization_ratio{$G0} 0.37" "$T/m.txt"
 check "unknown capacity: series absent" sh -c "! grep -q 'nvshare_gpu_capacity_bytes{gpu=\"1\"' '$T/m.txt'"
 check "no NVML: no utilization samples" sh -c "! grep -q '^nvshare_gpu_utilization_ratio{' '$T/m2.txt'"
+
+# The families are the rows of scheduler/metrics.def, in its order (the
+# docs' tables list them, table_doc prints them): with NVML samples and
+# process labels every row is there, each once with its HELP and TYPE;
+# without NVML the two NVML rows are left out, without process labels
+# nvshare_client_info.
+TD=$B/scheduler/table_doc
+for t in sched gpu client; do "$TD" metrics $t; done |
+  sed -n 's/^| `\(nvshare_[a-z_]*\).*/\1/p' >"$T/rows"
+families() { sed -n 's/^# TYPE \([a-z_]*\) .*/\1/p' "$1"; }
+check "every row of metrics.def rendered, in its order ($(wc -l <"$T/rows") rows)" \
+  sh -c "[ -s '$T/rows' ] && [ \"\$(cat '$T/rows')\" = \"\$(sed -n 's/^# TYPE \([a-z_]*\) .*/\1/p' '$T/mp.txt')\" ]"
+check "every family has its HELP before its TYPE" \
+  awk '/^# HELP /{h=$3} /^# TYPE /{if ($3 != h) bad=1} END {exit bad}' "$T/mp.txt"
+families "$T/m2.txt" >"$T/f2"
+check "no NVML: all rows but the NVML ones and client_info" sh -c \
+  "grep -vxE 'nvshare_gpu_utilization_ratio|nvshare_gpu_memory_used_bytes|nvshare_client_info' '$T/rows' | cmp -s - '$T/f2'"
+families "$T/m.txt" >"$T/f1"
+check "tenant series: all rows but client_info" sh -c \
+  "grep -vxF nvshare_client_info '$T/rows' | cmp -s - '$T/f1'"

@@ -207,16 +207,47 @@ done
 check "no revocation" test "$(count_events revoke)" = 0
 kill "$SCHED_PID" 2>/dev/null; wait "$SCHED_PID" 2>/dev/null
 
-# ---- 5. Observed class: short holds ended by idle releases = interactive ----
+# ---- 5. Observed class: short holds ended by idle releases, each followed
+# by a pause longer than the hold = interactive; a client that asks again at
+# once after each idle release is busy (a training loop's short gaps) ----
 start_scheduler --no-nvml --capacity 4Gi --tq 30s ||
   not_ok "scheduler 6 of the test starts"
 u=(--gpu-uuid GPU-obs --total 16Gi)
 fc OB "${u[@]}" --alloc 3Gi --script "until $T/obs-done"
-fc OO "${u[@]}" --alloc 2Gi --script "lock;hold 50ms;idle_release;lock;hold 50ms;idle_release;mark two;until $T/obs-done"
-wait_ev 10 OO 'MARK two'
+fc OO "${u[@]}" --alloc 2Gi --script "lock;hold 50ms;idle_release;hold 1000ms;lock;hold 50ms;idle_release;hold 1000ms;lock;mark three;until $T/obs-done"
+fc OQ "${u[@]}" --alloc 2Gi --script "lock;hold 50ms;idle_release;lock;hold 50ms;idle_release;lock;hold 50ms;idle_release;lock;mark four;until $T/obs-done"
+wait_ev 15 OO 'MARK three'
+wait_ev 15 OQ 'MARK four'
 j=$("$CTL" --json)
-check "undeclared client with two short idle-ended holds: interactive (observed)" \
-  sh -c 'echo "$0" | grep -qF "\"class\":\"interactive\",\"class_source\":\"observed\""' "$j"
-check "an undeclared client that never held stays batch (observed)" \
-  sh -c 'echo "$0" | grep -qF "\"class\":\"batch\",\"class_source\":\"observed\""' "$j"
+check "undeclared client with two short idle-ended holds, each followed by a longer pause: interactive (observed)" \
+  test "$(echo "$j" | grep -oF '"class":"interactive","class_source":"observed"' | wc -l)" = 1
+check "undeclared clients that never held, or asked again at once after each idle release: batch (observed)" \
+  test "$(echo "$j" | grep -oF '"class":"batch","class_source":"observed"' | wc -l)" = 2
 touch "$T/obs-done"
+kill "$SCHED_PID" 2>/dev/null; wait "$SCHED_PID" 2>/dev/null
+
+# ---- 6. Under memory pressure a member that declared nothing is told
+# WAITERS even when nobody waits, so that it releases when it idles (that is
+# how a notebook shows it works in bursts); a member declared batch holds
+# through its pauses: the first WAITERS it gets is for a real waiter ----
+mv "$NVSHARE_EVENTS" "$T/events-5.jsonl"
+start_scheduler --no-nvml --capacity 6Gi --tq 30s ||
+  not_ok "scheduler 7 of the test starts"
+u=(--gpu-uuid GPU-probe --total 16Gi)
+for n in PI1 PI2; do fc $n "${u[@]}" --alloc 1536Mi --script "until $T/probe-q;lock;mark queued;until $T/probe-done"; done
+fc PU "${u[@]}" --alloc 1536Mi --script "wait mode1 $(scaled 10)s;lock;mark holds;wait waiters>0 $(scaled 10)s;idle_release;mark released;until $T/probe-again;lock;mark again;until $T/probe-done"
+fc PB "${u[@]}" --alloc 2Gi --priority batch --script "lock;mark holds;wait waiters>0 $(scaled 30)s;mark told;until $T/probe-done"
+check "the undeclared member was told WAITERS 1 with nobody waiting, and released" wait_ev "$(scaled 15)" PU 'MARK released'
+check "... it was granted once, and nobody queued" test "$(count_events req_lock)" = 2
+# Now a real waiter: PU again (fits), then PI1 (fits: 5 GiB of 6) and PI2
+# (6.5 GiB: waits). PB's first WAITERS > 0 must come after PI2 asked.
+touch "$T/probe-again"
+wait_ev "$(scaled 10)" PU 'MARK again'
+touch "$T/probe-q"
+check "with a real waiter, the member declared batch is told WAITERS > 0" wait_ev "$(scaled 15)" PB 'MARK told'
+t_told=$(ev_time PB 'WAITERS gpu=0 count=[1-9]')
+t_q2=$(ev_time PI2 'SENT REQ_LOCK'); t_q1=$(ev_time PI1 'SENT REQ_LOCK')
+t_q=$(( ${t_q1:-0} > ${t_q2:-0} ? ${t_q1:-0} : ${t_q2:-0} ))
+check "... and not before: its first WAITERS > 0 ($t_told us) came after the last waiter asked ($t_q us)" \
+  test "${t_told:-0}" -ge "$t_q" -a "$t_q" -gt 0
+touch "$T/probe-done"

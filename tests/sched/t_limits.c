@@ -1,6 +1,6 @@
 /*
  * The precedence of limits (docs/quotas.md "Setting limits"), in process
- * on the one function that resolves them (scheduler/limit_resolve.c): per
+ * on the one function that resolves them (scheduler/core/limit_resolve.c): per
  * field, nvsharectl -g N > nvsharectl > annotation > min(request, HELLO)
  * for memory, HELLO for core > none; a LIMITS_IN_FORCE claim and the
  * binding's ceiling only lower. End to end (a scheduler, a Pod watch, a
@@ -8,7 +8,7 @@
  */
 #include "harness.h"
 #include "protocol.h"
-#include "scheduler/limit_resolve.h"
+#include "scheduler/core/limit_resolve.h"
 
 #include <stdint.h>
 

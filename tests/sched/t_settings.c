@@ -7,10 +7,10 @@
  */
 #include "harness.h"
 #include "parse.h"
-#include "scheduler/coschedule.h"
+#include "scheduler/core/coschedule.h"
 #include "scheduler/peer_limits.h"
 #include "scheduler/settings.h"
-#include "scheduler/state.h"
+#include "scheduler/core/state.h"
 
 struct sched S; /* main.c's, which this test does not link */
 

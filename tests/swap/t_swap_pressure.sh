@@ -59,10 +59,10 @@ cin=$(status_py "sum(g['swap']['bytes_in'] for c in d['clients'] for g in c['gpu
 cout=$(status_py "sum(g['swap']['bytes_out'] for c in d['clients'] for g in c['gpus'])")
 check "nvsharectl --json: per-client swap counters (in $cin, out $cout bytes)" \
   test "${cin:-0}" -gt 0 -a "${cout:-0}" -gt 0
-tq=$(status_py "d['gpus'][0]['tq_ms'], d['gpus'][0]['tq_effective_ms'], d['gpus'][0]['swap']['median_ns']")
-diag "tq_ms, tq_effective_ms, median swap ns: $tq"
-# 33 x the median recent swap time, at most NVSHARE_SWAP_TQ_MAX_FACTOR (4) x TQ.
-check "adaptive quantum: effective TQ = min(33 x median swap time, 4 x TQ) > TQ ($tq)" \
+tq=$(status_py "d['gpus'][0]['tq_ms'], d['gpus'][0]['tq_effective_ms'], d['gpus'][0]['swap']['handoff_ns']")
+diag "tq_ms, tq_effective_ms, price of the coming hand-off ns: $tq"
+# 33 x the coming hand-off's price, at most NVSHARE_SWAP_TQ_MAX_FACTOR (4) x TQ.
+check "adaptive quantum: effective TQ = min(33 x hand-off price, 4 x TQ) > TQ ($tq)" \
   python3 -c "t, e, s = ${tq// /,}; import sys; sys.exit(not (e > t and abs(e - min(33 * s / 1e6, 4 * t)) <= 1))"
 held=$(event_field held_ms drop_lock | tail -2 | head -1)
 check "holds last the stretched quantum ($held ms)" awk -v h="$held" 'BEGIN { exit !(h > 100) }'

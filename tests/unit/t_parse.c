@@ -137,6 +137,19 @@ static void pod(const char *line, const char *want)
 	}
 }
 
+static void test_choice(void **state)
+{
+	(void)state;
+	assert_int_equal(nvs_parse_choice("off|on|auto", "off", 0), 0);
+	assert_int_equal(nvs_parse_choice("off|on|auto", "auto", 0), 2);
+	assert_int_equal(nvs_parse_choice("off|on|auto", "AUTO", 0), -1);
+	assert_int_equal(nvs_parse_choice("off|on|auto", "AUTO", 1), 2);
+	assert_int_equal(nvs_parse_choice("off|on|auto", "o", 1), -1);
+	assert_int_equal(nvs_parse_choice("off|on|auto", "on|auto", 1), -1);
+	assert_int_equal(nvs_parse_choice("off|on|auto", "", 1), -1);
+	assert_int_equal(nvs_parse_choice("batch", "batch", 0), 0);
+}
+
 static void test_cgroup_lines(void **state)
 {
 	(void)state;
@@ -231,7 +244,7 @@ int main(void)
 	    cmocka_unit_test(test_percent),	 cmocka_unit_test(test_bool),
 	    cmocka_unit_test(test_duration),	 cmocka_unit_test(test_u64),
 	    cmocka_unit_test(test_cgroup_lines), cmocka_unit_test(test_format_size),
-	    cmocka_unit_test(test_env),
+	    cmocka_unit_test(test_env),		 cmocka_unit_test(test_choice),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,13 +16,10 @@
  */
 #include "coschedule.h"
 
-#include "clients.h"
-#include "conn.h"
-#include "events.h"
-#include "gpus.h"
 #include "log.h"
 #include "parse.h"
 #include "policy.h"
+#include "port.h"
 #include "state.h"
 
 #include <stdio.h>
@@ -55,20 +52,28 @@ unsigned nvs_cosched_hello_prio(uint32_t flags)
 	return NVS_PRIO_NONE;
 }
 
-int nvs_cosched_interactive(const struct client_gpu *cg, const char **src)
+/* The class the Pod or the process gave, 0 none; *src says which. */
+static unsigned given_prio(const struct client_gpu *cg, const char **src)
 {
-	const char *s = "observed";
 	unsigned p = cg->client->annot_prio;
-	if (p)
-		s = "annotation";
-	else if ((p = nvs_cosched_hello_prio(cg->client->hello_flags)))
-		s = "declared";
+	const char *s = "annotation";
+	if (!p) {
+		p = nvs_cosched_hello_prio(cg->client->hello_flags);
+		s = p ? "declared" : "observed";
+	}
 	if (src)
 		*src = s;
+	return p;
+}
+
+int nvs_cosched_interactive(const struct client_gpu *cg, const char **src)
+{
+	unsigned p = given_prio(cg, src);
 	if (p)
 		return p == NVS_PRIO_INTERACTIVE;
-	/* Two holds in a row that were short and ended by the client's own
-	 * idle release: it works in bursts. */
+	/* Two holds in a row that were short, ended by the client's own idle
+	 * release and followed by a pause longer than the hold: it works in
+	 * bursts. */
 	return cg->co.short_idle >= 2;
 }
 
@@ -77,14 +82,17 @@ const char *nvs_cosched_class_name(const struct client_gpu *cg)
 	return nvs_cosched_interactive(cg, NULL) ? "interactive" : "batch";
 }
 
-void nvs_cosched_hold_ended(struct client_gpu *cg, int idle, uint64_t now)
+static void nvs_cosched_hold_ended(struct client_gpu *cg, int idle, uint64_t now)
 {
 	uint64_t held = now - cg->held_since_ns;
 	if (idle && held < NVS_COSCHED_BURST_MS * MS) {
 		if (cg->co.short_idle < 255)
 			cg->co.short_idle++;
+		cg->co.idle_end_ns = now;
+		cg->co.idle_hold_ns = held;
 	} else {
 		cg->co.short_idle = 0;
+		cg->co.idle_end_ns = 0;
 	}
 }
 
@@ -119,9 +127,7 @@ static uint64_t staying_sum(const struct gpu *g)
 {
 	uint64_t s = 0;
 	for (const struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
-		if ((cg->state == CG_HOLDING &&
-		     !(cg == g->holder ? g->drop_sent : cg->co.drop_sent)) ||
-		    nvs_policy_pinned(cg))
+		if ((cg->state == CG_HOLDING && !cg->drop.sent) || nvs_policy_pinned(cg))
 			s += nvs_policy_expected_of(cg);
 	return s;
 }
@@ -212,42 +218,8 @@ static void end_guest(struct gpu *g, struct client_gpu *cg, uint64_t now)
 	cg->state = CG_IDLE;
 	cg->waiters_sent = 0;
 	cg->co.guest = 0;
-	cg->co.drop_sent = cg->co.drop_resent = 0;
-	cg->co.swap_out_asked = 0;
+	memset(&cg->drop, 0, sizeof cg->drop);
 	g->co.guests--;
-}
-
-static void send_guest_drop(struct client_gpu *cg, uint32_t grace_ms)
-{
-	struct nvs_msg m;
-	memset(&m, 0, sizeof m);
-	m.type = NVS_MSG_DROP_LOCK;
-	m.u.drop.local_gpu = cg->local_gpu;
-	if (grace_ms && cg->co.swap_out_asked) {
-		uint32_t mib = cg->co.swap_out_asked > (uint64_t)NVS_DROP_SWAP_MIB_MAX << 20
-				   ? 0
-				   : nvs_swap_mib(cg->co.swap_out_asked);
-		m.u.drop.flags = NVS_LOCK_SWAP_OUT | (mib << NVS_DROP_SWAP_MIB_SHIFT);
-	}
-	m.u.drop.grace_ms = grace_ms;
-	nvs_client_send(cg->client, &m);
-}
-
-static void count(struct gpu *g, const char *why)
-{
-	if (!strcmp(why, "interactive"))
-		g->co.preempt_interactive++;
-	else if (!strcmp(why, "batch-floor"))
-		g->co.preempt_floor++;
-	else if (!strcmp(why, "tq-expired"))
-		g->co.preempt_tq++;
-	else if (!strcmp(why, "overcommit"))
-		g->co.preempt_fit++;
-}
-
-void nvs_cosched_count_drop(struct gpu *g, const char *why)
-{
-	count(g, why);
 }
 
 /* Asks member h to release for waiter w (may be NULL). */
@@ -255,101 +227,76 @@ static void drop_member(struct gpu *g, struct client_gpu *h, struct client_gpu *
 			const char *why)
 {
 	if (h == g->holder) {
-		nvs_policy_drop(g, now, why); /* counts through nvs_cosched_count_drop */
+		nvs_policy_drop(g, now, why); /* counts it */
 	} else {
-		if (h->co.drop_sent)
+		if (h->drop.sent)
 			return;
-		h->co.drop_sent = 1;
-		h->co.drop_resent = 0;
-		h->co.drop_sent_ns = now;
-		h->co.drop_deadline_ns = now + (uint64_t)S.cfg.drop_grace_ms * MS;
-		h->co.swap_out_asked = nvs_policy_swap_out_need(g, h, w);
-		h->st.drops++;
-		g->st.drops++;
-		count(g, why);
-		send_guest_drop(h, S.cfg.drop_grace_ms);
+		nvs_policy_count_drop(g, why);
+		nvs_policy_drop_start(h, now, nvs_policy_swap_out_need(g, h, w));
 		NVS_INFO("DROP_LOCK client=%u pid=%d gpu=%d held_ms=%.3f waiters=%u grace_ms=%u "
 			 "reason=%s guest=1",
 			 CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6, g->qlen,
 			 S.cfg.drop_grace_ms, why);
-		nvs_event("drop_lock",
-			  CG_EV
-			  ",\"held_ms\":%.3f,\"waiters\":%u,\"grace_ms\":%u,\"reason\":\"%s\","
-			  "\"role\":\"guest\"",
-			  CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6, g->qlen,
-			  S.cfg.drop_grace_ms, why);
+		nvs_core_event("drop_lock",
+			       CG_EV
+			       ",\"held_ms\":%.3f,\"waiters\":%u,\"grace_ms\":%u,\"reason\":\"%s\","
+			       "\"role\":\"guest\"",
+			       CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6, g->qlen,
+			       S.cfg.drop_grace_ms, why);
 	}
 	if (!strcmp(why, "interactive"))
 		h->co.preempted = 1;
 	if (w)
-		nvs_event("preempt", CG_EV ",\"reason\":\"%s\",\"for\":%u,\"waited_ms\":%.3f",
-			  CG_ARGS(h), why, w->client->id, (double)(now - w->wait_since_ns) / 1e6);
+		nvs_core_event("preempt", CG_EV ",\"reason\":\"%s\",\"for\":%u,\"waited_ms\":%.3f",
+			       CG_ARGS(h), why, w->client->id,
+			       (double)(now - w->wait_since_ns) / 1e6);
 }
 
-int nvs_cosched_guest_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_ns,
-			       uint64_t now)
+static int nvs_cosched_guest_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_ns,
+				      uint64_t now)
 {
 	struct gpu *g = cg->gpu;
 	if (!cg->co.guest || cg->state != CG_HOLDING)
 		return 0;
-	if (cg->co.drop_sent) {
-		uint64_t d = now - cg->co.drop_sent_ns;
-		cg->st.drain_ns += d;
-		g->st.drain_ns += d;
-		if (d > cg->st.drain_max_ns)
-			cg->st.drain_max_ns = d;
-		if (d > g->st.drain_max_ns)
-			g->st.drain_max_ns = d;
-	}
-	cg->st.releases++;
-	g->st.releases++;
-	uint64_t moved = cg->co.swap_out_asked;
 	int idle = (flags & NVS_RELEASED_IDLE) != 0;
-	if (idle) {
-		cg->st.idle_releases++;
-		g->st.idle_releases++;
-		moved = (uint64_t)(flags >> NVS_DROP_SWAP_MIB_SHIFT) << 20;
-	}
-	if (nvs_policy_pinned(cg))
-		moved = 0; /* device memory: whatever the release said */
-	cg->resident = cg->resident > moved ? cg->resident - moved : 0;
+	uint64_t moved = nvs_policy_account_release(cg, flags, now);
 	uint64_t held = now - cg->held_since_ns;
-	const char *reason = idle ? "idle" : cg->co.drop_sent ? "dropped" : "early";
+	const char *reason = idle ? "idle" : cg->drop.sent ? "dropped" : "early";
 	NVS_INFO("LOCK_RELEASED client=%u pid=%d gpu=%d held_ms=%.3f idle=%d dropped=%d "
 		 "drain_ms=%.3f waiters=%u guest=1",
-		 CG_ARGS(cg), (double)held / 1e6, idle, cg->co.drop_sent, (double)drain_ns / 1e6,
+		 CG_ARGS(cg), (double)held / 1e6, idle, cg->drop.sent, (double)drain_ns / 1e6,
 		 g->qlen);
-	nvs_event("lock_released",
-		  CG_EV ",\"reason\":\"%s\",\"held_ms\":%.3f,\"drain_ms\":%.3f,"
-			"\"moved_mib\":%llu,\"waiters\":%u,\"role\":\"guest\"",
-		  CG_ARGS(cg), reason, (double)held / 1e6, (double)drain_ns / 1e6,
-		  (unsigned long long)(moved >> 20), g->qlen);
+	nvs_core_event("lock_released",
+		       CG_EV ",\"reason\":\"%s\",\"held_ms\":%.3f,\"drain_ms\":%.3f,"
+			     "\"moved_mib\":%llu,\"waiters\":%u,\"role\":\"guest\"",
+		       CG_ARGS(cg), reason, (double)held / 1e6, (double)drain_ns / 1e6,
+		       (unsigned long long)(moved >> 20), g->qlen);
 	account(g, now);
 	nvs_cosched_hold_ended(cg, idle, now);
 	end_guest(g, cg, now);
 	return 1;
 }
 
-int nvs_cosched_guest_detach(struct client_gpu *cg, uint64_t now)
+static int nvs_cosched_guest_detach(struct client_gpu *cg, uint64_t now)
 {
 	if (!cg->co.guest || cg->state != CG_HOLDING)
 		return 0;
 	account(cg->gpu, now);
 	end_guest(cg->gpu, cg, now);
 	NVS_INFO("LOCK_RELEASED client=%u pid=%d gpu=%d reason=disconnect guest=1", CG_ARGS(cg));
-	nvs_event("lock_released", CG_EV ",\"reason\":\"disconnect\",\"role\":\"guest\"",
-		  CG_ARGS(cg));
+	nvs_core_event("lock_released", CG_EV ",\"reason\":\"disconnect\",\"role\":\"guest\"",
+		       CG_ARGS(cg));
 	return 1;
 }
 
-void nvs_cosched_end_guests(struct gpu *g, uint64_t now)
+static void nvs_cosched_end_guests(struct gpu *g, uint64_t now)
 {
 	for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext)
 		if (cg->co.guest && cg->state == CG_HOLDING) {
 			end_guest(g, cg, now);
-			nvs_event("lock_released",
-				  CG_EV ",\"reason\":\"gpu-concurrent\",\"role\":\"guest\"",
-				  CG_ARGS(cg));
+			nvs_core_event("lock_released",
+				       CG_EV ",\"reason\":\"gpu-concurrent\",\"role\":\"guest\"",
+				       CG_ARGS(cg));
 		}
 	g->co.guests = 0;
 }
@@ -370,46 +317,45 @@ static void promote(struct gpu *g)
 	g->co.guests--;
 	g->holder = best;
 	g->grant_ns = best->held_since_ns;
-	g->drop_sent = best->co.drop_sent;
-	g->drop_resent = best->co.drop_resent;
-	g->drop_sent_ns = best->co.drop_sent_ns;
-	g->drop_deadline_ns = best->co.drop_deadline_ns;
-	g->swap_out_asked = best->co.swap_out_asked;
-	best->co.drop_sent = best->co.drop_resent = 0;
-	best->co.swap_out_asked = 0;
+	/* Its DROP_LOCK state (best->drop) and quantum come along. */
 	best->co.why = "promoted";
 	NVS_INFO("PROMOTE client=%u pid=%d gpu=%d: primary holder of the running set",
 		 CG_ARGS(best));
-	nvs_event("promote", CG_EV, CG_ARGS(best));
+	nvs_core_event("promote", CG_EV, CG_ARGS(best));
 }
 
 /* May waiters behind `blocked` (the first that does not fit) be granted?
  * Not once it waited a quantum (nothing starves), and not past a batch
  * waiter while batch is below its floor. */
-static int may_overtake(const struct gpu *g, const struct client_gpu *blocked, uint64_t now)
+static int may_overtake(const struct gpu *g, const struct client_gpu *blocked, uint64_t now,
+			uint64_t tq)
 {
-	if (now - blocked->wait_since_ns >= nvs_policy_tq_ns(g))
+	if (now - blocked->wait_since_ns >= tq)
 		return 0;
 	if (!nvs_cosched_interactive(blocked, NULL) && !may_give_way(g))
 		return 0;
 	return 1;
 }
 
-void nvs_cosched_fill(struct gpu *g, uint64_t now, int handoff)
+static void nvs_cosched_fill(struct gpu *g, uint64_t now, int handoff)
 {
 	account(g, now);
 	if (!g->holder)
 		promote(g);
 	uint64_t run = running_sum(g);
+	/* The quantum is O(clients) to compute and the same for every
+	 * waiter (granting changes neither the memory attached nor the swap
+	 * times). */
+	uint64_t tq = nvs_policy_tq_ns(g);
 	struct client_gpu *blocked = NULL, *next;
 	for (struct client_gpu *cg = g->qhead; cg; cg = next) {
 		next = cg->qnext;
-		if (cg->client->conn && cg->client->conn->doomed) {
+		if (cg->client->flags & NVS_CLIENT_DOOMED) {
 			/* Its detach comes in this loop iteration. */
 			nvs_policy_dequeue(g, cg);
 			continue;
 		}
-		if (blocked && !may_overtake(g, blocked, now))
+		if (blocked && !may_overtake(g, blocked, now, tq))
 			break;
 		if (g->holder && !fits(g, run, cg)) {
 			if (!blocked)
@@ -430,9 +376,15 @@ void nvs_cosched_fill(struct gpu *g, uint64_t now, int handoff)
 	nvs_policy_inform(g);
 }
 
-void nvs_cosched_queued(struct client_gpu *cg)
+static void nvs_cosched_queued(struct client_gpu *cg, uint64_t now)
 {
 	struct gpu *g = cg->gpu;
+	/* A job that releases whenever it pauses (it is told WAITERS, below)
+	 * but asks again sooner than it held is busy, not bursty: a training
+	 * loop with short gaps between steps, not a notebook. */
+	if (cg->co.idle_end_ns && now - cg->co.idle_end_ns < cg->co.idle_hold_ns)
+		cg->co.short_idle = 0;
+	cg->co.idle_end_ns = 0;
 	if (!cg->co.preempted || g->qhead == cg)
 		return;
 	/* Back to the head: the burst that took its place goes idle soon. */
@@ -455,16 +407,20 @@ void nvs_cosched_queued(struct client_gpu *cg)
 struct gpu_sums {
 	uint64_t exp;
 	unsigned idle;
+	struct nvs_mem_sums m; /* for nvs_policy_swap_out_need_with */
 };
 
 static struct gpu_sums sums(const struct gpu *g)
 {
-	struct gpu_sums s = {0, 0};
+	struct gpu_sums s;
+	memset(&s, 0, sizeof s);
 	for (const struct client_gpu *c = g->ahead; c; c = c->anext) {
 		s.exp += nvs_policy_expected_of(c);
+		s.m.resident += c->resident;
 		if (c->state != CG_HOLDING)
 			s.idle++;
 	}
+	s.m.expected = s.exp;
 	return s;
 }
 
@@ -473,9 +429,14 @@ static uint32_t waiters_with(const struct gpu *g, const struct client_gpu *h,
 {
 	/* An interactive member releases as soon as it idles, even when
 	 * nobody waits yet: the next burst (its own or another's) then finds
-	 * room, and its memory stops counting as resident. */
+	 * room, and its memory stops counting as resident. So does a member
+	 * that declared nothing, whatever it was observed to be: that is how
+	 * its bursts show (told 0 it holds through its pauses, its holds look
+	 * long, and an idle notebook would stay resident for good), while a
+	 * busy job never idles and keeps its hold. Only a class the Pod or
+	 * the process gave as batch holds through its pauses. */
 	if (nvs_cosched_active(g) && !g->qlen && s->exp > nvs_gpu_capacity(g) &&
-	    nvs_cosched_interactive(h, NULL))
+	    (nvs_cosched_interactive(h, NULL) || !given_prio(h, NULL)))
 		return 1;
 	return g->qlen;
 }
@@ -484,7 +445,7 @@ static uint64_t hint_with(const struct gpu *g, const struct client_gpu *h, const
 {
 	if (nvs_policy_pinned(h))
 		return 0; /* device memory: nothing to move */
-	uint64_t need = nvs_policy_swap_out_need(g, h, g->qhead);
+	uint64_t need = nvs_policy_swap_out_need_with(g, h, g->qhead, &s->m);
 	if (!nvs_cosched_active(g) || !nvs_cosched_interactive(h, NULL))
 		return need;
 	/* Proactive, so that the next burst of any idle client swaps in
@@ -506,19 +467,19 @@ static uint64_t hint_with(const struct gpu *g, const struct client_gpu *h, const
 	return pro > need ? pro : need;
 }
 
-uint32_t nvs_cosched_waiters(const struct gpu *g, const struct client_gpu *h)
+static uint32_t nvs_cosched_waiters(const struct gpu *g, const struct client_gpu *h)
 {
 	struct gpu_sums s = sums(g);
 	return waiters_with(g, h, &s);
 }
 
-uint64_t nvs_cosched_hint_bytes(const struct gpu *g, const struct client_gpu *h)
+static uint64_t nvs_cosched_hint_bytes(const struct gpu *g, const struct client_gpu *h)
 {
 	struct gpu_sums s = sums(g);
 	return hint_with(g, h, &s);
 }
 
-void nvs_cosched_inform(struct gpu *g)
+static void nvs_cosched_inform(struct gpu *g)
 {
 	if (!g->co.guests)
 		return;
@@ -532,25 +493,20 @@ void nvs_cosched_inform(struct gpu *g)
 		if ((h->client->hello_flags & NVS_HELLO_SWAP_HINT) && h->hint_sent_mib != mib) {
 			h->hint_sent_mib = mib;
 			nvs_msg_gpu(&m, NVS_MSG_SWAP_HINT, h->local_gpu, mib);
-			nvs_client_send(h->client, &m);
-			nvs_event("swap_hint", CG_EV ",\"mib\":%u,\"waiters\":%u", CG_ARGS(h), mib,
-				  g->qlen);
+			nvs_core_send(h->client, &m);
+			nvs_core_event("swap_hint", CG_EV ",\"mib\":%u,\"waiters\":%u", CG_ARGS(h),
+				       mib, g->qlen);
 		}
 		uint32_t w = waiters_with(g, h, &s);
 		if (h->waiters_sent != w) {
 			h->waiters_sent = w;
 			nvs_msg_gpu(&m, NVS_MSG_WAITERS, h->local_gpu, w);
-			nvs_client_send(h->client, &m);
+			nvs_core_send(h->client, &m);
 		}
 	}
 }
 
 /* ---- timers: preemption, floor, guest quanta, drops ---- */
-
-static uint64_t member_drop_sent(const struct gpu *g, const struct client_gpu *h)
-{
-	return h == g->holder ? (uint64_t)g->drop_sent : (uint64_t)h->co.drop_sent;
-}
 
 static void earliest(uint64_t *d, uint64_t t)
 {
@@ -574,7 +530,7 @@ static uint64_t make_room(struct gpu *g, struct client_gpu *w, int victim_intera
 	struct client_gpu *v[NVS_MAX_GPUS * 4];
 	unsigned nv = 0;
 	for (struct client_gpu *h = g->ahead; h && base - freed + e > cap; h = h->anext) {
-		if (h->state != CG_HOLDING || member_drop_sent(g, h) || nvs_policy_pinned(h) ||
+		if (h->state != CG_HOLDING || h->drop.sent || nvs_policy_pinned(h) ||
 		    nvs_cosched_interactive(h, NULL) != victim_interactive)
 			continue;
 		if (nv == sizeof v / sizeof v[0])
@@ -597,31 +553,25 @@ static uint64_t guest_timers(struct gpu *g, uint64_t now, int act)
 {
 	uint64_t d = 0;
 	for (struct client_gpu *h = g->ahead; h; h = h->anext) {
-		if (!h->co.guest || h->state != CG_HOLDING || !h->co.drop_sent)
+		if (!h->co.guest || h->state != CG_HOLDING || !h->drop.sent)
 			continue;
-		uint64_t half =
-		    h->co.drop_sent_ns + (h->co.drop_deadline_ns - h->co.drop_sent_ns) / 2;
-		if (act && now >= h->co.drop_deadline_ns) {
+		if (act && now >= h->drop.deadline_ns) {
 			h->st.revocations++;
 			g->st.revocations++;
 			NVS_WARN(
 			    "REVOKE client=%u pid=%d gpu=%d guest: no LOCK_RELEASED within %u ms "
 			    "of DROP_LOCK",
 			    CG_ARGS(h), S.cfg.drop_grace_ms);
-			nvs_event("revoke",
-				  CG_EV ",\"held_ms\":%.3f,\"grace_ms\":%u,\"role\":\"guest\"",
-				  CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6,
-				  S.cfg.drop_grace_ms);
-			send_guest_drop(h, 0);
+			nvs_core_event("revoke",
+				       CG_EV ",\"held_ms\":%.3f,\"grace_ms\":%u,\"role\":\"guest\"",
+				       CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6,
+				       S.cfg.drop_grace_ms);
+			nvs_policy_send_drop(h, 0);
 			account(g, now);
 			end_guest(g, h, now);
 			continue;
 		}
-		if (act && !h->co.drop_resent && now >= half) {
-			h->co.drop_resent = 1;
-			send_guest_drop(h, (uint32_t)((h->co.drop_deadline_ns - now) / MS));
-		}
-		earliest(&d, h->co.drop_resent ? h->co.drop_deadline_ns : half);
+		earliest(&d, act ? nvs_policy_drop_resend(h, now) : nvs_policy_drop_due(h));
 	}
 	return d;
 }
@@ -633,7 +583,7 @@ static uint64_t run_policy(struct gpu *g, uint64_t now, int act)
 		/* Mode on, a quota or an unmanaged process took over: the set
 		 * shrinks to the primary. */
 		for (struct client_gpu *h = g->ahead; h; h = h->anext)
-			if (h->co.guest && h->state == CG_HOLDING && !h->co.drop_sent) {
+			if (h->co.guest && h->state == CG_HOLDING && !h->drop.sent) {
 				if (act)
 					drop_member(g, h, NULL, now, "overcommit");
 				else
@@ -646,7 +596,7 @@ static uint64_t run_policy(struct gpu *g, uint64_t now, int act)
 	while (staying_sum(g) > cap) {
 		struct client_gpu *n = NULL;
 		for (struct client_gpu *h = g->ahead; h; h = h->anext)
-			if (h->co.guest && h->state == CG_HOLDING && !h->co.drop_sent &&
+			if (h->co.guest && h->state == CG_HOLDING && !h->drop.sent &&
 			    !nvs_policy_pinned(h) && (!n || h->held_since_ns > n->held_since_ns))
 				n = h;
 		if (!n)
@@ -679,7 +629,7 @@ static uint64_t run_policy(struct gpu *g, uint64_t now, int act)
 	/* Guests get the quantum too when someone waits. */
 	uint64_t tq = nvs_policy_tq_ns(g);
 	for (struct client_gpu *h = g->ahead; h; h = h->anext) {
-		if (!h->co.guest || h->state != CG_HOLDING || h->co.drop_sent)
+		if (!h->co.guest || h->state != CG_HOLDING || h->drop.sent)
 			continue;
 		if (now >= h->held_since_ns + tq) {
 			if (act)
@@ -694,14 +644,14 @@ static uint64_t run_policy(struct gpu *g, uint64_t now, int act)
 	return d;
 }
 
-uint64_t nvs_cosched_deadline(struct gpu *g, uint64_t now)
+static uint64_t nvs_cosched_deadline(struct gpu *g, uint64_t now)
 {
 	if (!nvs_cosched_active(g) && !g->co.guests)
 		return 0;
 	return run_policy(g, now, 0);
 }
 
-void nvs_cosched_tick(struct gpu *g, uint64_t now)
+static void nvs_cosched_tick(struct gpu *g, uint64_t now)
 {
 	if (!nvs_cosched_active(g) && !g->co.guests)
 		return;
@@ -709,4 +659,30 @@ void nvs_cosched_tick(struct gpu *g, uint64_t now)
 	run_policy(g, now, 1);
 	if (nvs_cosched_active(g))
 		nvs_cosched_fill(g, now, 0);
+}
+
+/* nvs_cosched_active, with the layer's signature. */
+static int active_of(const struct gpu *g)
+{
+	return nvs_cosched_active(g);
+}
+
+static const struct nvs_policy_layer cosched_layer = {
+    .active = active_of,
+    .fill = nvs_cosched_fill,
+    .member_released = nvs_cosched_guest_released,
+    .member_detach = nvs_cosched_guest_detach,
+    .hold_ended = nvs_cosched_hold_ended,
+    .end_members = nvs_cosched_end_guests,
+    .queued = nvs_cosched_queued,
+    .waiters = nvs_cosched_waiters,
+    .hint_bytes = nvs_cosched_hint_bytes,
+    .inform = nvs_cosched_inform,
+    .next_deadline = nvs_cosched_deadline,
+    .on_tick = nvs_cosched_tick,
+};
+
+void nvs_cosched_start(void)
+{
+	nvs_policy_set_layer(&cosched_layer);
 }

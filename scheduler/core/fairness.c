@@ -15,8 +15,8 @@
  */
 #include "fairness.h"
 
-#include "events.h"
 #include "log.h"
+#include "port.h"
 #include "state.h"
 
 #include <stdio.h>
@@ -189,11 +189,11 @@ void nvs_fair_revoked(struct client_gpu *cg, uint64_t now, uint64_t penalty_ns)
 		NVS_WARN("tenant %s revoked %llu times (client=%u gpu=%d): its holders ignore "
 			 "DROP_LOCK; each waits one quantum after a revocation",
 			 label, (unsigned long long)t->revocations, cg->client->id, cg->gpu->index);
-	nvs_event("revoke_repeated",
-		  "\"tenant\":\"%s\",\"client\":%u,\"gpu\":%d,\"revocations\":%llu,"
-		  "\"penalty_ms\":%llu",
-		  label, cg->client->id, cg->gpu->index, (unsigned long long)t->revocations,
-		  (unsigned long long)(penalty_ns / 1000000ull));
+	nvs_core_event("revoke_repeated",
+		       "\"tenant\":\"%s\",\"client\":%u,\"gpu\":%d,\"revocations\":%llu,"
+		       "\"penalty_ms\":%llu",
+		       label, cg->client->id, cg->gpu->index, (unsigned long long)t->revocations,
+		       (unsigned long long)(penalty_ns / 1000000ull));
 }
 
 uint64_t nvs_fair_next_deadline(const struct gpu *g, uint64_t now)

@@ -9,8 +9,9 @@
  * do not fit preempt batch members after a short bound; batch keeps a floor
  * of the GPU time while it waits.
  *
- * policy.c calls the hooks below; everything else of the policy lives in
- * coschedule.c.
+ * A layer on policy.c (policy.h struct nvs_policy_layer), registered by
+ * nvs_cosched_start(): dependencies run one way, this file calls policy.c
+ * and policy.c reaches it only through the layer's callbacks.
  */
 #ifndef NVSHARE_SCHEDULER_COSCHEDULE_H
 #define NVSHARE_SCHEDULER_COSCHEDULE_H
@@ -44,30 +45,10 @@ const char *nvs_cosched_class_name(const struct client_gpu *cg);
 /* The client's declared class from HELLO's flags (NVS_PRIO_*). */
 unsigned nvs_cosched_hello_prio(uint32_t flags);
 
-/* Grants every waiter that fits beside the running set (replaces the
- * single-holder grant while active); promotes a guest when the primary
- * left. */
-void nvs_cosched_fill(struct gpu *g, uint64_t now, int handoff);
-/* LOCK_RELEASED / disconnect of a guest: ends its hold. 1: it was a guest
- * (handled), 0: not a guest. */
-int nvs_cosched_guest_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_ns,
-			       uint64_t now);
-int nvs_cosched_guest_detach(struct client_gpu *cg, uint64_t now);
-/* Any hold of cg ended (primary or guest): learns its class. */
-void nvs_cosched_hold_ended(struct client_gpu *cg, int idle, uint64_t now);
-/* The GPU became concurrent: guests' holds end (no message: GPU_MODE(0)). */
-void nvs_cosched_end_guests(struct gpu *g, uint64_t now);
-/* cg queued: a client preempted for a burst goes to the head. */
-void nvs_cosched_queued(struct client_gpu *cg);
-/* WAITERS and SWAP_HINT values for a member h of the running set. */
-uint32_t nvs_cosched_waiters(const struct gpu *g, const struct client_gpu *h);
-uint64_t nvs_cosched_hint_bytes(const struct gpu *g, const struct client_gpu *h);
-/* Tells the guests (WAITERS, SWAP_HINT), as inform_holder the primary. */
-void nvs_cosched_inform(struct gpu *g);
-/* A DROP_LOCK was sent to the primary for `why`: counted by reason. */
-void nvs_cosched_count_drop(struct gpu *g, const char *why);
-uint64_t nvs_cosched_deadline(struct gpu *g, uint64_t now);
-void nvs_cosched_tick(struct gpu *g, uint64_t now);
+/* Registers co-scheduling with policy.c as its running-set layer
+ * (policy.h struct nvs_policy_layer): without it, one holder at a time
+ * everywhere. policy.c reaches this file only through that layer. */
+void nvs_cosched_start(void);
 /* Members of the running set (holder + guests). */
 unsigned nvs_cosched_running(const struct gpu *g);
 /* Batch share of the GPU time while batch wanted it, percent (100: none). */

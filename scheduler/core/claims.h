@@ -21,7 +21,7 @@ struct nvs_swap_stats;
 
 /* The allocation counted for a claim (bytes): min(claimed, the client's
  * memory limit, capacity x NVSHARE_OVERSUBSCRIPTION_FACTOR), and what NVML
- * shows (unmanaged.c): 0 for a process without a context on the GPU; the
+ * shows (unmanaged.c, through the port: port.h): 0 for a process without a context on the GPU; the
  * evidence (cg->ev.cap) once its claim stayed unproven while it could run.
  * The first clamp of a client on a GPU for each cause is logged and sent
  * as an event; every clamp is counted on the GPU. */
@@ -30,8 +30,8 @@ uint64_t nvs_claims_clamp(struct client_gpu *cg, uint64_t claimed);
 /* MEM_UPDATE / SWAP_STATS from a client: applied now if its connection's
  * report budget allows, else kept as its latest (coalesced) and applied by
  * nvs_claims_tick. */
-void nvs_claims_mem_update(struct client_gpu *cg, uint64_t claimed);
-void nvs_claims_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s);
+void nvs_claims_mem_update(struct client_gpu *cg, uint64_t claimed, uint64_t now);
+void nvs_claims_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s, uint64_t now);
 /* The client_gpu goes away: forget what it had pending. */
 void nvs_claims_forget(struct client_gpu *cg);
 uint64_t nvs_claims_next_deadline(uint64_t now);
@@ -53,6 +53,17 @@ void nvs_claims_swap_sample(struct client_gpu *cg, uint64_t in_ns, uint64_t in_b
 /* Median recent swap-in + median recent swap-out, ns (0: no samples; a
  * direction with fewer than NVS_SWAP_MIN_SAMPLES counts 0). */
 uint64_t nvs_claims_swap_median(const struct gpu *g);
+/* A sample that moved less than this says little about the link's speed
+ * (a swap-in with next to nothing to move costs its fixed latency): it
+ * counts for the times above, not for the speeds below. */
+#define NVS_SWAP_RATE_MIN_BYTES (64ull << 20)
+/* What a hand-off that moves out_bytes to the host and in_bytes back
+ * costs, ns: each direction's bytes at its median recent speed, or, while
+ * a direction has fewer than NVS_SWAP_MIN_SAMPLES speeds, its median time
+ * (nvs_claims_swap_median's share). Medians of times alone mix hand-offs
+ * that moved little with those that moved much (measured on an H200: 21 ms
+ * priced against 56 ms paid for 1.15 GiB each way). */
+uint64_t nvs_claims_handoff_ns(const struct gpu *g, uint64_t out_bytes, uint64_t in_bytes);
 /* The bound on the stretched quantum: TQ x NVSHARE_SWAP_TQ_MAX_FACTOR. */
 uint64_t nvs_claims_tq_bound_ns(const struct gpu *g);
 

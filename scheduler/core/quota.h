@@ -31,31 +31,6 @@ struct client_gpu;
  * client. Without it no quota runs anywhere. */
 void nvs_quota_start(void);
 
-/* Where a limit comes from; a higher source wins, per field. */
-enum nvs_limit_src {
-	NVS_LIMIT_SRC_ENV = 0,	      /* HELLO: NVSHARE_GPU_CORE/MEMORY_LIMIT */
-	NVS_LIMIT_SRC_ANNOTATION = 1, /* nvshare.com/gpu-core-limit, -memory-limit */
-	NVS_LIMIT_SRC_CTL = 2,	      /* nvsharectl --set-client */
-	/* The Pod's nvshare.com/gpu-memory (mem only, core must be 0): ranks
-	 * below the annotation; HELLO's memory limit may lower it, not raise
-	 * it. Also the client's expected size when fitting (policy.c). */
-	NVS_LIMIT_SRC_REQUEST = 3,
-};
-
-/*
- * Sets the limits one source gives a client, for all its GPUs (and GPUs it
- * attaches later), recomputes the limits in force (nvs_limits_resolve,
- * limit_resolve.h), sends SET_LIMITS to every GPU whose limits changed and
- * re-evaluates those GPUs.
- *   core: 1..100, or 0 = this source gives no core limit (removed)
- *   mem:  bytes; 0 = this source gives no memory limit (removed);
- *         UINT64_MAX (NVS_NO_LIMIT) = this source says "no limit"
- * Annotation memory values: a bare number is MiB (nvs_parse_size(s, 1 << 20)).
- * Returns the number of GPUs told, or -1 for a bad core value.
- */
-int nvs_client_set_limits_from(struct client *cl, enum nvs_limit_src src, uint32_t core,
-			       uint64_t mem);
-
 /* A client's quota as shown by nvsharectl / metrics. */
 struct nvs_quota_view {
 	uint32_t limit;	      /* core limit in force this window (100 none) */

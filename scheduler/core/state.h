@@ -7,18 +7,20 @@
  * Ownership: a struct client lives as long as its connection; it owns its
  * struct client_gpu entries, which a struct gpu links into its attached list
  * and (while waiting) its FCFS queue. GPUs are never removed.
+ *
+ * Part of the decision core (port.h): no clock here; times are
+ * CLOCK_MONOTONIC ns handed in by the shell.
  */
 #ifndef NVSHARE_SCHEDULER_STATE_H
 #define NVSHARE_SCHEDULER_STATE_H
 
 #include "names.h"
-#include "peer.h"
 #include "protocol.h"
 #include "sockpath.h"
+#include "tenant.h"
 
 #include <stdint.h>
 #include <sys/types.h>
-#include <time.h>
 
 /* Swap times kept per GPU and direction (claims.h NVS_SWAP_SAMPLES). */
 #define NVS_SWAP_RING 9
@@ -30,13 +32,6 @@
  * Prometheus histogram without keeping samples. */
 #define NVS_WAIT_BUCKETS 12
 extern const uint64_t nvs_wait_bucket_le_us[NVS_WAIT_BUCKETS - 1];
-
-static inline uint64_t nvs_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 enum cg_state {
 	CG_IDLE = 0,	/* attached, neither holding nor waiting */
@@ -107,7 +102,7 @@ struct client_gpu {
 	/* SWAP_PATHS: the client's bytes per swap path and its host staging
 	 * (a claim, for the status and metrics only; docs/swap.md). */
 	struct nvs_swap_paths paths;
-	/* Compute quota (scheduler/quota.c); all zero for unlimited clients. */
+	/* Compute quota (scheduler/core/quota.c); all zero for unlimited clients. */
 	struct cg_quota {
 		uint32_t limit;	       /* core limit in force this window */
 		uint64_t seen_ns;      /* last held or waited (0: never); active() */
@@ -125,15 +120,26 @@ struct client_gpu {
 		uint64_t total_ns;
 		uint64_t pace_vt_ns, pace_billed_ns;
 	} q;
-	/* Co-scheduling (scheduler/coschedule.c): a guest holds beside the
+	/* DROP_LOCK state of its hold, for any member of the GPU's running
+	 * set (the primary g->holder or a guest: one state machine each):
+	 * sent, resent at half the grace, when, the grace's end, the bytes it
+	 * was asked to move out. Cleared at every grant and hold's end. */
+	struct cg_drop {
+		int sent, resent;
+		uint64_t sent_ns, deadline_ns, swap_out_asked;
+	} drop;
+	/* Co-scheduling (scheduler/core/coschedule.c): a guest holds beside the
 	 * primary holder g->holder, in the GPU's running set. */
 	struct cg_co {
 		int guest;
-		const char *why;	    /* why it runs: "first", "fits", "promoted" */
-		int drop_sent, drop_resent; /* guests: DROP_LOCK state */
-		uint64_t drop_sent_ns, drop_deadline_ns, swap_out_asked;
+		const char *why;     /* why it runs: "first", "fits", "promoted" */
 		int preempted;	     /* dropped for a burst: re-queues at the head */
 		unsigned short_idle; /* streak of short holds ended idle */
+		/* The last hold that ended idle and short: when it ended and how
+		 * long it was; the next request says whether the pause that
+		 * followed was longer than the hold (a burst) or not (a job
+		 * that barely paused: coschedule.c nvs_cosched_queued). */
+		uint64_t idle_end_ns, idle_hold_ns;
 	} co;
 	/* Evidence (unmanaged.c, claims.c; docs/security.md "Claims checked
 	 * against NVML"): what NVML shows of the client's process on this GPU,
@@ -218,7 +224,10 @@ struct client {
 	 * named, when that read was sound ("" none): only compared, logged. */
 	char cg_pod_uid[NVS_POD_UID_LEN];
 	uint64_t connected_ns;
+	/* The shell's connection (opaque to the core) and what the core must
+	 * know of it: NVS_CLIENT_* (port.h), kept up to date by conn.c. */
 	struct conn *conn;
+	unsigned flags;
 	struct client_gpu *gpus[NVS_MAX_GPUS];
 	unsigned ngpus;
 	/* fairness.c: its tenant's record (turns, revocations). */
@@ -252,10 +261,7 @@ struct gpu {
 	/* lock state */
 	int serialized; /* effective: clients must hold the lock */
 	struct client_gpu *holder;
-	uint64_t grant_ns; /* when the current holder got it */
-	int drop_sent;	   /* DROP_LOCK sent for the current quantum */
-	int drop_resent;
-	uint64_t drop_sent_ns, drop_deadline_ns;
+	uint64_t grant_ns; /* when the current holder got it (its drop: holder->drop) */
 	struct client_gpu *qhead, *qtail;
 	unsigned qlen;
 	struct client_gpu *ahead; /* attached clients */
@@ -266,14 +272,18 @@ struct gpu {
 	uint64_t handoffs; /* lock passed straight from a holder to a waiter */
 	/* Swap (policy.c, docs/swap.md): totals of the clients' SWAP_STATS
 	 * (departed clients included), the latest swap-in and swap-out times
-	 * (for the adaptive quantum), the swap-out asked of the holder. */
+	 * (for the adaptive quantum). */
 	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
 	uint64_t swap_last_in_ns, swap_last_out_ns;
-	uint64_t swap_out_asked;
 	/* Recent swap times, each direction (claims.c: the median stretches
 	 * the quantum); *_n counts all samples, the ring keeps the last. */
 	uint64_t swap_in_ring[NVS_SWAP_RING], swap_out_ring[NVS_SWAP_RING];
 	unsigned swap_in_n, swap_out_n;
+	/* ... and their speeds, ns per GiB, from the samples that moved at
+	 * least NVS_SWAP_RATE_MIN_BYTES (claims.c: a hand-off is priced by
+	 * the bytes it will move at these speeds). */
+	uint64_t swap_in_rate_ring[NVS_SWAP_RING], swap_out_rate_ring[NVS_SWAP_RING];
+	unsigned swap_in_rate_n, swap_out_rate_n;
 	uint64_t mode_switches;
 	/* Hostile load (claims.c, fairness.c): the mode-switch budget (GCRA)
 	 * and whether a switch waits for it; counters. */
@@ -287,7 +297,7 @@ struct gpu {
 	 * FCFS + TQ. See policy.h. */
 	const struct nvs_policy_hook *hook;
 	void *hook_data;
-	/* Compute-quota window of this GPU (scheduler/quota.c). */
+	/* Compute-quota window of this GPU (scheduler/core/quota.c). */
 	uint64_t q_window_start_ns;
 	uint32_t q_window; /* window number, from 1 */
 	/* Processes on the GPU without an nvshare connection (unmanaged.c):
@@ -337,13 +347,13 @@ struct sched_config {
 	 * seen in a Pod, gets these limits (annotation level). */
 	uint32_t unknown_core_limit; /* NVSHARE_UNKNOWN_TENANT_CORE_LIMIT, 10 */
 	uint64_t unknown_mem_limit;  /* NVSHARE_UNKNOWN_TENANT_MEMORY_LIMIT, 1Gi */
-	/* compute quotas (scheduler/quota.c, docs/quotas.md) */
+	/* compute quotas (scheduler/core/quota.c, docs/quotas.md) */
 	uint32_t q_window_ms; /* NVSHARE_COMPUTE_WINDOW_MS, 2000 */
 	uint32_t q_sample_ms; /* NVSHARE_QUOTA_SAMPLE_INTERVAL_MS, 50 */
 	uint32_t q_carry_pct; /* NVSHARE_QUOTA_CARRYOVER_PERCENT, 25 */
 	uint32_t q_tail_pct;  /* NVSHARE_DROP_TAIL_BILLING_PERCENT, 70 */
 	uint32_t q_slice_ms;  /* NVSHARE_QUOTA_SLICE_MS, window / 20 */
-	/* hostile load (scheduler/claims.c, docs/scheduler.md) */
+	/* hostile load (scheduler/core/claims.c, docs/scheduler.md) */
 	uint32_t oversub_factor;     /* NVSHARE_OVERSUBSCRIPTION_FACTOR, 4 */
 	uint32_t mode_dwell_ms;	     /* NVSHARE_MODE_DWELL_MS, 1000 */
 	uint32_t mode_switch_burst;  /* NVSHARE_MODE_SWITCH_BURST, 4 */

@@ -10,13 +10,11 @@
  */
 #include "claims.h"
 
-#include "events.h"
-#include "gpus.h"
 #include "log.h"
 #include "parse.h"
 #include "policy.h"
+#include "port.h"
 #include "state.h"
-#include "unmanaged.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +43,7 @@ uint64_t nvs_claims_clamp(struct client_gpu *cg, uint64_t claimed)
 	/* What NVML shows (unmanaged.c): a process without a context on the
 	 * GPU has no memory there; a claim left unproven while it could run
 	 * counts as the evidence. */
-	int ctx = nvs_unmanaged_context(cg);
+	int ctx = nvs_core_context(cg);
 	if (ctx == 0 && v) {
 		v = 0;
 		by = "no-context";
@@ -67,11 +65,12 @@ uint64_t nvs_claims_clamp(struct client_gpu *cg, uint64_t claimed)
 			 cg->client->id, (int)cg->client->pid, g->index,
 			 nvs_format_size(claimed, a, sizeof a), nvs_format_size(v, b, sizeof b),
 			 by);
-		nvs_event("claim_clamped",
-			  "\"client\":%u,\"pid\":%d,\"gpu\":%d,\"claimed\":%llu,\"counted\":%llu,"
-			  "\"by\":\"%s\"",
-			  cg->client->id, (int)cg->client->pid, g->index,
-			  (unsigned long long)claimed, (unsigned long long)v, by);
+		nvs_core_event(
+		    "claim_clamped",
+		    "\"client\":%u,\"pid\":%d,\"gpu\":%d,\"claimed\":%llu,\"counted\":%llu,"
+		    "\"by\":\"%s\"",
+		    cg->client->id, (int)cg->client->pid, g->index, (unsigned long long)claimed,
+		    (unsigned long long)v, by);
 	}
 	return v;
 }
@@ -113,27 +112,27 @@ static void keep(struct client_gpu *cg, int what)
 	cg->gpu->reports_coalesced++;
 }
 
-static void apply_mem(struct client_gpu *cg, uint64_t claimed)
+static void apply_mem(struct client_gpu *cg, uint64_t claimed, uint64_t now)
 {
 	cg->claimed = claimed;
-	nvs_policy_mem_update(cg, nvs_claims_clamp(cg, claimed));
+	nvs_policy_mem_update(cg, nvs_claims_clamp(cg, claimed), now);
 }
 
-void nvs_claims_mem_update(struct client_gpu *cg, uint64_t claimed)
+void nvs_claims_mem_update(struct client_gpu *cg, uint64_t claimed, uint64_t now)
 {
-	if ((cg->pending & PEND_MEM) || !report_take(cg->client, nvs_now_ns())) {
+	if ((cg->pending & PEND_MEM) || !report_take(cg->client, now)) {
 		/* Replaces what was kept: only the latest matters. */
 		cg->pending_mem = claimed;
 		keep(cg, PEND_MEM);
 		return;
 	}
-	apply_mem(cg, claimed);
+	apply_mem(cg, claimed, now);
 }
 
-void nvs_claims_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s)
+void nvs_claims_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s, uint64_t now)
 {
 	/* Cumulative counters: the latest report holds all earlier ones. */
-	if ((cg->pending & PEND_SWAP) || !report_take(cg->client, nvs_now_ns())) {
+	if ((cg->pending & PEND_SWAP) || !report_take(cg->client, now)) {
 		cg->pending_swap = *s;
 		keep(cg, PEND_SWAP);
 		return;
@@ -177,7 +176,7 @@ void nvs_claims_tick(uint64_t now)
 			/* Memory first: it may change the mode. */
 			if ((cg->pending & PEND_MEM) && report_take(cl, now)) {
 				cg->pending &= ~PEND_MEM;
-				apply_mem(cg, cg->pending_mem);
+				apply_mem(cg, cg->pending_mem, now);
 			}
 			if ((cg->pending & PEND_SWAP) && report_take(cl, now)) {
 				cg->pending &= ~PEND_SWAP;
@@ -231,7 +230,8 @@ static uint64_t swap_bound_ns(const struct client_gpu *cg, uint64_t bytes)
  * scheduler saw (mark: the grants, or releases and revocations, when the
  * last one was taken), its time cut to what its bytes allow. */
 static void swap_take(struct client_gpu *cg, uint64_t ns, uint64_t bytes, uint64_t handoffs,
-		      uint64_t *mark, uint64_t *ring, unsigned *n)
+		      uint64_t *mark, uint64_t *ring, unsigned *n, uint64_t *rate_ring,
+		      unsigned *rate_n)
 {
 	struct gpu *g = cg->gpu;
 	if (!ns)
@@ -246,8 +246,15 @@ static void swap_take(struct client_gpu *cg, uint64_t ns, uint64_t bytes, uint64
 		g->ev.swap_refused++;
 		ns = b;
 	}
-	if (ns)
-		ring_push(ring, n, ns);
+	if (!ns)
+		return;
+	ring_push(ring, n, ns);
+	/* The bytes counted are at most what cg is counted for, as for the
+	 * bound: a report of more bytes does not make the link look faster. */
+	if (bytes > cg->allocated)
+		bytes = cg->allocated;
+	if (bytes >= NVS_SWAP_RATE_MIN_BYTES && ns <= UINT64_MAX >> 30)
+		ring_push(rate_ring, rate_n, (ns << 30) / bytes);
 }
 
 void nvs_claims_swap_sample(struct client_gpu *cg, uint64_t in_ns, uint64_t in_bytes,
@@ -255,9 +262,10 @@ void nvs_claims_swap_sample(struct client_gpu *cg, uint64_t in_ns, uint64_t in_b
 {
 	struct gpu *g = cg->gpu;
 	swap_take(cg, in_ns, in_bytes, cg->st.grants, &cg->ev.swap_in_mark, g->swap_in_ring,
-		  &g->swap_in_n);
+		  &g->swap_in_n, g->swap_in_rate_ring, &g->swap_in_rate_n);
 	swap_take(cg, out_ns, out_bytes, cg->st.releases + cg->st.revocations,
-		  &cg->ev.swap_out_mark, g->swap_out_ring, &g->swap_out_n);
+		  &cg->ev.swap_out_mark, g->swap_out_ring, &g->swap_out_n, g->swap_out_rate_ring,
+		  &g->swap_out_rate_n);
 }
 
 /* A direction's median once it has NVS_SWAP_MIN_SAMPLES samples, else 0:
@@ -271,6 +279,29 @@ uint64_t nvs_claims_swap_median(const struct gpu *g)
 {
 	return dir_median(g->swap_in_ring, g->swap_in_n) +
 	       dir_median(g->swap_out_ring, g->swap_out_n);
+}
+
+/* One direction of a hand-off: bytes at the median speed, else the
+ * median time. */
+static uint64_t dir_cost(const uint64_t *rate_ring, unsigned rate_n, const uint64_t *ring,
+			 unsigned n, uint64_t bytes)
+{
+	if (rate_n < NVS_SWAP_MIN_SAMPLES)
+		return dir_median(ring, n);
+	uint64_t per_gib = ring_median(rate_ring, rate_n);
+	uint64_t gib = bytes >> 30, rest = bytes & ((1ull << 30) - 1);
+	if (per_gib && gib > UINT64_MAX / per_gib)
+		return UINT64_MAX;
+	return gib * per_gib + ((rest * per_gib) >> 30);
+}
+
+uint64_t nvs_claims_handoff_ns(const struct gpu *g, uint64_t out_bytes, uint64_t in_bytes)
+{
+	uint64_t o = dir_cost(g->swap_out_rate_ring, g->swap_out_rate_n, g->swap_out_ring,
+			      g->swap_out_n, out_bytes);
+	uint64_t i = dir_cost(g->swap_in_rate_ring, g->swap_in_rate_n, g->swap_in_ring,
+			      g->swap_in_n, in_bytes);
+	return o > UINT64_MAX - i ? UINT64_MAX : o + i;
 }
 
 uint64_t nvs_claims_tq_bound_ns(const struct gpu *g)

@@ -1,15 +1,10 @@
 #include "policy.h"
 
 #include "claims.h"
-#include "clients.h"
-#include "coschedule.h"
-#include "conn.h"
-#include "gpus.h"
-#include "events.h"
 #include "fairness.h"
 #include "log.h"
-#include "loop.h"
 #include "parse.h"
+#include "port.h"
 #include "state.h"
 
 #include <stdlib.h>
@@ -29,11 +24,39 @@ static double ms(uint64_t ns)
 	return (double)ns / 1e6;
 }
 
+uint64_t nvs_gpu_capacity(const struct gpu *g)
+{
+	uint64_t cap;
+	if (g->capacity_override)
+		cap = g->capacity_override;
+	else if (!g->total_mem)
+		return UINT64_MAX;
+	else
+		cap = g->total_mem > S.cfg.reserve ? g->total_mem - S.cfg.reserve : g->total_mem;
+	/* Memory that unmanaged processes hold (NVSHARE_UNMANAGED=serialize,
+	 * unmanaged.c) is not there for clients: it is pinned. */
+	return cap > g->unmanaged_pinned ? cap - g->unmanaged_pinned : 0;
+}
+
+/* ---- the running-set layer (co-scheduling), reached only through this ---- */
+
+static const struct nvs_policy_layer *layer;
+
+void nvs_policy_set_layer(const struct nvs_policy_layer *l)
+{
+	layer = l;
+}
+
+static int set_active(const struct gpu *g)
+{
+	return layer && layer->active(g);
+}
+
 static void send_gpu(struct client_gpu *cg, uint16_t type, uint32_t value)
 {
 	struct nvs_msg m;
 	nvs_msg_gpu(&m, type, cg->local_gpu, value);
-	nvs_client_send(cg->client, &m);
+	nvs_core_send(cg->client, &m);
 }
 
 /* A client whose Pod declared nvshare.com/gpu-memory is expected to grow
@@ -81,10 +104,11 @@ static int oversubscribed(const struct gpu *g)
  * target. The factor was 10, then 20 (issue 21: 5 %); with the swap engine
  * moving memory at the link's speed (docs/swap.md) a swap takes a fifth of
  * what it took, so the same factor would cut jobs five times as often and
- * the hand-off's fixed costs would show. The swap time is the
- * median of the last swaps in each direction (claims.c), so one client's
- * forged SWAP_STATS do not set it; the result is bounded by
- * NVSHARE_SWAP_TQ_MAX_FACTOR x TQ (default 4) and 60 s. */
+ * the hand-off's fixed costs would show. The swap time is that of the
+ * coming hand-off: the bytes it will move at the median speed of the last
+ * swaps in each direction (claims.c; their median times while speeds are
+ * few), so one client's forged SWAP_STATS do not set it; the result is
+ * bounded by NVSHARE_SWAP_TQ_MAX_FACTOR x TQ (default 4) and 60 s. */
 #define SWAP_TQ_MAX_NS (60ull * 1000000000ull)
 
 uint64_t nvs_policy_tq_ns(const struct gpu *g)
@@ -95,9 +119,21 @@ uint64_t nvs_policy_tq_ns(const struct gpu *g)
 	uint64_t cap = nvs_claims_tq_bound_ns(g);
 	if (cap > SWAP_TQ_MAX_NS)
 		cap = SWAP_TQ_MAX_NS;
-	uint64_t f = S.cfg.swap_tq_factor, med = nvs_claims_swap_median(g);
+	uint64_t f = S.cfg.swap_tq_factor, med = nvs_policy_handoff_ns(g);
 	uint64_t k = f && med > cap / f ? cap : f * med;
 	return k > tq ? k : tq;
+}
+
+uint64_t nvs_policy_handoff_ns(const struct gpu *g)
+{
+	/* The hand-off the quantum ends in: the holder moves out what the
+	 * next waiter needs, which then moves in what it lacks. With nobody
+	 * waiting (or no holder) there is none in sight: the median times. */
+	const struct client_gpu *h = g->holder, *w = g->qhead;
+	if (!h || !w)
+		return nvs_claims_swap_median(g);
+	uint64_t in = w->allocated > w->resident ? w->allocated - w->resident : 0;
+	return nvs_claims_handoff_ns(g, nvs_policy_swap_out_need(g, h, w), in);
 }
 
 void nvs_policy_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s)
@@ -168,21 +204,39 @@ static int swap_out_policy(void)
 	return (int)S.cfg.swap_out;
 }
 
-uint64_t nvs_policy_swap_out_need(const struct gpu *g, const struct client_gpu *h,
-				  const struct client_gpu *next)
+void nvs_policy_mem_sums(const struct gpu *g, struct nvs_mem_sums *s)
 {
-	if (!next || !oversubscribed(g) || swap_out_policy() == SWAP_OUT_NONE ||
-	    nvs_policy_pinned(h))
+	s->expected = nvs_policy_expected(g);
+	s->resident = resident_sum(g);
+}
+
+uint64_t nvs_policy_swap_out_need_with(const struct gpu *g, const struct client_gpu *h,
+				       const struct client_gpu *next, const struct nvs_mem_sums *s)
+{
+	if (!next || swap_out_policy() == SWAP_OUT_NONE || nvs_policy_pinned(h))
+		return 0;
+	struct nvs_mem_sums own;
+	if (!s) {
+		nvs_policy_mem_sums(g, &own);
+		s = &own;
+	}
+	uint64_t cap = nvs_gpu_capacity(g), sum = s->resident;
+	if (s->expected <= cap) /* not oversubscribed */
 		return 0;
 	if (swap_out_policy() == SWAP_OUT_ALL)
 		return h->allocated;
-	uint64_t cap = nvs_gpu_capacity(g), sum = resident_sum(g);
 	uint64_t need = next->allocated > next->resident ? next->allocated - next->resident : 0;
 	uint64_t fr = cap > sum ? cap - sum : 0;
 	if (need <= fr)
 		return 0;
 	uint64_t e = need - fr;
 	return e < h->resident ? e : h->resident;
+}
+
+uint64_t nvs_policy_swap_out_need(const struct gpu *g, const struct client_gpu *h,
+				  const struct client_gpu *next)
+{
+	return nvs_policy_swap_out_need_with(g, h, next, NULL);
 }
 
 /* ---- queue ---- */
@@ -224,22 +278,24 @@ static void inform_holder(struct gpu *g)
 	struct client_gpu *h = g->holder;
 	if (!h)
 		return;
-	nvs_cosched_inform(g); /* the guests of the running set */
+	if (layer)
+		layer->inform(g); /* the other members of the running set */
 	/* The hint first: WAITERS is what lets an idle holder release, and a
 	 * client that read WAITERS alone (the two writes apart, the client
 	 * quick) would release without knowing what to move out. */
 	if (h->client->hello_flags & NVS_HELLO_SWAP_HINT) {
-		uint32_t mib = nvs_swap_mib(nvs_cosched_hint_bytes(g, h));
+		uint32_t mib = nvs_swap_mib(layer ? layer->hint_bytes(g, h)
+						  : nvs_policy_swap_out_need(g, h, g->qhead));
 		if (h->hint_sent_mib != mib) {
 			h->hint_sent_mib = mib;
 			send_gpu(h, NVS_MSG_SWAP_HINT, mib);
 			NVS_DEBUG("SWAP_HINT " CG_FMT " mib=%u waiters=%u", CG_ARGS(h), mib,
 				  g->qlen);
-			nvs_event("swap_hint", CG_EV ",\"mib\":%u,\"waiters\":%u", CG_ARGS(h), mib,
-				  g->qlen);
+			nvs_core_event("swap_hint", CG_EV ",\"mib\":%u,\"waiters\":%u", CG_ARGS(h),
+				       mib, g->qlen);
 		}
 	}
-	uint32_t w = nvs_cosched_waiters(g, h);
+	uint32_t w = layer ? layer->waiters(g, h) : g->qlen;
 	if (h->waiters_sent != w) {
 		h->waiters_sent = w;
 		send_gpu(h, NVS_MSG_WAITERS, w);
@@ -267,10 +323,10 @@ static void grant(struct gpu *g, struct client_gpu *cg, uint64_t now, int handof
 	cg->waiters_sent = 0; /* the holder assumes 0 until told */
 	cg->hint_sent_mib = 0;
 	cg->co.guest = guest; /* a guest runs beside g->holder (coschedule.c) */
+	memset(&cg->drop, 0, sizeof cg->drop);
 	if (!guest) {
 		g->holder = cg;
 		g->grant_ns = now;
-		g->drop_sent = g->drop_resent = 0;
 	}
 	cg->st.grants++;
 	g->st.grants++;
@@ -289,10 +345,10 @@ static void grant(struct gpu *g, struct client_gpu *cg, uint64_t now, int handof
 	 * SWAP_IN, or touched: memory it allocated while waiting too). */
 	cg->resident = cg->allocated;
 	evict_others(g, cg);
-	nvs_client_send(cg->client, &m);
+	nvs_core_send(cg->client, &m);
 	NVS_INFO("LOCK_OK " CG_FMT " waited_ms=%.3f queue=%u%s", CG_ARGS(cg), ms(waited), g->qlen,
 		 guest ? " guest=1" : "");
-	nvs_event(
+	nvs_core_event(
 	    "lock_ok", CG_EV ",\"waited_ms\":%.3f,\"queue\":%u,\"quantum_ms\":%u,\"role\":\"%s\"",
 	    CG_ARGS(cg), ms(waited), g->qlen, m.u.lock_ok.quantum_ms, guest ? "guest" : "primary");
 	if (guest)
@@ -308,8 +364,8 @@ static void grant(struct gpu *g, struct client_gpu *cg, uint64_t now, int handof
  * out their penalty. */
 static void grant_next(struct gpu *g, uint64_t now, int handoff)
 {
-	if (nvs_cosched_active(g)) {
-		nvs_cosched_fill(g, now, handoff); /* a set that fits */
+	if (set_active(g)) {
+		layer->fill(g, now, handoff); /* a set that fits */
 		return;
 	}
 	while (!g->holder && g->qhead) {
@@ -320,7 +376,7 @@ static void grant_next(struct gpu *g, uint64_t now, int handoff)
 		cg->state = CG_IDLE;
 		/* A waiter whose connection is closing would only bounce the
 		 * lock: its detach comes in the same loop iteration. */
-		if (cg->client->conn && cg->client->conn->doomed)
+		if (cg->client->flags & NVS_CLIENT_DOOMED)
 			continue;
 		grant(g, cg, now, handoff, 0);
 	}
@@ -346,7 +402,7 @@ void nvs_policy_inform(struct gpu *g)
 
 void nvs_policy_grant(struct gpu *g, uint64_t now)
 {
-	if (g->serialized && (!g->holder || nvs_cosched_active(g)))
+	if (g->serialized && (!g->holder || set_active(g)))
 		grant_next(g, now, 0);
 }
 
@@ -362,51 +418,87 @@ static struct client_gpu *end_hold(struct gpu *g, uint64_t now)
 	h->state = CG_IDLE;
 	h->waiters_sent = 0;
 	g->holder = NULL;
-	g->drop_sent = g->drop_resent = 0;
-	g->swap_out_asked = 0;
+	memset(&h->drop, 0, sizeof h->drop);
 	if (g->hook && g->hook->on_release)
 		g->hook->on_release(g, h, now);
 	return h;
 }
 
-static void send_drop(struct gpu *g, uint32_t grace_ms)
+void nvs_policy_send_drop(struct client_gpu *h, uint32_t grace_ms)
 {
 	struct nvs_msg m;
 	memset(&m, 0, sizeof m);
 	m.type = NVS_MSG_DROP_LOCK;
-	m.u.drop.local_gpu = g->holder->local_gpu;
-	if (grace_ms && !g->drop_resent)
-		g->swap_out_asked = nvs_policy_swap_out_need(g, g->holder, g->qhead);
-	if (grace_ms && g->swap_out_asked) {
+	m.u.drop.local_gpu = h->local_gpu;
+	if (grace_ms && h->drop.swap_out_asked) {
 		/* Just what the next holder needs, in MiB (rounded up); more
 		 * than the field holds: all. */
-		uint32_t mib = g->swap_out_asked > (uint64_t)NVS_DROP_SWAP_MIB_MAX << 20
+		uint32_t mib = h->drop.swap_out_asked > (uint64_t)NVS_DROP_SWAP_MIB_MAX << 20
 				   ? 0
-				   : nvs_swap_mib(g->swap_out_asked);
+				   : nvs_swap_mib(h->drop.swap_out_asked);
 		m.u.drop.flags = NVS_LOCK_SWAP_OUT | (mib << NVS_DROP_SWAP_MIB_SHIFT);
 	}
 	m.u.drop.grace_ms = grace_ms;
-	nvs_client_send(g->holder->client, &m);
+	nvs_core_send(h->client, &m);
+}
+
+void nvs_policy_drop_start(struct client_gpu *h, uint64_t now, uint64_t swap_out)
+{
+	h->drop.sent = 1;
+	h->drop.resent = 0;
+	h->drop.sent_ns = now;
+	h->drop.deadline_ns = now + (uint64_t)S.cfg.drop_grace_ms * 1000000ull;
+	h->drop.swap_out_asked = swap_out;
+	h->st.drops++;
+	h->gpu->st.drops++;
+	nvs_policy_send_drop(h, S.cfg.drop_grace_ms);
+}
+
+uint64_t nvs_policy_drop_due(const struct client_gpu *h)
+{
+	if (!h->drop.sent)
+		return 0;
+	if (h->drop.resent)
+		return h->drop.deadline_ns;
+	return h->drop.sent_ns + (h->drop.deadline_ns - h->drop.sent_ns) / 2;
+}
+
+uint64_t nvs_policy_drop_resend(struct client_gpu *h, uint64_t now)
+{
+	if (h->drop.sent && !h->drop.resent && now >= nvs_policy_drop_due(h) &&
+	    now < h->drop.deadline_ns) {
+		/* Once more, in case the first one met a busy client thread;
+		 * the grace is what is left of it. */
+		h->drop.resent = 1;
+		nvs_policy_send_drop(h, (uint32_t)((h->drop.deadline_ns - now) / 1000000ull));
+	}
+	return nvs_policy_drop_due(h);
+}
+
+void nvs_policy_count_drop(struct gpu *g, const char *why)
+{
+	if (!strcmp(why, "interactive"))
+		g->co.preempt_interactive++;
+	else if (!strcmp(why, "batch-floor"))
+		g->co.preempt_floor++;
+	else if (!strcmp(why, "tq-expired"))
+		g->co.preempt_tq++;
+	else if (!strcmp(why, "overcommit"))
+		g->co.preempt_fit++;
 }
 
 void nvs_policy_drop(struct gpu *g, uint64_t now, const char *why)
 {
 	struct client_gpu *h = g->holder;
-	if (!h || g->drop_sent)
+	if (!h || h->drop.sent)
 		return;
-	g->drop_sent = 1;
-	g->drop_resent = 0;
-	g->drop_sent_ns = now;
-	g->drop_deadline_ns = now + (uint64_t)S.cfg.drop_grace_ms * 1000000ull;
-	h->st.drops++;
-	g->st.drops++;
-	nvs_cosched_count_drop(g, why);
-	send_drop(g, S.cfg.drop_grace_ms);
+	nvs_policy_count_drop(g, why);
+	nvs_policy_drop_start(h, now, nvs_policy_swap_out_need(g, h, g->qhead));
 	NVS_INFO("DROP_LOCK " CG_FMT " held_ms=%.3f waiters=%u grace_ms=%u reason=%s", CG_ARGS(h),
 		 ms(now - h->held_since_ns), g->qlen, S.cfg.drop_grace_ms, why);
-	nvs_event("drop_lock",
-		  CG_EV ",\"held_ms\":%.3f,\"waiters\":%u,\"grace_ms\":%u,\"reason\":\"%s\"",
-		  CG_ARGS(h), ms(now - h->held_since_ns), g->qlen, S.cfg.drop_grace_ms, why);
+	nvs_core_event("drop_lock",
+		       CG_EV ",\"held_ms\":%.3f,\"waiters\":%u,\"grace_ms\":%u,\"reason\":\"%s\"",
+		       CG_ARGS(h), ms(now - h->held_since_ns), g->qlen, S.cfg.drop_grace_ms, why);
 }
 
 /* ---- mode ---- */
@@ -452,8 +544,7 @@ static void owe(struct client_gpu *cg, int owed)
 
 static int backed_up(const struct client_gpu *cg)
 {
-	const struct conn *c = cg->client->conn;
-	return c && c->out_len > c->out_off;
+	return (cg->client->flags & NVS_CLIENT_BACKED_UP) != 0;
 }
 
 static void announce_mode(struct gpu *g)
@@ -471,7 +562,7 @@ static void announce_mode(struct gpu *g)
 		owe(cg, 0);
 		cg->mode_sent = v;
 		send_gpu(cg, NVS_MSG_GPU_MODE, (uint32_t)v);
-		nvs_event("gpu_mode_sent", CG_EV ",\"value\":%d", CG_ARGS(cg), v);
+		nvs_core_event("gpu_mode_sent", CG_EV ",\"value\":%d", CG_ARGS(cg), v);
 	}
 }
 
@@ -506,9 +597,9 @@ static void reevaluate_as(struct gpu *g, uint64_t now, int force)
 			NVS_DEBUG(
 			    "GPU_MODE gpu=%d serialized=%d deferred %.0f ms (mode-switch budget)",
 			    g->index, want, ms(nvs_claims_switch_at(g) - now));
-			nvs_event("gpu_mode_deferred",
-				  "\"gpu\":%d,\"serialized\":%d,\"wait_ms\":%.3f", g->index, want,
-				  ms(nvs_claims_switch_at(g) - now));
+			nvs_core_event("gpu_mode_deferred",
+				       "\"gpu\":%d,\"serialized\":%d,\"wait_ms\":%.3f", g->index,
+				       want, ms(nvs_claims_switch_at(g) - now));
 		}
 		announce_mode(g);
 		return;
@@ -525,24 +616,25 @@ static void reevaluate_as(struct gpu *g, uint64_t now, int force)
 			 nvs_format_size(g->allocated_sum, a, sizeof a),
 			 nvs_format_size(nvs_gpu_capacity(g), c, sizeof c), g->nattached,
 			 nvs_format_size(nvs_policy_expected(g), e, sizeof e));
-		nvs_event("gpu_mode",
-			  "\"gpu\":%d,\"serialized\":%d,\"mode\":\"%s\",\"allocated\":%llu,"
-			  "\"capacity\":%llu,\"clients\":%u,\"expected\":%llu",
-			  g->index, want, nvs_mode_name(g->mode),
-			  (unsigned long long)g->allocated_sum,
-			  (unsigned long long)nvs_gpu_capacity(g), g->nattached,
-			  (unsigned long long)nvs_policy_expected(g));
+		nvs_core_event("gpu_mode",
+			       "\"gpu\":%d,\"serialized\":%d,\"mode\":\"%s\",\"allocated\":%llu,"
+			       "\"capacity\":%llu,\"clients\":%u,\"expected\":%llu",
+			       g->index, want, nvs_mode_name(g->mode),
+			       (unsigned long long)g->allocated_sum,
+			       (unsigned long long)nvs_gpu_capacity(g), g->nattached,
+			       (unsigned long long)nvs_policy_expected(g));
 		if (!want) {
 			/* Concurrent: the lock means nothing any more. Clients
 			 * learn it from GPU_MODE(0); a LOCK_RELEASED still in
 			 * flight is ignored. */
-			nvs_cosched_end_guests(g, now);
+			if (layer)
+				layer->end_members(g, now);
 			struct client_gpu *h = end_hold(g, now);
 			if (h) {
 				NVS_INFO("LOCK_RELEASED " CG_FMT " reason=gpu-concurrent",
 					 CG_ARGS(h));
-				nvs_event("lock_released", CG_EV ",\"reason\":\"gpu-concurrent\"",
-					  CG_ARGS(h));
+				nvs_core_event("lock_released",
+					       CG_EV ",\"reason\":\"gpu-concurrent\"", CG_ARGS(h));
 			}
 			while (g->qhead) {
 				struct client_gpu *cg = g->qhead;
@@ -564,7 +656,7 @@ static void reevaluate(struct gpu *g, uint64_t now)
 
 /* ---- events ---- */
 
-void nvs_policy_attach(struct client_gpu *cg)
+void nvs_policy_attach(struct client_gpu *cg, uint64_t now)
 {
 	struct gpu *g = cg->gpu;
 	cg->mode_sent = -1;
@@ -577,20 +669,19 @@ void nvs_policy_attach(struct client_gpu *cg)
 	g->nattached++;
 	g->allocated_sum += cg->allocated;
 	cg->resident = g->serialized && !nvs_policy_pinned(cg) ? 0 : cg->allocated;
-	reevaluate(g, nvs_now_ns());
+	reevaluate(g, now);
 }
 
-void nvs_policy_detach(struct client_gpu *cg)
+void nvs_policy_detach(struct client_gpu *cg, uint64_t now)
 {
 	struct gpu *g = cg->gpu;
-	uint64_t now = nvs_now_ns();
 	int was_holder = cg->state == CG_HOLDING;
-	if (was_holder && nvs_cosched_guest_detach(cg, now)) {
+	if (was_holder && layer && layer->member_detach(cg, now)) {
 		was_holder = 0; /* a guest: the primary keeps the lock */
 	} else if (was_holder) {
 		end_hold(g, now);
 		NVS_INFO("LOCK_RELEASED " CG_FMT " reason=disconnect", CG_ARGS(cg));
-		nvs_event("lock_released", CG_EV ",\"reason\":\"disconnect\"", CG_ARGS(cg));
+		nvs_core_event("lock_released", CG_EV ",\"reason\":\"disconnect\"", CG_ARGS(cg));
 	} else if (cg->state == CG_WAITING) {
 		q_remove(g, cg);
 		cg->state = CG_IDLE;
@@ -607,7 +698,7 @@ void nvs_policy_detach(struct client_gpu *cg)
 	/* Mode first: when the memory it frees makes the GPU concurrent, the
 	 * next waiter needs GPU_MODE(0), not a LOCK_OK. */
 	reevaluate(g, now);
-	if (g->serialized && (!g->holder || nvs_cosched_active(g)))
+	if (g->serialized && (!g->holder || set_active(g)))
 		grant_next(g, now, was_holder);
 	inform_holder(g);
 }
@@ -629,12 +720,11 @@ static void set_allocated(struct client_gpu *cg, uint64_t allocated)
 		evict_others(g, cg);
 }
 
-void nvs_policy_mem_update(struct client_gpu *cg, uint64_t allocated)
+void nvs_policy_mem_update(struct client_gpu *cg, uint64_t allocated, uint64_t now)
 {
 	set_allocated(cg, allocated);
-	uint64_t now = nvs_now_ns();
 	reevaluate(cg->gpu, now);
-	if (nvs_cosched_active(cg->gpu))
+	if (set_active(cg->gpu))
 		grant_next(cg->gpu, now, 0); /* a waiter may fit now */
 	inform_holder(cg->gpu);
 }
@@ -645,10 +735,9 @@ void nvs_policy_resend_mode(struct client_gpu *cg)
 	announce_mode(cg->gpu);
 }
 
-void nvs_policy_req_lock(struct client_gpu *cg)
+void nvs_policy_req_lock(struct client_gpu *cg, uint64_t now)
 {
 	struct gpu *g = cg->gpu;
-	uint64_t now = nvs_now_ns();
 	if (!g->serialized) {
 		/* Raced with a switch to concurrent: repeat the mode, which
 		 * tells the client no lock is needed. */
@@ -665,7 +754,7 @@ void nvs_policy_req_lock(struct client_gpu *cg)
 		m.type = NVS_MSG_LOCK_OK;
 		m.u.lock_ok.local_gpu = cg->local_gpu;
 		m.u.lock_ok.quantum_ms = (uint32_t)g->tq_ms;
-		nvs_client_send(cg->client, &m);
+		nvs_core_send(cg->client, &m);
 		return;
 	}
 	if (cg->state == CG_WAITING) {
@@ -674,38 +763,24 @@ void nvs_policy_req_lock(struct client_gpu *cg)
 	}
 	NVS_INFO("REQ_LOCK " CG_FMT " holder=%d queue=%u", CG_ARGS(cg),
 		 g->holder ? (int)g->holder->client->id : -1, g->qlen);
-	nvs_event("req_lock", CG_EV ",\"holder\":%d,\"queue\":%u", CG_ARGS(cg),
-		  g->holder ? (int)g->holder->client->id : -1, g->qlen);
+	nvs_core_event("req_lock", CG_EV ",\"holder\":%d,\"queue\":%u", CG_ARGS(cg),
+		       g->holder ? (int)g->holder->client->id : -1, g->qlen);
 	cg->state = CG_WAITING;
 	cg->wait_since_ns = now;
 	q_push(g, cg);
-	nvs_cosched_queued(cg);
-	if (!g->holder || nvs_cosched_active(g))
+	if (layer)
+		layer->queued(cg, now);
+	if (!g->holder || set_active(g))
 		grant_next(g, now, 0);
 	else
 		inform_holder(g);
 }
 
-void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_ns)
+uint64_t nvs_policy_account_release(struct client_gpu *cg, uint32_t flags, uint64_t now)
 {
 	struct gpu *g = cg->gpu;
-	uint64_t now = nvs_now_ns();
-	if (g->holder != cg && nvs_cosched_guest_released(cg, flags, drain_ns, now)) {
-		grant_next(g, now, 1);
-		inform_holder(g);
-		return;
-	}
-	if (g->holder != cg) {
-		/* Revoked earlier, or the GPU went concurrent: harmless. */
-		NVS_INFO("LOCK_RELEASED " CG_FMT
-			 " ignored: not the holder (revoked or not serialized)",
-			 CG_ARGS(cg));
-		nvs_event("lock_release_ignored", CG_EV ",\"reason\":\"not-holder\"", CG_ARGS(cg));
-		return;
-	}
-	uint64_t held = now - cg->held_since_ns;
-	if (g->drop_sent) {
-		uint64_t d = now - g->drop_sent_ns;
+	if (cg->drop.sent) {
+		uint64_t d = now - cg->drop.sent_ns;
 		cg->st.drain_ns += d;
 		g->st.drain_ns += d;
 		if (d > cg->st.drain_max_ns)
@@ -717,7 +792,7 @@ void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_n
 	g->st.releases++;
 	/* What it moved to the host: as DROP_LOCK's SWAP_OUT asked, or, for
 	 * an idle release, as SWAP_HINT asked (MiB in the upper bits). */
-	uint64_t moved = g->swap_out_asked;
+	uint64_t moved = cg->drop.swap_out_asked;
 	if (flags & NVS_RELEASED_IDLE) {
 		cg->st.idle_releases++;
 		g->st.idle_releases++;
@@ -726,25 +801,48 @@ void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_n
 	if (nvs_policy_pinned(cg))
 		moved = 0; /* device memory: whatever the release said */
 	cg->resident = cg->resident > moved ? cg->resident - moved : 0;
+	return moved;
+}
+
+void nvs_policy_released(struct client_gpu *cg, uint32_t flags, uint64_t drain_ns, uint64_t now)
+{
+	struct gpu *g = cg->gpu;
+	if (g->holder != cg && layer && layer->member_released(cg, flags, drain_ns, now)) {
+		grant_next(g, now, 1);
+		inform_holder(g);
+		return;
+	}
+	if (g->holder != cg) {
+		/* Revoked earlier, or the GPU went concurrent: harmless. */
+		NVS_INFO("LOCK_RELEASED " CG_FMT
+			 " ignored: not the holder (revoked or not serialized)",
+			 CG_ARGS(cg));
+		nvs_core_event("lock_release_ignored", CG_EV ",\"reason\":\"not-holder\"",
+			       CG_ARGS(cg));
+		return;
+	}
+	uint64_t held = now - cg->held_since_ns;
+	uint64_t moved = nvs_policy_account_release(cg, flags, now);
 	NVS_INFO(
 	    "LOCK_RELEASED " CG_FMT " held_ms=%.3f idle=%u dropped=%d drain_ms=%.3f waiters=%u",
-	    CG_ARGS(cg), ms(held), flags & NVS_RELEASED_IDLE, g->drop_sent, ms(drain_ns), g->qlen);
-	nvs_event("lock_released",
-		  CG_EV ",\"reason\":\"%s\",\"held_ms\":%.3f,\"drain_ms\":%.3f,"
-			"\"moved_mib\":%llu,\"waiters\":%u",
-		  CG_ARGS(cg),
-		  (flags & NVS_RELEASED_IDLE) ? "idle"
-		  : g->drop_sent	      ? "dropped"
-					      : "early",
-		  ms(held), ms(drain_ns), (unsigned long long)(moved >> 20), g->qlen);
+	    CG_ARGS(cg), ms(held), flags & NVS_RELEASED_IDLE, cg->drop.sent, ms(drain_ns), g->qlen);
+	nvs_core_event("lock_released",
+		       CG_EV ",\"reason\":\"%s\",\"held_ms\":%.3f,\"drain_ms\":%.3f,"
+			     "\"moved_mib\":%llu,\"waiters\":%u",
+		       CG_ARGS(cg),
+		       (flags & NVS_RELEASED_IDLE) ? "idle"
+		       : cg->drop.sent		   ? "dropped"
+						   : "early",
+		       ms(held), ms(drain_ns), (unsigned long long)(moved >> 20), g->qlen);
 	if (g->hook && g->hook->on_drained)
 		g->hook->on_drained(g, cg, flags, drain_ns, now);
-	nvs_cosched_hold_ended(cg, flags & NVS_RELEASED_IDLE, now);
+	if (layer)
+		layer->hold_ended(cg, flags & NVS_RELEASED_IDLE, now);
 	end_hold(g, now);
 	grant_next(g, now, 1);
 }
 
-void nvs_policy_settings_changed(struct gpu *g)
+void nvs_policy_settings_changed(struct gpu *g, uint64_t now)
 {
 	/* Limits or the capacity may have changed: count the claims anew. */
 	for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext) {
@@ -752,9 +850,8 @@ void nvs_policy_settings_changed(struct gpu *g)
 		if (v != cg->allocated)
 			set_allocated(cg, v);
 	}
-	uint64_t now = nvs_now_ns();
 	reevaluate_as(g, now, 1);
-	if (g->serialized && nvs_cosched_active(g))
+	if (g->serialized && set_active(g))
 		grant_next(g, now, 0); /* a raised capacity fits more */
 	inform_holder(g);	       /* the capacity may have changed */
 	/* A new TQ applies to the current quantum: the tick re-checks it. */
@@ -772,12 +869,10 @@ static uint64_t gpu_deadline(struct gpu *g, uint64_t now)
 			d = t_;                                                                    \
 	} while (0)
 	if (g->holder && g->qlen) {
-		if (!g->drop_sent)
+		if (!g->holder->drop.sent)
 			EARLIEST(g->grant_ns + nvs_policy_tq_ns(g));
-		else if (!g->drop_resent)
-			EARLIEST(g->drop_sent_ns + (g->drop_deadline_ns - g->drop_sent_ns) / 2);
 		else
-			EARLIEST(g->drop_deadline_ns);
+			EARLIEST(nvs_policy_drop_due(g->holder));
 	}
 	if (g->hook && g->hook->next_deadline) {
 		uint64_t h = g->hook->next_deadline(g, now);
@@ -789,9 +884,11 @@ static uint64_t gpu_deadline(struct gpu *g, uint64_t now)
 	uint64_t p = nvs_fair_next_deadline(g, now);
 	if (p)
 		EARLIEST(p);
-	uint64_t c = nvs_cosched_deadline(g, now);
-	if (c)
-		EARLIEST(c);
+	if (layer) {
+		uint64_t c = layer->next_deadline(g, now);
+		if (c)
+			EARLIEST(c);
+	}
 #undef EARLIEST
 	return d;
 }
@@ -821,19 +918,19 @@ static void revoke(struct gpu *g, uint64_t now)
 	 * stamp (taken when it is written) trails: the event says when it
 	 * ends, on the same clock as mono_ns. */
 	uint64_t penalty = nvs_policy_tq_ns(g);
-	nvs_event("revoke",
-		  CG_EV ",\"held_ms\":%.3f,\"grace_ms\":%u,\"penalty_ms\":%.3f,"
-			"\"penalty_until_ns\":%llu",
-		  CG_ARGS(h), ms(now - h->held_since_ns), S.cfg.drop_grace_ms, ms(penalty),
-		  (unsigned long long)(now + penalty));
+	nvs_core_event("revoke",
+		       CG_EV ",\"held_ms\":%.3f,\"grace_ms\":%u,\"penalty_ms\":%.3f,"
+			     "\"penalty_until_ns\":%llu",
+		       CG_ARGS(h), ms(now - h->held_since_ns), S.cfg.drop_grace_ms, ms(penalty),
+		       (unsigned long long)(now + penalty));
 	/* DROP_LOCK with grace 0 tells the client it no longer holds the
 	 * lock; its late LOCK_RELEASED is ignored and it may REQ_LOCK again. */
-	send_drop(g, 0);
+	nvs_policy_send_drop(h, 0);
 	/* It goes to the back and waits one quantum (fairness.c). */
 	nvs_fair_revoked(h, now, penalty);
 	end_hold(g, now);
 	NVS_INFO("LOCK_RELEASED " CG_FMT " reason=revoked", CG_ARGS(h));
-	nvs_event("lock_released", CG_EV ",\"reason\":\"revoked\"", CG_ARGS(h));
+	nvs_core_event("lock_released", CG_EV ",\"reason\":\"revoked\"", CG_ARGS(h));
 	grant_next(g, now, 1);
 }
 
@@ -856,29 +953,23 @@ void nvs_policy_tick(uint64_t now)
 		/* A revoked waiter's penalty ended and the lock is free. */
 		if (g->serialized && !g->holder && g->qhead && nvs_fair_penalties_ended(g, now))
 			grant_next(g, now, 0);
-		nvs_cosched_tick(g, now);
+		if (layer)
+			layer->on_tick(g, now);
 		if (!g->holder || !g->qlen)
 			continue; /* nobody waits: a lone holder is never asked */
-		if (!g->drop_sent) {
+		struct client_gpu *h = g->holder;
+		if (!h->drop.sent) {
 			if (now >= g->grant_ns + nvs_policy_tq_ns(g))
 				nvs_policy_drop(g, now, "tq-expired");
-		} else if (now >= g->drop_deadline_ns) {
+		} else if (now >= h->drop.deadline_ns) {
 			revoke(g, now);
-		} else if (!g->drop_resent &&
-			   now >= g->drop_sent_ns + (g->drop_deadline_ns - g->drop_sent_ns) / 2) {
-			/* Once more, in case the first one met a busy client
-			 * thread; the grace is what is left of it. */
-			g->drop_resent = 1;
-			send_drop(g, (uint32_t)((g->drop_deadline_ns - now) / 1000000ull));
-			NVS_INFO("DROP_LOCK " CG_FMT " resent, %.0f ms of grace left",
-				 CG_ARGS(g->holder), ms(g->drop_deadline_ns - now));
+		} else if (!h->drop.resent) {
+			nvs_policy_drop_resend(h, now);
+			if (h->drop.resent)
+				NVS_INFO("DROP_LOCK " CG_FMT " resent, %.0f ms of grace left",
+					 CG_ARGS(h), ms(h->drop.deadline_ns - now));
 		}
 	}
-}
-
-void nvs_policy_start(void)
-{
-	nvs_loop_timer(NVS_LOOP_DECIDE, nvs_policy_tick, nvs_policy_next_deadline);
 }
 
 uint64_t nvs_policy_held_ns(const struct client_gpu *cg, uint64_t now)

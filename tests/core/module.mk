@@ -1,0 +1,8 @@
+# tests/core/: the scheduler's decision core in process, on a virtual
+# clock, behind a fake port (harness.c); cmocka, TAP via tests/run. Each
+# program runs in milliseconds: the fast tier.
+CORE_TESTS := t_lock t_quota t_cosched t_fair t_random t_handoff
+TEST_TARGETS += $(CORE_TESTS:%=$(B)/tests/core/%)
+
+$(B)/tests/core/t_%: $(B)/tests/core/t_%.o $(B)/tests/core/harness.o $(CORE_LIB) $(COMMON_OBJS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka -lpthread
