@@ -13,6 +13,19 @@ app() {
   eval "PID_$n=${_pids[-1]}"
 }
 
+# wait_ready NAME...: waits (a hang guard) until each app, started with
+# --start-file "$T/go", has allocated its memory and waits for the go; the
+# test then touches $T/go. Tests whose claim needs two runs to overlap
+# start them so: one started after the other could, on a loaded machine,
+# begin only after the other had finished.
+wait_ready() {
+  local n hg
+  hg=$(scaled 30)
+  for n in "$@"; do
+    wait_log "$hg" "$T/$n.out" "^READY name=$n " || not_ok "$n allocated its memory (READY)"
+  done
+}
+
 # app_wait NAME SECONDS: waits for NAME's DONE line.
 app_wait() { wait_log "$2" "$T/$1.out" "^DONE name=$1 "; }
 # app_ok NAME: NAME printed DONE with result=ok.

@@ -9,7 +9,11 @@
  *   sim_app [--name A] [--device 0] [--alloc 2Gi] [--touch] [--kernels 200]
  *           [--kernel-us 2000] [--sync-every 1] [--idle-after K --idle-ms MS]
  *           [--idle-after K --hold] [--report progress|summary]
- *           [--fork-child-kernels N]
+ *           [--fork-child-kernels N] [--start-file FILE]
+ *
+ * --start-file: the first kernel waits until FILE exists (the memory is
+ * allocated before): a test starts two applications together this way,
+ * so that their runs overlap however late the machine started either.
  *
  * --hold: after kernel K the application stays, its context open, until it
  * is killed or its parent (the test) exits. Tests that need a GPU process
@@ -20,6 +24,7 @@
  * Output (stdout, one line each, t = CLOCK_MONOTONIC milliseconds, the clock
  * the simulated GPU and other clients share):
  *   START name=A pid=P t=...
+ *   READY name=A t=...                          (--start-file: allocated, waiting)
  *   PROGRESS name=A kernel=i/N t=...          (--report progress)
  *   IDLE name=A from=T1 to=T2                  (--idle-after)
  *   DONE name=A kernels=N elapsed_ms=... result=ok|BAD t=...
@@ -182,7 +187,7 @@ static void usage(void)
 		"usage: sim_app [--name A] [--device N] [--alloc SIZE] [--touch] [--kernels N]\n"
 		"               [--kernel-us US] [--sync-every K] [--idle-after K --idle-ms MS]\n"
 		"               [--idle-after K --hold] [--report progress|summary]\n"
-		"               [--fork-child-kernels N]\n");
+		"               [--fork-child-kernels N] [--start-file FILE]\n");
 	exit(2);
 }
 
@@ -191,6 +196,7 @@ int main(int argc, char **argv)
 	struct run r = {.who = "app", .kernels = 100, .sync_every = 1, .kernel_us = 1000};
 	int ordinal = 0;
 	long fork_kernels = 0;
+	const char *start_file = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -220,6 +226,8 @@ int main(int argc, char **argv)
 			report_progress = !strcmp(v, "progress");
 		else if (ARG("--fork-child-kernels"))
 			fork_kernels = atol(v);
+		else if (ARG("--start-file"))
+			start_file = v;
 		else
 			usage();
 #undef ARG
@@ -256,6 +264,11 @@ int main(int argc, char **argv)
 	static const char image[] = "nvshare sim_app module";
 	CK(cu.ModuleLoadData(&mod, image));
 	CK(cu.ModuleGetFunction(&r.fn, mod, "nvshare_sim_kernel"));
+	if (start_file) {
+		printf("READY name=%s t=%.3f\n", name, now_ms());
+		while (access(start_file, F_OK) != 0)
+			usleep(5000);
+	}
 
 	pid_t child = -1;
 	if (fork_kernels > 0) {

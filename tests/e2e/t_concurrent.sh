@@ -5,8 +5,11 @@
 
 export NVSHARE_SCHED_MODE=auto
 start_scheduler || { not_ok "scheduler starts"; show_logs; exit 1; }
-app A --alloc 16Mi --kernels 400 --kernel-us 1000
-app B --alloc 16Mi --kernels 400 --kernel-us 1000
+# Their runs overlap however late either started (e2e_lib.sh wait_ready).
+app A --alloc 16Mi --kernels 400 --kernel-us 1000 --start-file "$T/go"
+app B --alloc 16Mi --kernels 400 --kernel-us 1000 --start-file "$T/go"
+wait_ready A B
+touch "$T/go"
 app_wait A 60; app_wait B 60
 check "A finished" app_ok A
 check "B finished" app_ok B

@@ -8,8 +8,16 @@
 # on a loaded machine may outlast these jobs): this test is about turns.
 export NVSHARE_SCHED_MODE=auto NVSHARE_GPU_CAPACITY=100Mi NVSHARE_TQ=150ms NVSHARE_SWAP_TQ_FACTOR=0
 start_scheduler || { not_ok "scheduler starts"; show_logs; exit 1; }
-app A --alloc 64Mi --kernels 150 --kernel-us 2000
-app B --alloc 64Mi --kernels 150 --kernel-us 2000
+# Both allocate, then wait for the go: the test is about turns, so their
+# runs must overlap. Started one after the other, a CPU-starved A once
+# launched its first kernel only after B had run all of its 150 in one
+# grant and left (an ASan soak round): no hand-off at all.
+app A --alloc 64Mi --kernels 150 --kernel-us 2000 --start-file "$T/go"
+app B --alloc 64Mi --kernels 150 --kernel-us 2000 --start-file "$T/go"
+wait_ready A B
+# Both were told the GPU is serialized (64Mi + 64Mi > 100Mi).
+wait_events "$(scaled 30)" 2 gpu_mode_sent value=1 || not_ok "both clients told the GPU is serialized"
+touch "$T/go"
 app_wait A 60; app_wait B 60
 
 check "A finished, memory intact" app_ok A

@@ -6,8 +6,11 @@
 
 export NVSHARE_SCHED_MODE=on NVSHARE_TQ=100ms
 start_scheduler || { not_ok "scheduler starts"; show_logs; exit 1; }
-app A --alloc 16Mi --kernels 200 --kernel-us 2000
-app B --alloc 16Mi --kernels 200 --kernel-us 2000
+# Their runs overlap however late either started (e2e_lib.sh wait_ready).
+app A --alloc 16Mi --kernels 200 --kernel-us 2000 --start-file "$T/go"
+app B --alloc 16Mi --kernels 200 --kernel-us 2000 --start-file "$T/go"
+wait_ready A B
+touch "$T/go"
 app_wait A 60; app_wait B 60
 
 check "A finished, memory intact" app_ok A
