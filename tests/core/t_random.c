@@ -25,7 +25,7 @@
 static unsigned seeds(void)
 {
 	const char *e = getenv("NVS_CORE_SEEDS");
-	return e ? (unsigned)strtoul(e, NULL, 10) : 200;
+	return e ? (unsigned)strtoul(e, NULL, 10) : 100;
 }
 
 static uint64_t first_seed(void)

@@ -12,8 +12,6 @@
 #include "scheduler/settings.h"
 #include "scheduler/core/state.h"
 
-struct sched S; /* main.c's, which this test does not link */
-
 static void tq(const char *s, int want_ok, uint64_t want)
 {
 	uint64_t v = 0;
