@@ -6,7 +6,7 @@
  * calling thread (it is synchronous, so the drain has nothing to wait for).
  *
  *   client_probe [--name A] [--alloc BYTES] [--kernels N] [--kernel-us US]
- *                [--idle-after K --idle-ms MS] [--threads T]
+ *                [--idle-after K --idle-ms MS] [--threads T] [--until FILE]
  *
  * Prints the same START / PROGRESS / IDLE / DONE lines as sim_app.
  */
@@ -89,6 +89,7 @@ static void sleep_us(unsigned long long us)
 }
 
 static const char *name = "probe";
+static const char *until_file;
 static long kernels = 100, idle_after;
 static unsigned long long kernel_us = 1000, idle_ms;
 static atomic_long done_kernels;
@@ -97,7 +98,9 @@ static void *worker(void *arg)
 {
 	long id = (long)arg;
 	has_ctx = 1;
-	for (long k = 1; k <= kernels; k++) {
+	/* --until FILE: more kernels past --kernels until FILE exists (a run
+	 * that must outlast whatever the test does to the scheduler). */
+	for (long k = 1; k <= kernels || (until_file && access(until_file, F_OK) != 0); k++) {
 		nvs_gate();
 		nvs_gate_done(); /* "submitted": the kernel runs on by itself */
 		/* t = when the call passed the gate. The "kernel" (a sleep in
@@ -136,6 +139,8 @@ int main(int argc, char **argv)
 			idle_after = atol(v);
 		else if (!strcmp(a, "--idle-ms"))
 			idle_ms = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--until"))
+			until_file = v;
 		else if (!strcmp(a, "--threads"))
 			threads = atol(v) > 0 ? atol(v) : 1;
 		else if (!strcmp(a, "--report"))

@@ -60,7 +60,9 @@ kill "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
 mv "$SLOG" "$T/scheduler-2.log"; mv "$NVSHARE_EVENTS" "$T/events-2.jsonl"
 
 # 3. No scheduler at start, then one appears, is killed, and comes back.
-probe C --kernels 1500 --kernel-us 2000
+# C runs until the end of the section (C-go): 1500 kernels (3 s) alone were
+# done before the restarted scheduler came up on a loaded machine.
+probe C --kernels 1500 --kernel-us 2000 --until "$T/C-go"
 check "runs ungated without a scheduler" wait_log 10 "$T/C.out" "kernel=20/"
 check "one warning" grep -q "scheduler not reachable at .*running ungated, will retry" "$T/C.err"
 start_scheduler
@@ -74,6 +76,7 @@ check "keeps running ($n1 -> $n2)" [ "$n2" -gt "$n1" ]
 start_scheduler
 check "re-registers with the restarted scheduler" wait_events 10 2 hello client=1
 check "is gated again" wait_events 10 2 lock_ok client=1
+touch "$T/C-go"
 app_wait C 30
 check "finishes" grep -q "^DONE name=C " "$T/C.out"
 check "exit status 0" wait "$PID_C"
