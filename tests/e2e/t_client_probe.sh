@@ -70,10 +70,14 @@ check "registers when the scheduler appears" wait_event 10 hello client=1
 check "gets the lock" wait_event 10 lock_ok client=1
 kill -KILL "$SCHED_PID"
 check "notices the loss" wait_log 10 "$T/C.err" "connection lost"
+# Its lock file is free only once it has exited (on a loaded machine a
+# SIGKILLed process can take a while): started before, the new scheduler
+# found the old one's lock held and refused to run.
+wait "$SCHED_PID" 2>/dev/null
 n1=$(grep -c PROGRESS "$T/C.out")
 wait_for 10 lines_at_least "$T/C.out" PROGRESS $((n1 + 1)); n2=$(grep -c PROGRESS "$T/C.out")
 check "keeps running ($n1 -> $n2)" [ "$n2" -gt "$n1" ]
-start_scheduler
+check "a new scheduler starts" start_scheduler
 check "re-registers with the restarted scheduler" wait_events 10 2 hello client=1
 check "is gated again" wait_events 10 2 lock_ok client=1
 touch "$T/C-go"
