@@ -214,13 +214,10 @@ static uint64_t ring_median(const uint64_t *ring, unsigned n)
 	return v[(k - 1) / 2];
 }
 
-/* The longest a swap of `bytes` of cg's memory may take to be believed:
- * the bytes (at most what cg is counted for on the GPU) at
+/* The longest a swap of `bytes` may take to be believed: the bytes at
  * NVS_SWAP_FLOOR_BPS. */
-static uint64_t swap_bound_ns(const struct client_gpu *cg, uint64_t bytes)
+static uint64_t swap_bound_ns(uint64_t bytes)
 {
-	if (bytes > cg->allocated)
-		bytes = cg->allocated;
 	if (bytes > UINT64_MAX / 1000000000ull)
 		return UINT64_MAX;
 	return bytes * 1000000000ull / NVS_SWAP_FLOOR_BPS;
@@ -228,10 +225,12 @@ static uint64_t swap_bound_ns(const struct client_gpu *cg, uint64_t bytes)
 
 /* One sample of a direction, if its evidence allows: one per hand-off the
  * scheduler saw (mark: the grants, or releases and revocations, when the
- * last one was taken), its time cut to what its bytes allow. */
+ * last one was taken), its bytes counted at most as the memory cg is
+ * counted for on the GPU (a report of more does not make the link look
+ * faster), its time cut to what those bytes allow; its speed kept too if
+ * it moved enough to say something about the link. */
 static void swap_take(struct client_gpu *cg, uint64_t ns, uint64_t bytes, uint64_t handoffs,
-		      uint64_t *mark, uint64_t *ring, unsigned *n, uint64_t *rate_ring,
-		      unsigned *rate_n)
+		      uint64_t *mark, struct swap_samples *d)
 {
 	struct gpu *g = cg->gpu;
 	if (!ns)
@@ -241,54 +240,48 @@ static void swap_take(struct client_gpu *cg, uint64_t ns, uint64_t bytes, uint64
 		return;
 	}
 	*mark = handoffs;
-	uint64_t b = swap_bound_ns(cg, bytes);
+	if (bytes > cg->allocated)
+		bytes = cg->allocated;
+	uint64_t b = swap_bound_ns(bytes);
 	if (ns > b) {
 		g->ev.swap_refused++;
 		ns = b;
 	}
 	if (!ns)
 		return;
-	ring_push(ring, n, ns);
-	/* The bytes counted are at most what cg is counted for, as for the
-	 * bound: a report of more bytes does not make the link look faster. */
-	if (bytes > cg->allocated)
-		bytes = cg->allocated;
+	ring_push(d->time, &d->n, ns);
 	if (bytes >= NVS_SWAP_RATE_MIN_BYTES && ns <= UINT64_MAX >> 30)
-		ring_push(rate_ring, rate_n, (ns << 30) / bytes);
+		ring_push(d->per_gib, &d->rate_n, (ns << 30) / bytes);
 }
 
 void nvs_claims_swap_sample(struct client_gpu *cg, uint64_t in_ns, uint64_t in_bytes,
 			    uint64_t out_ns, uint64_t out_bytes)
 {
 	struct gpu *g = cg->gpu;
-	swap_take(cg, in_ns, in_bytes, cg->st.grants, &cg->ev.swap_in_mark, g->swap_in_ring,
-		  &g->swap_in_n, g->swap_in_rate_ring, &g->swap_in_rate_n);
+	swap_take(cg, in_ns, in_bytes, cg->st.grants, &cg->ev.swap_in_mark, &g->swap_in_samples);
 	swap_take(cg, out_ns, out_bytes, cg->st.releases + cg->st.revocations,
-		  &cg->ev.swap_out_mark, g->swap_out_ring, &g->swap_out_n, g->swap_out_rate_ring,
-		  &g->swap_out_rate_n);
+		  &cg->ev.swap_out_mark, &g->swap_out_samples);
 }
 
-/* A direction's median once it has NVS_SWAP_MIN_SAMPLES samples, else 0:
- * one report, true or not, does not stretch the quantum. */
-static uint64_t dir_median(const uint64_t *ring, unsigned n)
+/* A direction's median time once it has NVS_SWAP_MIN_SAMPLES samples, else
+ * 0: one report, true or not, does not stretch the quantum. */
+static uint64_t dir_median(const struct swap_samples *d)
 {
-	return n < NVS_SWAP_MIN_SAMPLES ? 0 : ring_median(ring, n);
+	return d->n < NVS_SWAP_MIN_SAMPLES ? 0 : ring_median(d->time, d->n);
 }
 
 uint64_t nvs_claims_swap_median(const struct gpu *g)
 {
-	return dir_median(g->swap_in_ring, g->swap_in_n) +
-	       dir_median(g->swap_out_ring, g->swap_out_n);
+	return dir_median(&g->swap_in_samples) + dir_median(&g->swap_out_samples);
 }
 
 /* One direction of a hand-off: bytes at the median speed, else the
  * median time. */
-static uint64_t dir_cost(const uint64_t *rate_ring, unsigned rate_n, const uint64_t *ring,
-			 unsigned n, uint64_t bytes)
+static uint64_t dir_cost(const struct swap_samples *d, uint64_t bytes)
 {
-	if (rate_n < NVS_SWAP_MIN_SAMPLES)
-		return dir_median(ring, n);
-	uint64_t per_gib = ring_median(rate_ring, rate_n);
+	if (d->rate_n < NVS_SWAP_MIN_SAMPLES)
+		return dir_median(d);
+	uint64_t per_gib = ring_median(d->per_gib, d->rate_n);
 	uint64_t gib = bytes >> 30, rest = bytes & ((1ull << 30) - 1);
 	if (per_gib && gib > UINT64_MAX / per_gib)
 		return UINT64_MAX;
@@ -297,10 +290,8 @@ static uint64_t dir_cost(const uint64_t *rate_ring, unsigned rate_n, const uint6
 
 uint64_t nvs_claims_handoff_ns(const struct gpu *g, uint64_t out_bytes, uint64_t in_bytes)
 {
-	uint64_t o = dir_cost(g->swap_out_rate_ring, g->swap_out_rate_n, g->swap_out_ring,
-			      g->swap_out_n, out_bytes);
-	uint64_t i = dir_cost(g->swap_in_rate_ring, g->swap_in_rate_n, g->swap_in_ring,
-			      g->swap_in_n, in_bytes);
+	uint64_t o = dir_cost(&g->swap_out_samples, out_bytes);
+	uint64_t i = dir_cost(&g->swap_in_samples, in_bytes);
 	return o > UINT64_MAX - i ? UINT64_MAX : o + i;
 }
 

@@ -97,6 +97,12 @@ static int oversubscribed(const struct gpu *g)
 
 /* ---- swap (docs/swap.md) ---- */
 
+/* What of cg's memory is not on the GPU: what it swaps in when it runs. */
+static uint64_t missing(const struct client_gpu *cg)
+{
+	return cg->allocated > cg->resident ? cg->allocated - cg->resident : 0;
+}
+
 /* Effective TQ = max(TQ, factor x recent swap time) while memory does not
  * fit; NVSHARE_SWAP_TQ_FACTOR (default 33, 0 = off). A hand-off costs about
  * one swap each way, so with factor k jobs taking turns lose about 1/k of
@@ -132,8 +138,7 @@ uint64_t nvs_policy_handoff_ns(const struct gpu *g)
 	const struct client_gpu *h = g->holder, *w = g->qhead;
 	if (!h || !w)
 		return nvs_claims_swap_median(g);
-	uint64_t in = w->allocated > w->resident ? w->allocated - w->resident : 0;
-	return nvs_claims_handoff_ns(g, nvs_policy_swap_out_need(g, h, w), in);
+	return nvs_claims_handoff_ns(g, nvs_policy_swap_out_need(g, h, w), missing(w));
 }
 
 void nvs_policy_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s)
@@ -225,7 +230,7 @@ uint64_t nvs_policy_swap_out_need_with(const struct gpu *g, const struct client_
 		return 0;
 	if (swap_out_policy() == SWAP_OUT_ALL)
 		return h->allocated;
-	uint64_t need = next->allocated > next->resident ? next->allocated - next->resident : 0;
+	uint64_t need = missing(next);
 	uint64_t fr = cap > sum ? cap - sum : 0;
 	if (need <= fr)
 		return 0;

@@ -27,6 +27,16 @@
 /* A peer that lets this much output pile up is not reading: disconnect it. */
 #define NVS_SCHED_OUTBUF_MAX (4u << 20)
 
+/* One direction's recent swaps (claims.c): the times, and the speeds (ns
+ * per GiB) of those that moved at least NVS_SWAP_RATE_MIN_BYTES; each n
+ * counts every sample, its ring keeps the last NVS_SWAP_RING. */
+struct swap_samples {
+	uint64_t time[NVS_SWAP_RING];
+	unsigned n;
+	uint64_t per_gib[NVS_SWAP_RING];
+	unsigned rate_n;
+};
+
 /* Lock-wait histogram: bucket i counts waits <= wait_bucket_le_us[i] (the
  * last bucket is +Inf). Fixed bounds so the exporter can emit them as a
  * Prometheus histogram without keeping samples. */
@@ -275,15 +285,9 @@ struct gpu {
 	 * (for the adaptive quantum). */
 	uint64_t swap_bytes_in, swap_bytes_out, swap_ns_in, swap_ns_out;
 	uint64_t swap_last_in_ns, swap_last_out_ns;
-	/* Recent swap times, each direction (claims.c: the median stretches
-	 * the quantum); *_n counts all samples, the ring keeps the last. */
-	uint64_t swap_in_ring[NVS_SWAP_RING], swap_out_ring[NVS_SWAP_RING];
-	unsigned swap_in_n, swap_out_n;
-	/* ... and their speeds, ns per GiB, from the samples that moved at
-	 * least NVS_SWAP_RATE_MIN_BYTES (claims.c: a hand-off is priced by
-	 * the bytes it will move at these speeds). */
-	uint64_t swap_in_rate_ring[NVS_SWAP_RING], swap_out_rate_ring[NVS_SWAP_RING];
-	unsigned swap_in_rate_n, swap_out_rate_n;
+	/* Recent swaps, each direction (claims.c: they price the hand-off
+	 * that stretches the quantum). */
+	struct swap_samples swap_in_samples, swap_out_samples;
 	uint64_t mode_switches;
 	/* Hostile load (claims.c, fairness.c): the mode-switch budget (GCRA)
 	 * and whether a switch waits for it; counters. */
