@@ -46,9 +46,7 @@ else
   echo "== build and test dependencies already installed"
 fi
 # Node tools for the manifest schema check (pinned by package-lock.json).
-if [ -f tests/k8s/tools/package-lock.json ] && [ ! -d tests/k8s/tools/node_modules ]; then
-  (cd tests/k8s/tools && npm ci --no-audit --no-fund --silent)
-fi
+tests/k8s/tools/install.sh
 if [ ! -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ]; then
   echo "CUDA toolkit headers not found at ${CUDA_HOME:-/usr/local/cuda}/include (set CUDA_HOME)" >&2
   exit 1

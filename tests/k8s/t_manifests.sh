@@ -48,11 +48,8 @@ DEPLOY_JSON=$T/kubernetes.json
 EXAMPLES_JSON=$T/examples.json
 
 # 3. schema validation with kubernetes-models
-if [ ! -d "$K8S/tools/node_modules/kubernetes-models" ]; then
-  if ! command -v npm >/dev/null; then
-    not_ok "npm not installed: cannot fetch kubernetes-models"; exit 1
-  fi
-  if (cd "$K8S/tools" && npm ci --no-audit --no-fund --loglevel=error) >"$T/npm.log" 2>&1; then
+if ! "$K8S/tools/install.sh" --check; then
+  if "$K8S/tools/install.sh" 2>"$T/npm.log"; then
     ok "npm ci tests/k8s/tools (kubernetes-models)"
   else
     not_ok "npm ci tests/k8s/tools"; sed 's/^/# /' "$T/npm.log" | tail -20; exit 1
