@@ -289,6 +289,21 @@ void nvs_sc_handle_msg(const struct nvs_msg *m)
 			break;
 		int ser = m->u.gpu.value != 0;
 		pthread_mutex_lock(&nvs_sc.mu);
+		/* A waiter let in by the switch to concurrent (another client
+		 * freed memory: everything fits now) is admitted like a grant:
+		 * its memory comes in before the gate opens. Otherwise its
+		 * first kernels fault in what it lacks (memory swapped out, or
+		 * allocated while serialized and left to first touch) page by
+		 * page: on an H200, 676 MiB by faults cost ~40 ms against 15 ms
+		 * by prefetch, 3 % of a 1.3 s job (issue 32's pressure target). */
+		int admitted = !ser && g->serialized && g->lock == L_REQUESTED;
+		CUdevice cudev = g->cudev;
+		pthread_mutex_unlock(&nvs_sc.mu);
+		if (admitted && swap_possible(dev)) {
+			nvs_swap_in(dev, cudev);
+			nvs_sc_queue_swap_stats(dev);
+		}
+		pthread_mutex_lock(&nvs_sc.mu);
 		if (!ser && g->lock != L_DROPPING && g->lock != L_IDLE_CHECK) {
 			/* Concurrent: there is no lock any more. */
 			g->lock = L_NONE;

@@ -104,17 +104,19 @@ static uint64_t missing(const struct client_gpu *cg)
 }
 
 /* Effective TQ = max(TQ, factor x recent swap time) while memory does not
- * fit; NVSHARE_SWAP_TQ_FACTOR (default 33, 0 = off). A hand-off costs about
+ * fit; NVSHARE_SWAP_TQ_FACTOR (default 50, 0 = off). A hand-off costs about
  * one swap each way, so with factor k jobs taking turns lose about 1/k of
- * their GPU time to swapping: 33 keeps it near 3 %, issue 32's pressure
- * target. The factor was 10, then 20 (issue 21: 5 %); with the swap engine
- * moving memory at the link's speed (docs/swap.md) a swap takes a fifth of
- * what it took, so the same factor would cut jobs five times as often and
- * the hand-off's fixed costs would show. The swap time is that of the
- * coming hand-off: the bytes it will move at the median speed of the last
- * swaps in each direction (claims.c; their median times while speeds are
- * few), so one client's forged SWAP_STATS do not set it; the result is
- * bounded by NVSHARE_SWAP_TQ_MAX_FACTOR x TQ (default 4) and 60 s. */
+ * their GPU time to swapping: 50 keeps it near 2 %, which leaves issue 32's
+ * 3 % pressure target room for the two extra hand-offs of a job's last,
+ * partial quantum (33 did not: 1.032-1.049x on an H200). The factor was 10,
+ * then 20 (issue 21: 5 %); with the swap engine moving memory at the link's
+ * speed (docs/swap.md) a swap takes a fifth of what it took, so the same
+ * factor would cut jobs five times as often and the hand-off's fixed costs
+ * would show. The swap time is that of the coming hand-off: the bytes it
+ * will move at the median speed of the last swaps in each direction
+ * (claims.c; their median times while speeds are few), so one client's
+ * forged SWAP_STATS do not set it; the result is bounded by
+ * NVSHARE_SWAP_TQ_MAX_FACTOR x TQ (default 4) and 60 s. */
 #define SWAP_TQ_MAX_NS (60ull * 1000000000ull)
 
 uint64_t nvs_policy_tq_ns(const struct gpu *g)

@@ -267,7 +267,7 @@ void h_setup(unsigned ngpus, uint64_t mem, unsigned mode, uint64_t tq_ms)
 	S.cfg.idle_release_ms = 20;
 	S.cfg.drop_grace_ms = 5000;
 	S.cfg.swap_out = 0; /* needed */
-	S.cfg.swap_tq_factor = 33;
+	S.cfg.swap_tq_factor = 50;
 	S.cfg.swap_tq_max_factor = 4;
 	S.cfg.oversub_factor = 4;
 	S.cfg.mode_dwell_ms = 1000;

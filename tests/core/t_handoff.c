@@ -36,7 +36,7 @@ static void sample(struct client_gpu *c, uint64_t in_ns, uint64_t in_b, uint64_t
 static void test_handoff_price(void **state)
 {
 	(void)state;
-	S.cfg.swap_tq_factor = 33;
+	S.cfg.swap_tq_factor = 50; /* the default */
 	S.cfg.swap_tq_max_factor = 4;
 	S.cfg.swap_out = 0; /* "needed": what the next holder needs (policy.c) */
 	g.tq_ms = 1000;
@@ -79,13 +79,13 @@ static void test_handoff_price(void **state)
 	assert_int_equal(nvs_policy_handoff_ns(&g), small);
 
 	/* 3 speeds: the hand-off is its bytes at the median speed, and the
-	 * quantum 33 x that (1.3 s: a 1.3 s job is not cut). */
+	 * quantum k x that (k = 50: 2 s; a 1.3 s job is not cut). */
 	sample(&h, 28 * MS, 1178 * MiB, 28 * MS, 1178 * MiB);
 	uint64_t per_gib = (28 * MS << 30) / (1178 * MiB);
 	uint64_t want = (out_b * per_gib >> 30) + (1178 * MiB * per_gib >> 30);
 	uint64_t got = nvs_policy_handoff_ns(&g);
 	assert_in_range(got, want - 2, want + 2);
-	assert_int_equal(nvs_policy_tq_ns(&g), 33 * got);
+	assert_int_equal(nvs_policy_tq_ns(&g), S.cfg.swap_tq_factor * got);
 
 	/* A forger: 5 fast swaps of 1000 GiB in 1 ms count as 1.75 GiB (the
 	 * bytes it is counted for) in 1 ms: the price falls, and the quantum

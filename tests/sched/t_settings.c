@@ -91,7 +91,7 @@ static void table(void)
 		nvs_cosched_cfg.batch_floor_pct == 50,
 	    "defaults reach the modules' variables (co-scheduling)");
 	tap(S.cfg.unknown_mem_limit == (1ull << 30) && S.cfg.q_slice_ms == 0 &&
-		S.cfg.swap_tq_factor == 33,
+		S.cfg.swap_tq_factor == 50,
 	    "1Gi unknown-tenant limit; the quota slice unset (derived); swap factor 33");
 
 	/* One name per row. */

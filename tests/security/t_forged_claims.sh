@@ -78,7 +78,7 @@ check "each wait <= TQ + grace (+150 ms slack): max ${max:-none} ms" \
 check "claims_clamped counted on the GPU" test "$(g0 claims_clamped)" -ge 2
 
 # --- swap stats: GPU 1, 10Gi, H and Y 6Gi each (serialized, oversubscribed:
-# the quantum stretches to 33 x median swap time, at most 4 x TQ = 1200 ms).
+# the quantum stretches to 50 x median swap time, at most 4 x TQ = 1200 ms).
 # A swap report counts only after a hand-off of its sender (one swap-in per
 # grant, one swap-out per release), cut to what its bytes allow, and a
 # direction's median only from 3 samples on (issue 31 item 6). H takes the
@@ -93,18 +93,18 @@ g1() { status_json | python3 -c 'import json,sys; g = json.load(sys.stdin)["gpus
 tq_is() { [ "$(g1 'g["tq_effective_ms"]')" = "$1" ]; }
 last_in_is() { [ "$(g1 'g["swap"]["last_in_ns"]')" = "$1" ]; }
 refused() { g1 'g["swap"]["samples_refused"]'; }
-check "honest swaps (10 ms each way, after its grants): effective TQ = 33 x 20 ms = 660 ms" wait_for 5 tq_is 660
+check "honest swaps (10 ms each way, after its grants): effective TQ = 50 x 20 ms = 1000 ms" wait_for 5 tq_is 1000
 r0=$(refused)
 touch "$T/go3"
 check "one forged 6 s swap arrives (last_in_ns = 6 s)" wait_for 5 last_in_is 6000000000
 check "... is refused (no hand-off of the forger's: samples_refused $r0 -> $(refused))" \
   test "$(refused)" -gt "$r0"
-check "... and does not move the median: effective TQ still 660 ms" tq_is 660
+check "... and does not move the median: effective TQ still 1000 ms" tq_is 1000
 touch "$T/go4"
 # 20 more: the report budget (--report-rate 5) coalesces most of them.
 more_refused() { [ "$(refused)" -ge $((r0 + 2)) ]; }
 check "many forged swaps without a hand-off: refused as well" wait_for 10 more_refused
-check "... effective TQ still 660 ms (before: capped at 4 x TQ = 1200 ms)" tq_is 660
+check "... effective TQ still 1000 ms (before: capped at 4 x TQ = 1200 ms)" tq_is 1000
 check "reports beyond 5/s were coalesced (counted)" test "$(g1 'g["reports_coalesced"]')" -gt 0
 touch "$T/done"
 check "scheduler healthy" sched_alive

@@ -7,16 +7,19 @@
  *
  *   swap_app --name A --ranges 16Mi,64Mi,256Mi --steps 40 --kernel-us 2000
  *            [--linger-ms MS] [--pause-after STEPS --pause-ms MS] [--start-file F]
- *            [--end-file F] [--pause-file F]
+ *            [--end-file F] [--free-at-end] [--pause-file F]
  *            [--capture-alloc SIZE]
  *   swap_app --prefetch-log      print the simulated GPU's prefetch log
  *
  * --start-file F: after allocating and filling, print "READY name=A" and
  * wait until F exists before the first step (tests start two jobs'
- * steps together whatever the machine's load).
+ * steps together whatever the machine's load). After the first step,
+ * "RUNNING name=A" (it got the GPU).
  * --end-file F: after DONE, stay connected (memory held) until F exists, so
  * a test can read the scheduler's per-client view first; --linger-ms
- * without it sleeps that long instead.
+ * without it sleeps that long instead. --free-at-end frees the ranges
+ * right after DONE (print "FREED name=A"), before that wait: a worker
+ * process that finished a job and lives on.
  * --pause-after/--pause-ms: after that many steps, print "PAUSE name=A" and
  * sleep (memory held, no GPU work: an idle client), then go on.
  * --pause-file F: with --pause-after, pause until F exists (after
@@ -150,6 +153,7 @@ int main(int argc, char **argv)
 	uint64_t sizes[MAXR];
 	int nr = 0;
 	long steps = 20, linger_ms = 0, pause_after = -1, pause_ms = 0;
+	int free_at_end = 0;
 	const char *start_file = NULL, *end_file = NULL, *pause_file = NULL;
 	unsigned long long kus = 1000;
 	uint64_t capture_extra = 0;
@@ -163,6 +167,8 @@ int main(int argc, char **argv)
 			steps = atol(v);
 		else if (!strcmp(a, "--kernel-us") && ++i)
 			kus = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--free-at-end"))
+			free_at_end = 1;
 		else if (!strcmp(a, "--linger-ms") && ++i)
 			linger_ms = atol(v);
 		else if (!strcmp(a, "--pause-after") && ++i)
@@ -226,6 +232,8 @@ int main(int argc, char **argv)
 			CK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
 		}
 		CK(cuStreamSynchronize(NULL));
+		if (s == 0)
+			printf("RUNNING name=%s t=%.3f\n", name, now_ms());
 	}
 	if (capture_extra && nr)
 		capture_alloc(fn, p[0], sizes[0], capture_extra);
@@ -252,6 +260,12 @@ int main(int argc, char **argv)
 	       (unsigned long long)st.prefetch_h2d_bytes, (unsigned long long)st.prefetch_d2h_bytes,
 	       (unsigned long long)st.evicted_bytes, (unsigned long long)st.discard_bytes,
 	       (unsigned long long)st.stray_accesses, now_ms() - t0, now_ms());
+	if (free_at_end) {
+		for (int r = 0; r < nr; r++)
+			CK(cuMemFree(p[r]));
+		printf("FREED name=%s t=%.3f\n", name, now_ms());
+		nr = 0;
+	}
 	if (end_file)
 		while (access(end_file, F_OK) != 0)
 			sleep_ms(10);

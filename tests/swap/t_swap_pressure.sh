@@ -61,9 +61,9 @@ check "nvsharectl --json: per-client swap counters (in $cin, out $cout bytes)" \
   test "${cin:-0}" -gt 0 -a "${cout:-0}" -gt 0
 tq=$(status_py "d['gpus'][0]['tq_ms'], d['gpus'][0]['tq_effective_ms'], d['gpus'][0]['swap']['handoff_ns']")
 diag "tq_ms, tq_effective_ms, price of the coming hand-off ns: $tq"
-# 33 x the coming hand-off's price, at most NVSHARE_SWAP_TQ_MAX_FACTOR (4) x TQ.
-check "adaptive quantum: effective TQ = min(33 x hand-off price, 4 x TQ) > TQ ($tq)" \
-  python3 -c "t, e, s = ${tq// /,}; import sys; sys.exit(not (e > t and abs(e - min(33 * s / 1e6, 4 * t)) <= 1))"
+# 50 x the coming hand-off's price, at most NVSHARE_SWAP_TQ_MAX_FACTOR (4) x TQ.
+check "adaptive quantum: effective TQ = min(50 x hand-off price, 4 x TQ) > TQ ($tq)" \
+  python3 -c "t, e, s = ${tq// /,}; import sys; sys.exit(not (e > t and abs(e - min(50 * s / 1e6, 4 * t)) <= 1))"
 held=$(event_field held_ms drop_lock | tail -2 | head -1)
 check "holds last the stretched quantum ($held ms)" awk -v h="$held" 'BEGIN { exit !(h > 100) }'
 "$B/nvsharectl" >"$T/ctl.txt"
