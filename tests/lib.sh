@@ -128,9 +128,17 @@ event_field() {
 start_scheduler() {
   bg "$B/nvshare-scheduler" "$@" >>"$T/scheduler.log" 2>&1
   SCHED_PID=${_pids[-1]}
+  wait_sched_sockets
+}
+
+# wait_sched_sockets: waits for both of a starting scheduler's sockets. The
+# admin socket alone is not enough: the scheduler creates it first, and a
+# client connecting between the two finds no client socket (seen in a soak:
+# t_identity's PID-namespace client got ENOENT 21 ms early).
+wait_sched_sockets() {
   local hg; hg=$(scaled 10)
-  wait_for "$hg" test -S "$NVSHARE_SOCK_DIR/scheduler.sock" &&
-    wait_for "$hg" test -S "$NVSHARE_ADMIN_SOCK_DIR/admin.sock"
+  wait_for "$hg" test -S "$NVSHARE_ADMIN_SOCK_DIR/admin.sock" &&
+    wait_for "$hg" test -S "$NVSHARE_SOCK_DIR/scheduler.sock"
 }
 
 # wait_for SECONDS cmd... : polls cmd until it succeeds: every 10 ms at

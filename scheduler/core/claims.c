@@ -275,13 +275,15 @@ uint64_t nvs_claims_swap_median(const struct gpu *g)
 	return dir_median(&g->swap_in_samples) + dir_median(&g->swap_out_samples);
 }
 
-/* One direction of a hand-off: bytes at the median speed, else the
- * median time. */
-static uint64_t dir_cost(const struct swap_samples *d, uint64_t bytes)
+/* One direction of a hand-off: bytes at its median speed, else at the
+ * other direction's, else its median time (claims.h). */
+static uint64_t dir_cost(const struct swap_samples *d, const struct swap_samples *other,
+			 uint64_t bytes)
 {
-	if (d->rate_n < NVS_SWAP_MIN_SAMPLES)
+	const struct swap_samples *r = d->rate_n >= NVS_SWAP_MIN_SAMPLES ? d : other;
+	if (r->rate_n < NVS_SWAP_MIN_SAMPLES)
 		return dir_median(d);
-	uint64_t per_gib = ring_median(d->per_gib, d->rate_n);
+	uint64_t per_gib = ring_median(r->per_gib, r->rate_n);
 	uint64_t gib = bytes >> 30, rest = bytes & ((1ull << 30) - 1);
 	if (per_gib && gib > UINT64_MAX / per_gib)
 		return UINT64_MAX;
@@ -290,8 +292,8 @@ static uint64_t dir_cost(const struct swap_samples *d, uint64_t bytes)
 
 uint64_t nvs_claims_handoff_ns(const struct gpu *g, uint64_t out_bytes, uint64_t in_bytes)
 {
-	uint64_t o = dir_cost(&g->swap_out_samples, out_bytes);
-	uint64_t i = dir_cost(&g->swap_in_samples, in_bytes);
+	uint64_t o = dir_cost(&g->swap_out_samples, &g->swap_in_samples, out_bytes);
+	uint64_t i = dir_cost(&g->swap_in_samples, &g->swap_out_samples, in_bytes);
 	return o > UINT64_MAX - i ? UINT64_MAX : o + i;
 }
 

@@ -58,11 +58,19 @@ uint64_t nvs_claims_swap_median(const struct gpu *g);
  * counts for the times above, not for the speeds below. */
 #define NVS_SWAP_RATE_MIN_BYTES (64ull << 20)
 /* What a hand-off that moves out_bytes to the host and in_bytes back
- * costs, ns: each direction's bytes at its median recent speed, or, while
- * a direction has fewer than NVS_SWAP_MIN_SAMPLES speeds, its median time
- * (nvs_claims_swap_median's share). Medians of times alone mix hand-offs
- * that moved little with those that moved much (measured on an H200: 21 ms
- * priced against 56 ms paid for 1.15 GiB each way). */
+ * costs, ns: each direction's bytes at its median recent speed. A direction
+ * with fewer than NVS_SWAP_MIN_SAMPLES speeds borrows the other's: the
+ * swap engine's paths move about as fast both ways (55.3 GB/s each way
+ * between the GPU and pinned memory on an H200, docs/BENCHMARKS.md), and
+ * an unmeasured direction used to cost its median time, 0 while it had
+ * fewer than 3 times: on an H200 the first pairs of a run took turns at the
+ * bare 1 s TQ while their hand-offs cost 56 ms (1.04-1.05x), because jobs
+ * that end within a quantum hand over with no swap-out, and the swap-out
+ * direction stayed unmeasured for a dozen jobs. With no speeds either way,
+ * each direction's median time (nvs_claims_swap_median's share). Medians of
+ * times alone mix hand-offs that moved little with those that moved much
+ * (measured on an H200: 21 ms priced against 56 ms paid for 1.15 GiB each
+ * way). */
 uint64_t nvs_claims_handoff_ns(const struct gpu *g, uint64_t out_bytes, uint64_t in_bytes);
 /* The bound on the stretched quantum: TQ x NVSHARE_SWAP_TQ_MAX_FACTOR. */
 uint64_t nvs_claims_tq_bound_ns(const struct gpu *g);

@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -75,8 +76,28 @@ static void test_handoff_price(void **state)
 	w.state = CG_WAITING;
 	uint64_t out_b = nvs_policy_swap_out_need(&g, &h, &w);
 	assert_int_equal(out_b, 1178 * MiB - (3 * GiB - 1792 * MiB - 614 * MiB));
-	/* Fewer than 3 speeds: the hand-off is priced at the median times. */
+	/* Fewer than 3 speeds either way: the hand-off is priced at the median
+	 * times. */
 	assert_int_equal(nvs_policy_handoff_ns(&g), small);
+
+	/* 3 speeds in, none out (jobs that end within their quantum hand over
+	 * with no swap-out): the swap-out borrows the swap-in's speed instead
+	 * of costing its median time (0: too few), which kept the first pairs
+	 * of an H200 run at the bare TQ. */
+	struct swap_samples out_saved = g.swap_out_samples;
+	memset(&g.swap_out_samples, 0, sizeof g.swap_out_samples);
+	for (int i = 0; i < 3; i++)
+		sample(&w, 28 * MS, 1178 * MiB, 0, 0);
+	uint64_t in_gib = (28 * MS << 30) / (1178 * MiB);
+	uint64_t borrowed = (out_b * in_gib >> 30) + (1178 * MiB * in_gib >> 30);
+	assert_in_range(nvs_policy_handoff_ns(&g), borrowed - 2, borrowed + 2);
+	assert_true(nvs_policy_tq_ns(&g) > 1000 * MS);
+	g.swap_out_samples = out_saved;
+	memset(&g.swap_in_samples, 0, sizeof g.swap_in_samples);
+	for (int i = 0; i < 3; i++)
+		sample(&w, 11500000, 4 * MiB, 0, 0);
+	for (int i = 0; i < 2; i++)
+		sample(&h, 28 * MS, 1178 * MiB, 0, 0);
 
 	/* 3 speeds: the hand-off is its bytes at the median speed, and the
 	 * quantum k x that (k = 50: 2 s; a 1.3 s job is not cut). */

@@ -122,7 +122,7 @@ bg sh -c 'exec sleep 600 <>"$0"' "$T/err.fifo" # holds the pipe open, reads noth
 # (--log-rate 0: every line the churn provokes is written, unlimited)
 bg "$B/nvshare-scheduler" --no-nvml --mode on --log-rate 0 2>"$T/err.fifo"
 SCHED_PID=${_pids[-1]}
-wait_for 5 test -S "$NVSHARE_ADMIN_SOCK_DIR/admin.sock" || not_ok "scheduler starts (stderr unread)"
+wait_sched_sockets || not_ok "scheduler starts (stderr unread)"
 dropped() {
   "$CTL" --json | "$HPY" -c 'import json,sys; print(json.load(sys.stdin)["limits"]["log_lines_dropped"])'
 }

@@ -201,7 +201,7 @@ else
     unshare --pid --fork --kill-child "$B/nvshare-scheduler" --no-nvml --no-kube \
     --proc-root "$PROC" >>"$T/pidns.log" 2>&1
   SCHED_PID=${_pids[-1]}
-  wait_for 5 test -S "$NVSHARE_ADMIN_SOCK_DIR/admin.sock" || not_ok "scheduler in its own PID namespace starts"
+  wait_sched_sockets || not_ok "scheduler in its own PID namespace starts"
   fc NS --name nsclient --gpu-uuid GPU-ns --script 'wait SET_LIMITS 10s;stay'
   check "PID namespace: the client is seen as pid 0, an unknown tenant (hello event)" \
     wait_event 5 hello pid=0 name='"nsclient"' tenant='"unknown"'
