@@ -118,8 +118,9 @@ check "... with a WARN saying it has no record of the configuration" \
 stop_sched || not_ok "scheduler stops"
 printf '{"version": 1, "all": {"capacity": "%s"}}' $((1 << 40)) >"$SF"
 sched || { not_ok "scheduler starts with a saved 1Ti capacity"; cat "$LOG"; exit 1; }
+# (checked when the GPU is found, after the sockets are up: waited for)
 check "a saved 1Ti capacity on the 16Gi GPU: not restored, logged" \
-  grep -q 'ERROR.*capacity 1Ti for GPU 0 is more than its memory 16Gi.*not restored' "$LOG"
+  wait_for "$(scaled 10)" grep -q 'ERROR.*capacity 1Ti for GPU 0 is more than its memory 16Gi.*not restored' "$LOG"
 check "... the configured capacity applies (memory - reserve)" \
   [ "$(js "(j['gpus'][0]['capacity'], j['settings']['capacity']['source'])")" = "($(((16 << 30) - (512 << 20))), 'default')" ]
 check "... and the file forgets it" [ "$(sf "'capacity' in j['all']")" = False ]
