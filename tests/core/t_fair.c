@@ -112,12 +112,47 @@ static void test_tenant_penalty(void **state)
 	h_teardown();
 }
 
+/* The hog (tests/security/t_hog.sh in virtual time): ten connections of
+ * tenant X hold until revoked and ask again at once; an honest Y takes the
+ * lock, works 1 ms, releases and comes back 50 ms later. Every wait of Y's
+ * is at most one TQ + grace (the holder's revocation), whatever the ten
+ * do: they share one turn. Without tenant turns Y would wait for all ten,
+ * ~10 x (TQ + grace). */
+static void test_hog_wait_bound(void **state)
+{
+	(void)state;
+	h_setup(1, 16 * GiB, NVS_MODE_ON, 300);
+	S.cfg.drop_grace_ms = 200;
+	h_invariants = H_INV_AGREE | H_INV_ONE_HOLDER | H_INV_WAIT;
+	h_wait_bound = 500 * MS;
+	struct bot *x[10];
+	for (unsigned i = 0; i < 10; i++) {
+		x[i] = h_bot(1, 0, GiB, 0, 0, MS);
+		x[i]->ignores_drop = 1;
+	}
+	struct bot *y = h_bot(2, 0, GiB, MS, 50 * MS, MS);
+	h_advance(20 * SEC);
+	assert_true(y->grants >= 20);
+	assert_true(y->max_wait_ns <= 500 * MS);
+	/* The ten were revoked (they never release), Y never. */
+	uint64_t revokes = 0;
+	for (unsigned i = 0; i < 10; i++)
+		revokes += x[i]->revokes;
+	assert_true(revokes >= 10);
+	assert_int_equal(y->revokes, 0);
+	print_message("# Y: %llu grants, longest wait %.3f ms; the ten: %llu revocations\n",
+		      (unsigned long long)y->grants, (double)y->max_wait_ns / 1e6,
+		      (unsigned long long)revokes);
+	h_teardown();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_ten_connections_one_turn),
 	    cmocka_unit_test(test_new_tenant_end_of_round),
 	    cmocka_unit_test(test_tenant_penalty),
+	    cmocka_unit_test(test_hog_wait_bound),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -49,13 +49,11 @@ app_wait D 30; app_wait E 30
 check "idle release seen" has_event lock_released client=1 reason='"idle"'
 read -r rel d_last e_first lat < <(idle_handoff D E 1 2)
 diag "idle release: D's last call done $d_last, release (event) $rel, E's first call done $e_first: $lat ms"
-# The target is 50 ms (bench measures it; t_idle_release.sh asserts it);
-# here the bound only proves the idle release handed the GPU over rather
-# than the 30 s quantum: 50 ms stretched by the speed factor, plus the
-# slack of the probe's own phases (tests/sim/tap.h BUSY_SLACK_MS).
-lim=$(( $(scaled 50) + 250 ))
-check "E runs soon after D's last call (${lat:-?} ms; bound $lim ms, speed $(speed_factor))" \
-  awk -v l="${lat:--1}" -v m="$lim" 'BEGIN { exit !(l > 0 && l <= m) }'
+# The target is 50 ms (bench/run idle and tests/gpu/run case 7 measure
+# it); here the bound only proves the idle release handed the GPU over
+# during D's 1 s pause rather than after it or at the 30 s quantum.
+check "E runs during D's idle pause (${lat:-?} ms after D's last call; the pause is 1000 ms)" \
+  awk -v l="${lat:--1}" 'BEGIN { exit !(l > 0 && l < 1000) }'
 kill "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
 mv "$SLOG" "$T/scheduler-2.log"; mv "$NVSHARE_EVENTS" "$T/events-2.jsonl"
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Idle release: A holds the GPU and goes idle while B waits; B must get the
-# GPU (and finish a kernel) within 50 ms of A's last kernel (times the
-# machine's speed factor, tests/lib.sh). The quantum is long (30 s), so
-# only the idle release can hand the GPU over.
+# Idle release: A holds the GPU and goes idle (1.5 s) while B waits; B must
+# get the GPU (and finish a kernel) during A's pause. The quantum is long
+# (30 s), so only the idle release can hand the GPU over. The latency is
+# reported; its 50 ms target is measured on a GPU (bench/run idle,
+# tests/gpu/run case 7), not asserted on a shared CPU.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/e2e_lib.sh"
 
@@ -22,11 +23,10 @@ if read -r rel a_last b_first lat < <(idle_handoff A B 1 $((KUS / 1000))); then
   diag "A's last kernel ended at $a_last ms, its idle release (event) at $rel ms; B's first kernel done $b_first ms"
   diag "idle-release latency (A's last kernel end -> B's first kernel start): $lat ms"
   check "B ran nothing while A held the GPU" awk -v a="$rel" -v b="$b_first" 'BEGIN { exit !(b > a) }'
-  # Wall time (two processes' own clocks): 50 ms on an idle CI machine,
-  # stretched by the measured speed factor (tests/lib.sh).
-  lim=$(scaled 50)
-  check "B progresses within $lim ms of A's last kernel ($lat ms; 50 ms x speed $(speed_factor))" \
-    awk -v l="$lat" -v m="$lim" 'BEGIN { exit !(l > 0 && l <= m) }'
+  # During A's 1.5 s pause, not after it (A's work resumed) nor at the
+  # quantum's end: the idle release, not a timing target.
+  check "B progresses during A's idle pause ($lat ms after A's last kernel; the pause is 1500 ms)" \
+    awk -v l="$lat" 'BEGIN { exit !(l > 0 && l < 1500) }'
 else
   not_ok "timestamps found (A's idle release event, A's and B's progress)"
 fi

@@ -5,6 +5,11 @@
 # memory (the memory limit from the environment, lowered and removed at
 # run time with nvsharectl). Every other case is in the slow tier
 # (t_quota.sh). Set NVS_QUOTA_CASES to run others here.
+# Wiring, not the quota's accuracy: the limit reaches the client and is
+# enforced (billed share within 10 points of 50 %, not 100 %); the 2-point
+# bound over quota windows is tests/core/t_quota.c's, exact in virtual
+# time, and t_quota.sh's cases measure it end to end in the slow tier.
 NVS_QUOTA_CASES=${NVS_QUOTA_CASES:-$(sed -n 's/^QUOTA_WIRING="\(.*\)"$/\1/p' "$(dirname "$0")/t_quota.sh")}
-export NVS_QUOTA_CASES
+QUOTA_TOL=${QUOTA_TOL:-10}
+export NVS_QUOTA_CASES QUOTA_TOL
 exec "$(dirname "$0")/t_quota.sh"

@@ -52,3 +52,29 @@ json_has() { status_json | grep -qF -- "$1"; }
 ms_between() { echo $(( ($2 - $1) / 1000 )); }
 # sched_alive: the scheduler is still running and answers status.
 sched_alive() { kill -0 "$SCHED_PID" 2>/dev/null && "$CTL" --json >/dev/null; }
+
+# grants_ahead PID: for each grant to PID, how many grants on its GPU went
+# to others between its REQ_LOCK and that grant (the scheduler's events);
+# prints the largest, or "none". Lock turns as an order of events, not a
+# duration: a client of another tenant is served after at most the current
+# holder's turn, however many connections that tenant has (the bound in
+# time, TQ + grace, is tests/core/t_fair.c's, exact in virtual time).
+grants_ahead() {
+  python3 - "$NVSHARE_EVENTS" "$1" <<'PY'
+import json, sys
+pid, gpu, worst, n = int(sys.argv[2]), None, None, None
+for line in open(sys.argv[1]):
+    try:
+        e = json.loads(line)
+    except ValueError:
+        continue
+    if e.get("event") == "req_lock" and e.get("pid") == pid:
+        gpu, n = e.get("gpu"), 0
+    elif e.get("event") == "lock_ok" and n is not None and e.get("gpu") == gpu:
+        if e.get("pid") == pid:
+            worst, n = max(worst or 0, n), None
+        else:
+            n += 1
+print("none" if worst is None else worst)
+PY
+}

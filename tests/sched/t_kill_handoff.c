@@ -83,12 +83,15 @@ int main(int argc, char **argv)
 		printf("# kill -> next LOCK_OK over %d rounds: p50 %.3f ms, max %.3f ms\n", ROUNDS,
 		       p50, max);
 		tap(1, "next waiter got LOCK_OK after every holder kill (%d rounds)", ROUNDS);
-		/* The target is 10 ms (docs/reliability.md, measured by bench);
-		 * here the bound only proves the hand-off follows the socket
-		 * close, not the 5 s drop grace or the 30 s quantum, and holds
-		 * on a busy machine (tests/sim/tap.h: BUSY_SLACK_MS). */
-		tap(p50 < 10.0 + 250.0, "median kill -> LOCK_OK %.3f ms (target 10 ms)", p50);
-		tap(max < 10.0 + 250.0, "worst kill -> LOCK_OK %.3f ms (target 10 ms)", max);
+		/* The target is 10 ms (docs/reliability.md, measured by bench,
+		 * the hand-off itself exact in tests/core/t_lock.c); here the
+		 * bound only proves that the hand-off follows the socket close,
+		 * not the end of the 5 s drop grace or of the 30 s quantum: a
+		 * hang guard below the grace, not a timing target. */
+		tap(max < 4000.0,
+		    "every kill -> LOCK_OK before the drop grace could end: "
+		    "p50 %.3f ms, max %.3f ms (target 10 ms: bench)",
+		    p50, max);
 	}
 	return tap_failed ? 1 : 0;
 }
