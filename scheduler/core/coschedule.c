@@ -388,16 +388,7 @@ static void nvs_cosched_queued(struct client_gpu *cg, uint64_t now)
 	if (!cg->co.preempted || g->qhead == cg)
 		return;
 	/* Back to the head: the burst that took its place goes idle soon. */
-	if (cg->qprev)
-		cg->qprev->qnext = cg->qnext;
-	if (cg->qnext)
-		cg->qnext->qprev = cg->qprev;
-	else
-		g->qtail = cg->qprev;
-	cg->qprev = NULL;
-	cg->qnext = g->qhead;
-	g->qhead->qprev = cg;
-	g->qhead = cg;
+	nvs_policy_requeue_head(g, cg);
 }
 
 /* ---- what members are told ---- */
@@ -556,17 +547,9 @@ static uint64_t guest_timers(struct gpu *g, uint64_t now, int act)
 		if (!h->co.guest || h->state != CG_HOLDING || !h->drop.sent)
 			continue;
 		if (act && now >= h->drop.deadline_ns) {
-			h->st.revocations++;
-			g->st.revocations++;
-			NVS_WARN(
-			    "REVOKE client=%u pid=%d gpu=%d guest: no LOCK_RELEASED within %u ms "
-			    "of DROP_LOCK",
-			    CG_ARGS(h), S.cfg.drop_grace_ms);
-			nvs_core_event("revoke",
-				       CG_EV ",\"held_ms\":%.3f,\"grace_ms\":%u,\"role\":\"guest\"",
-				       CG_ARGS(h), (double)(now - h->held_since_ns) / 1e6,
-				       S.cfg.drop_grace_ms);
-			nvs_policy_send_drop(h, 0);
+			/* The primary's revocation, but for the lock's turn: the
+			 * guest leaves the set (counted, told, penalized). */
+			nvs_policy_revoked(h, now);
 			account(g, now);
 			end_guest(g, h, now);
 			continue;

@@ -248,16 +248,28 @@ uint64_t nvs_policy_swap_out_need(const struct gpu *g, const struct client_gpu *
 
 /* ---- queue ---- */
 
+/* cg into the queue, at its tail or (at_head) its head. */
+static void q_insert(struct gpu *g, struct client_gpu *cg, int at_head)
+{
+	struct client_gpu **end = at_head ? &g->qhead : &g->qtail;
+	struct client_gpu **other_end = at_head ? &g->qtail : &g->qhead;
+	cg->qnext = at_head ? *end : NULL;
+	cg->qprev = at_head ? NULL : *end;
+	if (*end) {
+		if (at_head)
+			(*end)->qprev = cg;
+		else
+			(*end)->qnext = cg;
+	} else {
+		*other_end = cg;
+	}
+	*end = cg;
+	g->qlen++;
+}
+
 static void q_push(struct gpu *g, struct client_gpu *cg)
 {
-	cg->qnext = NULL;
-	cg->qprev = g->qtail;
-	if (g->qtail)
-		g->qtail->qnext = cg;
-	else
-		g->qhead = cg;
-	g->qtail = cg;
-	g->qlen++;
+	q_insert(g, cg, 0);
 }
 
 static void q_remove(struct gpu *g, struct client_gpu *cg)
@@ -272,6 +284,12 @@ static void q_remove(struct gpu *g, struct client_gpu *cg)
 		g->qtail = cg->qprev;
 	cg->qprev = cg->qnext = NULL;
 	g->qlen--;
+}
+
+void nvs_policy_requeue_head(struct gpu *g, struct client_gpu *cg)
+{
+	q_remove(g, cg);
+	q_insert(g, cg, 1);
 }
 
 /* Tells the holder how many wait, whenever that changes, so it can give
@@ -913,28 +931,35 @@ uint64_t nvs_policy_next_deadline(uint64_t now)
 	return d;
 }
 
-static void revoke(struct gpu *g, uint64_t now)
+void nvs_policy_revoked(struct client_gpu *h, uint64_t now)
 {
-	struct client_gpu *h = g->holder;
+	struct gpu *g = h->gpu;
+	const char *role = h == g->holder ? "primary" : "guest";
 	h->st.revocations++;
 	g->st.revocations++;
-	NVS_WARN("REVOKE " CG_FMT " held_ms=%.3f: no LOCK_RELEASED within %u ms of DROP_LOCK; "
-		 "lock goes to the next waiter",
-		 CG_ARGS(h), ms(now - h->held_since_ns), S.cfg.drop_grace_ms);
+	NVS_WARN("REVOKE " CG_FMT " held_ms=%.3f role=%s: no LOCK_RELEASED within %u ms of "
+		 "DROP_LOCK",
+		 CG_ARGS(h), ms(now - h->held_since_ns), role, S.cfg.drop_grace_ms);
 	/* The penalty runs from this decision's time, which the event's own
 	 * stamp (taken when it is written) trails: the event says when it
 	 * ends, on the same clock as mono_ns. */
 	uint64_t penalty = nvs_policy_tq_ns(g);
 	nvs_core_event("revoke",
 		       CG_EV ",\"held_ms\":%.3f,\"grace_ms\":%u,\"penalty_ms\":%.3f,"
-			     "\"penalty_until_ns\":%llu",
+			     "\"penalty_until_ns\":%llu,\"role\":\"%s\"",
 		       CG_ARGS(h), ms(now - h->held_since_ns), S.cfg.drop_grace_ms, ms(penalty),
-		       (unsigned long long)(now + penalty));
+		       (unsigned long long)(now + penalty), role);
 	/* DROP_LOCK with grace 0 tells the client it no longer holds the
 	 * lock; its late LOCK_RELEASED is ignored and it may REQ_LOCK again. */
 	nvs_policy_send_drop(h, 0);
 	/* It goes to the back and waits one quantum (fairness.c). */
 	nvs_fair_revoked(h, now, penalty);
+}
+
+static void revoke(struct gpu *g, uint64_t now)
+{
+	struct client_gpu *h = g->holder;
+	nvs_policy_revoked(h, now);
 	end_hold(g, now);
 	NVS_INFO("LOCK_RELEASED " CG_FMT " reason=revoked", CG_ARGS(h));
 	nvs_core_event("lock_released", CG_EV ",\"reason\":\"revoked\"", CG_ARGS(h));

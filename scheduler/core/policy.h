@@ -179,6 +179,9 @@ uint64_t nvs_policy_swap_out_need_with(const struct gpu *g, const struct client_
 void nvs_policy_grant_member(struct gpu *g, struct client_gpu *cg, uint64_t now, int handoff,
 			     int guest);
 void nvs_policy_dequeue(struct gpu *g, struct client_gpu *cg);
+/* A waiter moved to the head of the queue (co-scheduling: a preempted batch
+ * client gets the GPU back first). */
+void nvs_policy_requeue_head(struct gpu *g, struct client_gpu *cg);
 void nvs_policy_inform(struct gpu *g);
 
 /*
@@ -201,6 +204,10 @@ void nvs_policy_drop_start(struct client_gpu *h, uint64_t now, uint64_t swap_out
 uint64_t nvs_policy_drop_due(const struct client_gpu *h);
 uint64_t nvs_policy_drop_resend(struct client_gpu *h, uint64_t now);
 void nvs_policy_send_drop(struct client_gpu *h, uint32_t grace_ms);
+/* Member h (the primary or a guest) let its grace end without releasing:
+ * counted, told (DROP_LOCK, grace 0) and penalized one quantum (tenant
+ * turns, fairness.c), the same for either role; the caller ends its hold. */
+void nvs_policy_revoked(struct client_gpu *h, uint64_t now);
 uint64_t nvs_policy_account_release(struct client_gpu *cg, uint32_t flags, uint64_t now);
 
 /* Hold time including the current hold. */

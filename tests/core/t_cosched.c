@@ -64,21 +64,30 @@ static void test_fits_run_together(void **state)
  * the quantum when someone waits who does not fit, the resend at half the
  * grace, the revocation at its end; a member promoted to primary keeps
  * the state it had as a guest. */
-static void test_member_drops(void **state)
+/* Primary A and guest B run together (TQ 100 ms, grace 40 ms); C, which
+ * fits beside neither, asks 1 ms later. Returns the start time. */
+static uint64_t set_with_waiter(struct bot **a, struct bot **b, struct bot **c)
 {
-	(void)state;
 	h_setup(1, 10 * GiB, NVS_MODE_AUTO, 100);
 	h_invariants = H_INV_AGREE | H_INV_SET_FITS;
 	S.cfg.drop_grace_ms = 40;
-	/* C fits beside neither A nor B. */
-	struct bot *a = h_client(1, 0, 6 * GiB, 0), *b = h_client(2, 0, 3 * GiB, 0),
-		   *c = h_client(3, 0, 8 * GiB, 0);
+	*a = h_client(1, 0, 6 * GiB, 0);
+	*b = h_client(2, 0, 3 * GiB, 0);
+	*c = h_client(3, 0, 8 * GiB, 0);
 	uint64_t t0 = h_now;
-	h_req(a);
-	h_req(b);
+	h_req(*a);
+	h_req(*b);
 	h_advance(MS);
-	h_req(c);
-	assert_int_equal(b->cg->co.guest, 1);
+	h_req(*c);
+	assert_int_equal((*b)->cg->co.guest, 1);
+	return t0;
+}
+
+static void test_member_drops(void **state)
+{
+	(void)state;
+	struct bot *a, *b, *c;
+	uint64_t t0 = set_with_waiter(&a, &b, &c);
 	h_run_until(t0 + 100 * MS);
 	for (struct bot *m[] = {a, b, NULL}, **p = m; *p; p++) {
 		assert_int_equal(AT(*p, NVS_MSG_DROP_LOCK), t0 + 100 * MS);
@@ -104,6 +113,28 @@ static void test_member_drops(void **state)
 	assert_int_equal(h_gpu(0)->st.drops, 2);
 	assert_int_equal(h_gpu(0)->st.revocations, 1);
 	assert_int_equal(h_gpu(0)->co.preempt_tq, 2);
+	h_teardown();
+}
+
+/* A guest that lets its grace end is revoked as the primary is: counted,
+ * told, and its tenant waits one quantum (the penalty of tenant turns; a
+ * guest used to leave the set without it, so a hostile tenant admitted as a
+ * guest could ignore DROP_LOCK for free). */
+static void test_guest_revoked(void **state)
+{
+	(void)state;
+	struct bot *a, *b, *c;
+	uint64_t t0 = set_with_waiter(&a, &b, &c);
+	h_run_until(t0 + 140 * MS);
+	for (struct bot *m[] = {a, b, NULL}, **p = m; *p; p++) {
+		assert_int_equal(h_last(*p, NVS_MSG_DROP_LOCK)->value, 0);
+		assert_int_equal((*p)->revokes, 1);
+		assert_int_equal((*p)->cg->penalty_until_ns, t0 + 240 * MS);
+		assert_int_equal(nvs_fair_tenant_revocations((*p)->cl), 1);
+	}
+	assert_int_equal(h_events("revoke"), 2);
+	assert_int_equal(h_gpu(0)->st.revocations, 2);
+	assert_int_equal(AT(c, NVS_MSG_LOCK_OK), t0 + 140 * MS);
 	h_teardown();
 }
 
@@ -265,6 +296,7 @@ int main(void)
 	    cmocka_unit_test(test_burst_bound_by_slice),
 	    cmocka_unit_test(test_burst_bound_by_preempt),
 	    cmocka_unit_test(test_member_drops),
+	    cmocka_unit_test(test_guest_revoked),
 	    cmocka_unit_test(test_observed_class),
 	    cmocka_unit_test(test_batch_floor),
 	};
