@@ -187,6 +187,17 @@ speed_factor() {
 # FACTOR), rounded.
 scaled() { awk -v n="$1" -v f="${2:-$(speed_factor)}" 'BEGIN { printf "%d", n * f + 0.5 }'; }
 
+# latency_limit TARGET GUARD [FACTOR]: what a latency check asserts, in the
+# unit of its arguments, times the speed factor (or FACTOR): TARGET when a
+# benchmark runs the test (bench/cpu/run sets NVS_TIMING_TARGETS=1),
+# else the hang guard GUARD: no test asserts a duration tighter than a hang
+# guard (docs/testing.md); the figure is reported either way.
+latency_limit() {
+  local n=$2
+  [ "${NVS_TIMING_TARGETS:-0}" = 1 ] && n=$1
+  scaled "$n" "${3:-$(speed_factor)}"
+}
+
 # lines_at_least FILE ERE N: FILE has at least N lines matching ERE (a
 # condition for wait_for: evaluated anew on every poll).
 lines_at_least() { [ "$(grep -cE "$2" "$1" 2>/dev/null)" -ge "$3" ]; }

@@ -10,11 +10,10 @@ CTL=$B/nvsharectl
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 hcode() { curl -s -o "$T/hz" -w '%{http_code}' --max-time "${1:-3}" "$MURL/healthz"; }
 
-# nvsharectl's 5 s deadline counts from its own start; the wall time taken
-# here also holds starting and ending the process, which a loaded machine
-# stretches (5990 ms once in an ASan soak round, during a burst of processes
-# held in D state): 800 ms of slack, times the speed factor.
-CTL_MAX=$((5000 + $(scaled 800)))
+# nvsharectl's 5 s deadline counts from its own start: it does not give up
+# before it (a loaded machine only lengthens the wall time: 5990 ms once in
+# an ASan soak round), and it does give up, within a hang guard above it.
+CTL_MIN=4900 CTL_MAX=$((5000 + $(scaled 10000)))
 start_metrics_scheduler --health-stall-ms 1500 || { not_ok "scheduler starts"; show_logs; exit 1; }
 check "/healthz ok" [ "$(hcode)" = 200 ]
 # The condition under test is idleness itself: nothing talks to the loop
@@ -44,7 +43,7 @@ check "... saying why ($(cat "$T/hz"))" grep -q "event loop stalled: no turn for
 t0=$(ms)
 "$CTL" --json >/dev/null 2>"$T/ctl.err"; rc=$?
 el=$(( $(ms) - t0 ))
-check "nvsharectl fails (rc $rc) in at most ~5 s ($el ms, bound $CTL_MAX)" sh -c "[ $rc = 1 ] && [ $el -le $CTL_MAX ]"
+check "nvsharectl fails (rc $rc) at its 5 s deadline, not before ($el ms; hang guard $CTL_MAX)" sh -c "[ $rc = 1 ] && [ $el -ge $CTL_MIN ] && [ $el -le $CTL_MAX ]"
 check "... with \"scheduler not answering\"" grep -q "scheduler not answering" "$T/ctl.err"
 t0=$(ms)
 NVSHARE_CTL_TIMEOUT_MS=800 "$CTL" --json >/dev/null 2>&1; rc=$?

@@ -24,7 +24,10 @@
 QAPP=$B/tests/quota/quota_app
 CTL=$B/nvsharectl
 QSTAT=$NVS_ROOT/tests/quota/qstat.py
-TOL=${QUOTA_TOL:-2}
+# 2 points under bench/cpu/run (NVS_TIMING_TARGETS=1), 10 in the test tiers:
+# the 2-point bound is tests/core/t_quota.c's, exact in virtual time; here
+# the wiring (limits reach the clients and are enforced) and the figures.
+if [ "${NVS_TIMING_TARGETS:-0}" = 1 ]; then TOL=${QUOTA_TOL:-2}; else TOL=${QUOTA_TOL:-10}; fi
 ALL_CASES="single25 single50 single75 pair3060 pair2575 pair5050 unaligned unlimited greedy backlog idleout modewait over100 live memory"
 # One compute limit enforced, and the memory limit with its run-time changes.
 QUOTA_WIRING="single50 memory"
@@ -248,8 +251,8 @@ case_unaligned() {
   snap_after u5 u1 4000
   stop_apps A
   idle_client_stop
-  TOL=3 limited_checks "75% over 4 s from a mid-window start" A 75 u0 u4
-  TOL=3 limited_checks "75% over 4 s from 1 s after a mid-window start" A 75 u1 u5
+  TOL=$((TOL + 1)) limited_checks "75% over 4 s from a mid-window start" A 75 u0 u4
+  TOL=$((TOL + 1)) limited_checks "75% over 4 s from 1 s after a mid-window start" A 75 u1 u5
 }
 # beside_unlimited CASE LABEL [B's quota_app args]: A (30 %) beside an
 # unlimited B; A gets its 30 %, B the rest less the hand-offs (>= 63 %).

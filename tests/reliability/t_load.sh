@@ -57,10 +57,10 @@ else
   check "fair: Jain's index $j >= 0.99" awk -v j="${j:-0}" 'BEGIN { exit !(j >= 0.99) }'
   ok "fair between tenants # skip not root: one uid, one tenant"
 fi
-# A regression guard, not the figure (docs/BENCHMARKS.md: ~1.5 ms): 20 ms
-# stretched by the machine's speed factor (tests/lib.sh).
-lim=$(scaled 20000)
-check "hand-off p99 $(fig handoff_p99_us) us < $lim us (20 ms x speed $(speed_factor))" \
+# The figure is ~1.5 ms (docs/BENCHMARKS.md); bench/cpu/run asserts 20 ms
+# x speed, the test tiers a 1 s x speed hang guard (latency_limit).
+lim=$(latency_limit 20000 1000000)
+check "hand-off p99 $(fig handoff_p99_us) us < $lim us (speed $(speed_factor))" \
   awk -v v="$(fig handoff_p99_us)" -v m="$lim" 'BEGIN { exit !(v != "" && v < m) }'
 check "all clients gone afterwards" wait_for 5 sh -c "$CTL --json | grep -qF '\"clients\":[]'"
 check "scheduler healthy" sched_alive

@@ -34,8 +34,12 @@ check "B runs ungated once the scheduler stopped answering" wait_log 10 "$T/B.ou
 ran=$(date +%s%N)
 diag "B ran $(( (ran - stopped) / 1000000 )) ms after SIGSTOP (NVSHARE_SCHED_TIMEOUT=1)"
 silence=$(grep -oE 'no answer to a ping for [0-9.]+ s' "$T/B.err" | grep -oE '[0-9.]+' | head -1)
-check "B gave up after the timeout, within a second more (${silence:-?} s of silence)" \
-  awk -v s="${silence:-99}" 'BEGIN { exit !(s >= 1 && s < 2) }'
+# Not before the timeout (a late thread only lengthens the silence); after
+# it, within a hang guard: the client's own ping period sets how much later
+# (under 1 s on a quiet machine), which a loaded machine stretches.
+guard=$(( 1 + $(scaled 10) ))
+check "B gave up after the timeout, not before (${silence:-?} s of silence; hang guard ${guard} s)" \
+  awk -v s="${silence:-99}" -v g="$guard" 'BEGIN { exit !(s >= 1 && s < g) }'
 check "one warning, naming NVSHARE_SCHED_TIMEOUT" \
   test "$(grep -c 'NVSHARE_SCHED_TIMEOUT' "$T/B.err")" = 1
 n_hello=$(count_events hello pid="$PID_B")
@@ -59,8 +63,8 @@ wait "$SCHED_PID" 2>/dev/null
 # 2. A scheduler that says "serialized" and never grants nor answers.
 against_fake silent C 'no answer to a ping' "told serialized and never granted"
 silence=$(grep -oE 'no answer to a ping for [0-9.]+ s' "$T/C.err" | grep -oE '[0-9.]+' | head -1)
-check "C ran ungated after the timeout, within a second more (${silence:-?} s of silence)" \
-  awk -v s="${silence:-99}" 'BEGIN { exit !(s >= 1 && s < 2) }'
+check "C ran ungated after the timeout, not before (${silence:-?} s of silence; hang guard ${guard} s)" \
+  awk -v s="${silence:-99}" -v g="$guard" 'BEGIN { exit !(s >= 1 && s < g) }'
 
 # 3. A DROP_LOCK flood: the application's stderr stays short.
 rm -f "$NVSHARE_SOCK_DIR/scheduler.sock"

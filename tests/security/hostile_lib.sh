@@ -68,13 +68,18 @@ end_speed() {
   awk -v a="$(speed_factor)" -v b="$(speed_now)" 'BEGIN { printf "%.2f\n", (b > a ? b : a) }'
 }
 
-# check_p99 NAME WHAT: asserts issue 17's bound on fake_client NAME's lock
-# waits: the scheduler adds at most 10 ms at p99, stretched by the
-# machine's speed factor (end_speed; in the sanitizer build by 2 more:
-# every line of the scheduler is slower there), on top of what a round trip
-# between two processes cost at p99 meanwhile (rtt_start NAME; on an idle
-# machine ~0.1 ms, beside CPU burners and the attacker's processes several
-# ms that no daemon can save).
+# check_p99 NAME WHAT: fake_client NAME's lock waits under the attack.
+# In the test tiers, wiring and a hang guard: the honest client was served
+# throughout and its p99 stayed under 1 s x the speed factor (a starved or
+# stuck loop); the figures are reported. With NVS_TIMING_TARGETS=1
+# (bench/cpu/run, a benchmark), issue 17's bound: the scheduler adds at
+# most 10 ms at p99, stretched by the machine's speed factor (end_speed; in
+# the sanitizer build by 2 more: every line of the scheduler is slower
+# there), on top of what a round trip between two processes cost at p99
+# meanwhile (rtt_start NAME; on an idle machine ~0.1 ms, beside CPU burners
+# and the attacker's processes several ms that no daemon can save). With
+# NVS_TIMING_LOG=FILE, one line per check is appended there for the
+# benchmark's table.
 check_p99() {
   local n p50 p99 max lim rn r50 r99 rmax pid f
   read -r n p50 p99 max < <(wait_stats "$1")
@@ -88,8 +93,18 @@ check_p99() {
   san && lim=$((lim * 2))
   lim=$((lim + r99))
   diag "honest lock wait $2: n=$n p50=${p50}us p99=${p99}us max=${max}us; two-process round trip meanwhile: n=$rn p50=${r50}us p99=${r99}us max=${rmax}us; speed $(speed_factor) at the start, $f used"
-  check "honest lock wait $2: p99 ${p99}us <= ${lim}us (10 ms x speed + round trip p99)" \
-    [ "$n" -gt 0 -a "$rn" -gt 0 -a "${p99:-999999999}" -le "$lim" ]
+  if [ -n "${NVS_TIMING_LOG:-}" ]; then
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(basename "$0" .sh)" "$2" "$n" "${p50:-}" \
+      "${p99:-}" "${max:-}" "$r99" "$lim" >>"$NVS_TIMING_LOG"
+  fi
+  if [ "${NVS_TIMING_TARGETS:-0}" = 1 ]; then
+    check "honest lock wait $2: p99 ${p99}us <= ${lim}us (10 ms x speed + round trip p99)" \
+      [ "$n" -gt 0 -a "$rn" -gt 0 -a "${p99:-999999999}" -le "$lim" ]
+  else
+    local guard; guard=$(scaled 1000000 "$f")
+    check "honest lock wait $2: served throughout, p99 ${p99}us under the hang guard ${guard}us (issue 17's 10 ms: bench/cpu/run)" \
+      [ "$n" -gt 0 -a "${p99:-999999999}" -le "$guard" ]
+  fi
 }
 
 # san: 1 in the sanitizer build (RSS, address-space and timing bounds are

@@ -7,11 +7,11 @@
 #     client waited for seconds and ran ungated. Now a tenant keeps at most
 #     NVSHARE_MAX_IDLE_CLIENTS_PER_TENANT (16) clients without a GPU (its
 #     oldest go), so descriptors never run out, and an honest client is
-#     welcomed within 100 ms (times the speed factor) and locks.
+#     welcomed (100 ms x speed under bench/cpu/run) and locks.
 #  2. With those bounds lifted the same attack runs the descriptors out,
 #     and then the idle connections of the tenant holding the most are
 #     closed first (fd-pressure), so an honest client is again welcomed
-#     within 100 ms (times the speed factor); nvsharectl is answered from
+#     (the same bound); nvsharectl is answered from
 #     the descriptor reserve all the while.
 # shellcheck disable=SC1091 # libraries by path
 . "$(dirname "$0")/../lib.sh"
@@ -25,7 +25,8 @@ fi
 conn_stat() { "$CTL" --json | "$HPY" -c 'import json,sys; print(json.load(sys.stdin)["connections"][sys.argv[1]])' "$1"; }
 # welcome_ms NAME: from the start of NAME's connect() to its WELCOME.
 welcome_ms() { awk '/ CONNECTING$/ { c = $1 } / WELCOME / && c { printf "%d\n", ($1 - c) / 1000; exit }' "$T/$1.out"; }
-limit_ms() { awk -v s="$(end_speed)" 'BEGIN { printf "%d", 100 * s }'; }
+# 100 ms x speed under bench/cpu/run, a 5 s x speed hang guard in the tiers.
+limit_ms() { latency_limit 100 5000 "$(end_speed)"; }
 
 bg prlimit --nofile=1024 "$B/nvshare-scheduler" --no-nvml --mode on >>"$T/scheduler.log" 2>&1
 SCHED_PID=${_pids[-1]}
@@ -50,7 +51,7 @@ check "open connections stay bounded: $open <= 17 x 16 + 32" [ "$open" -le $((17
 check "descriptors never ran out (no accept pause)" test "$(conn_stat accept_pauses)" = 0
 fc H1 --gpu-uuid GPU-f --script 'lock;hold 10ms;release'
 w=$(welcome_ms H1)
-check "an honest client is welcomed within 100 ms x speed ($w ms <= $(limit_ms) ms)" \
+check "an honest client is welcomed ($w ms <= $(limit_ms) ms)" \
   [ -n "$w" ] && [ "$w" -le "$(limit_ms)" ]
 check "... locks, releases and exits 0" wait_exit 10 "$PID_H1"
 check "... exit 0" [ "$RC" = 0 ]
@@ -88,7 +89,7 @@ wait_for 60 all_b_ready || not_ok "the 17 attackers connected"
 fc H2 --gpu-uuid GPU-f --script 'lock;hold 10ms;release'
 w=$(welcome_ms H2)
 [ -n "$w" ] || diag "H2: $(tr '\n' ' ' <"$T/H2.out" | head -c 600)"
-check "an honest client at the limit is welcomed within 100 ms x speed ($w ms <= $(limit_ms) ms)" \
+check "an honest client at the limit is welcomed ($w ms <= $(limit_ms) ms)" \
   [ -n "$w" ] && [ "$w" -le "$(limit_ms)" ]
 check "... locks, releases and exits 0" wait_exit 10 "$PID_H2"
 check "... exit 0" [ "$RC" = 0 ]

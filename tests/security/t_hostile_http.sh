@@ -31,7 +31,8 @@ probe() {
   curl -s -o /dev/null -w '%{http_code} %{time_total}\n' --max-time 10 \
     --interface "${2:-127.0.0.2}" "$1" | awk '{ printf "%s %d\n", $1, $2 * 1000 }'
 }
-LIM=$(scaled 1000)
+# 1 s x speed under bench/cpu/run, a 5 s x speed hang guard in the tiers.
+LIM=$(latency_limit 1000 5000)
 # probes SOURCE: 20 probes of /healthz; sets codes, times, worst, n200.
 probes() {
   codes="" times="" worst=0
@@ -46,7 +47,7 @@ probes() {
 probes 127.0.0.2
 diag "/healthz under $N slow connections: codes $codes; ms $times"
 check "/healthz: 20 of 20 probes answered 200" test "$n200" = 20
-check "/healthz: each within 1 s x speed ($worst ms <= $LIM ms)" test "$worst" -le "$LIM"
+check "/healthz: each answered in time ($worst ms <= $LIM ms)" test "$worst" -le "$LIM"
 # From the attacker's own address its churn can push a probe out before
 # its head came (64 waiting heads an address, the oldest closed first):
 # the figures, not a bound (docs/security.md "/healthz under load").
