@@ -1,6 +1,7 @@
 #include "clients.h"
 #include "peer_limits.h"
 
+#include "core/bounds.h"
 #include "core/claims.h"
 #include "conn.h"
 #include "devmem.h"
@@ -58,7 +59,7 @@ void nvs_clients_start(void)
 	    .context = port_context,
 	};
 	nvs_core_set_port(&port);
-	nvs_loop_timer(NVS_LOOP_DECIDE, nvs_policy_tick, nvs_policy_next_deadline);
+	nvs_loop_timer(NVS_LOOP_DECIDE, nvs_core_tick, nvs_core_next_deadline);
 }
 
 int nvs_client_set_limits_from(struct client *cl, enum nvs_limit_src src, uint32_t core,
@@ -253,7 +254,7 @@ static void attach(struct conn *c, struct client *cl, const struct nvs_attach_gp
 	cg->claimed = a->allocated;
 	cg->reported_total = a->total_mem;
 	nvs_client_update_limits(cg);
-	cg->allocated = nvs_claims_clamp(cg, cg->claimed);
+	cg->allocated = nvs_bounds_clamp(cg, cg->claimed);
 	cl->gpus[cl->ngpus++] = cg;
 	if (cl->ngpus == 1)
 		nvs_limits_client_idle(cl->conn, 0);

@@ -1,6 +1,6 @@
 #include "status_json.h"
 
-#include "core/claims.h"
+#include "core/bounds.h"
 #include "conn.h"
 #include "core/coschedule.h"
 #include "gpus.h"
@@ -141,7 +141,7 @@ static cJSON *gpu_json(const struct gpu *g, uint64_t now)
 	num(sw, "last_in_ns", g->swap_last_in_ns);
 	num(sw, "last_out_ns", g->swap_last_out_ns);
 	/* What the adaptive quantum uses: median recent in + out. */
-	num(sw, "median_ns", nvs_claims_swap_median(g));
+	num(sw, "median_ns", nvs_bounds_swap_median(g));
 	num(sw, "handoff_ns", nvs_policy_handoff_ns(g));
 	/* Reports not taken (no hand-off of theirs) or cut to their bytes. */
 	num(sw, "samples_refused", g->ev.swap_refused);

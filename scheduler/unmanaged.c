@@ -10,7 +10,7 @@
 #include "parse.h"
 #include "k8s/pod_identity.h"
 #include "core/policy.h"
-#include "core/claims.h"
+#include "core/bounds.h"
 #include "gpus.h"
 #include "core/state.h"
 
@@ -279,12 +279,12 @@ static int in(const int *a, unsigned n, int v)
 	return 0;
 }
 
-/* ---- evidence for claims (claims.c reads cg->ev) ---- */
+/* ---- evidence for claims (bounds.c reads cg->ev) ---- */
 
 /* Recounts cg's allocation when what the evidence allows changed. */
 static void recount(struct client_gpu *cg)
 {
-	uint64_t v = nvs_claims_clamp(cg, cg->claimed);
+	uint64_t v = nvs_bounds_clamp(cg, cg->claimed);
 	if (v != cg->allocated)
 		nvs_policy_mem_update(cg, v, nvs_now_ns());
 }

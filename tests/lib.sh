@@ -187,6 +187,13 @@ speed_factor() {
 # FACTOR), rounded.
 scaled() { awk -v n="$1" -v f="${2:-$(speed_factor)}" 'BEGIN { printf "%d", n * f + 0.5 }'; }
 
+# log_has FILE PATTERN: FILE gets a line matching PATTERN (grep's basic
+# syntax), waited for under a hang guard. The scheduler's log is written by
+# its log thread (common/log.c's queue): a line about the start can land
+# after the sockets are up, when start_scheduler has returned (an ASan soak
+# round grepped t_state_file's refusal 1 ms too early).
+log_has() { wait_for "$(scaled 10)" grep -q -- "$2" "$1"; }
+
 # latency_limit TARGET GUARD [FACTOR]: what a latency check asserts, in the
 # unit of its arguments, times the speed factor (or FACTOR): TARGET when a
 # benchmark runs the test (bench/cpu/run sets NVS_TIMING_TARGETS=1),

@@ -4,7 +4,7 @@
 # (scripts/check-core.sh, make lint) and reads no clock: the scheduler
 # (the shell) and tests/core/ link it.
 CORE_SRCS := scheduler/core/policy.c scheduler/core/coschedule.c scheduler/core/quota.c \
-	scheduler/core/claims.c scheduler/core/fairness.c scheduler/core/limits_apply.c \
+	scheduler/core/claims.c scheduler/core/bounds.c scheduler/core/fairness.c scheduler/core/limits_apply.c \
 	scheduler/core/limit_resolve.c scheduler/core/port.c scheduler/core/state.c \
 	scheduler/core/registry.c
 CORE_OBJS := $(CORE_SRCS:%.c=$(B)/%.o)

@@ -1,6 +1,6 @@
 #include "policy.h"
 
-#include "claims.h"
+#include "bounds.h"
 #include "fairness.h"
 #include "log.h"
 #include "parse.h"
@@ -22,20 +22,6 @@ const uint64_t nvs_wait_bucket_le_us[NVS_WAIT_BUCKETS - 1] = {
 static double ms(uint64_t ns)
 {
 	return (double)ns / 1e6;
-}
-
-uint64_t nvs_gpu_capacity(const struct gpu *g)
-{
-	uint64_t cap;
-	if (g->capacity_override)
-		cap = g->capacity_override;
-	else if (!g->total_mem)
-		return UINT64_MAX;
-	else
-		cap = g->total_mem > S.cfg.reserve ? g->total_mem - S.cfg.reserve : g->total_mem;
-	/* Memory that unmanaged processes hold (NVSHARE_UNMANAGED=serialize,
-	 * unmanaged.c) is not there for clients: it is pinned. */
-	return cap > g->unmanaged_pinned ? cap - g->unmanaged_pinned : 0;
 }
 
 /* ---- the running-set layer (co-scheduling), reached only through this ---- */
@@ -114,7 +100,7 @@ static uint64_t missing(const struct client_gpu *cg)
  * factor would cut jobs five times as often and the hand-off's fixed costs
  * would show. The swap time is that of the coming hand-off: the bytes it
  * will move at the median speed of the last swaps in each direction
- * (claims.c; their median times while speeds are few), so one client's
+ * (bounds.c; their median times while speeds are few), so one client's
  * forged SWAP_STATS do not set it; the result is bounded by
  * NVSHARE_SWAP_TQ_MAX_FACTOR x TQ (default 4) and 60 s. */
 #define SWAP_TQ_MAX_NS (60ull * 1000000000ull)
@@ -124,7 +110,7 @@ uint64_t nvs_policy_tq_ns(const struct gpu *g)
 	uint64_t tq = g->tq_ms * 1000000ull;
 	if (!g->serialized || !oversubscribed(g))
 		return tq;
-	uint64_t cap = nvs_claims_tq_bound_ns(g);
+	uint64_t cap = nvs_bounds_tq_bound_ns(g);
 	if (cap > SWAP_TQ_MAX_NS)
 		cap = SWAP_TQ_MAX_NS;
 	uint64_t f = S.cfg.swap_tq_factor, med = nvs_policy_handoff_ns(g);
@@ -139,8 +125,8 @@ uint64_t nvs_policy_handoff_ns(const struct gpu *g)
 	 * waiting (or no holder) there is none in sight: the median times. */
 	const struct client_gpu *h = g->holder, *w = g->qhead;
 	if (!h || !w)
-		return nvs_claims_swap_median(g);
-	return nvs_claims_handoff_ns(g, nvs_policy_swap_out_need(g, h, w), missing(w));
+		return nvs_bounds_swap_median(g);
+	return nvs_bounds_handoff_ns(g, nvs_policy_swap_out_need(g, h, w), missing(w));
 }
 
 void nvs_policy_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s)
@@ -158,7 +144,7 @@ void nvs_policy_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s
 			g->swap_last_in_ns = s->ns_in - cg->swap_ns_in;
 		if (s->ns_out > cg->swap_ns_out)
 			g->swap_last_out_ns = s->ns_out - cg->swap_ns_out;
-		nvs_claims_swap_sample(cg, s->ns_in - cg->swap_ns_in,
+		nvs_bounds_swap_sample(cg, s->ns_in - cg->swap_ns_in,
 				       s->bytes_in - cg->swap_bytes_in, s->ns_out - cg->swap_ns_out,
 				       s->bytes_out - cg->swap_bytes_out);
 	}
@@ -592,7 +578,7 @@ static void announce_mode(struct gpu *g)
 }
 
 /* force: an administrator's change (settings_changed) switches at once;
- * otherwise a switch waits for the GPU's mode-switch budget (claims.h), so
+ * otherwise a switch waits for the GPU's mode-switch budget (bounds.h), so
  * that clients flapping their memory cannot flip the mode more than a few
  * times a second. */
 static void reevaluate_as(struct gpu *g, uint64_t now, int force)
@@ -615,16 +601,16 @@ static void reevaluate_as(struct gpu *g, uint64_t now, int force)
 	/* A limited client runs only while it holds the lock (quota.h). */
 	if (ops && ops->refresh && ops->refresh(g, now))
 		want = 1;
-	if (want != g->serialized && !force && nvs_claims_switch_at(g) > now) {
+	if (want != g->serialized && !force && nvs_bounds_switch_at(g) > now) {
 		if (!g->switch_pending) {
 			g->switch_pending = 1;
 			g->switches_deferred++;
 			NVS_DEBUG(
 			    "GPU_MODE gpu=%d serialized=%d deferred %.0f ms (mode-switch budget)",
-			    g->index, want, ms(nvs_claims_switch_at(g) - now));
+			    g->index, want, ms(nvs_bounds_switch_at(g) - now));
 			nvs_core_event("gpu_mode_deferred",
 				       "\"gpu\":%d,\"serialized\":%d,\"wait_ms\":%.3f", g->index,
-				       want, ms(nvs_claims_switch_at(g) - now));
+				       want, ms(nvs_bounds_switch_at(g) - now));
 		}
 		announce_mode(g);
 		return;
@@ -632,7 +618,7 @@ static void reevaluate_as(struct gpu *g, uint64_t now, int force)
 	g->switch_pending = 0;
 	if (want != g->serialized) {
 		char a[32], c[32], e[32];
-		nvs_claims_switched(g, now);
+		nvs_bounds_switched(g, now);
 		g->serialized = want;
 		g->mode_switches++;
 		NVS_INFO("GPU_MODE gpu=%d serialized=%d mode=%s allocated=%s capacity=%s "
@@ -871,7 +857,7 @@ void nvs_policy_settings_changed(struct gpu *g, uint64_t now)
 {
 	/* Limits or the capacity may have changed: count the claims anew. */
 	for (struct client_gpu *cg = g->ahead; cg; cg = cg->anext) {
-		uint64_t v = nvs_claims_clamp(cg, cg->claimed);
+		uint64_t v = nvs_bounds_clamp(cg, cg->claimed);
 		if (v != cg->allocated)
 			set_allocated(cg, v);
 	}
@@ -905,7 +891,7 @@ static uint64_t gpu_deadline(struct gpu *g, uint64_t now)
 			EARLIEST(h);
 	}
 	if (g->switch_pending)
-		EARLIEST(nvs_claims_switch_at(g));
+		EARLIEST(nvs_bounds_switch_at(g));
 	uint64_t p = nvs_fair_next_deadline(g, now);
 	if (p)
 		EARLIEST(p);
@@ -920,9 +906,7 @@ static uint64_t gpu_deadline(struct gpu *g, uint64_t now)
 
 uint64_t nvs_policy_next_deadline(uint64_t now)
 {
-	uint64_t d = nvs_claims_next_deadline(now);
-	if (modes_owed && (!d || now + MODE_OWED_POLL_NS < d))
-		d = now + MODE_OWED_POLL_NS;
+	uint64_t d = modes_owed ? now + MODE_OWED_POLL_NS : 0;
 	for (unsigned i = 0; i < S.ngpus; i++) {
 		uint64_t t = gpu_deadline(&S.gpus[i], now);
 		if (t && (!d || t < d))
@@ -968,13 +952,12 @@ static void revoke(struct gpu *g, uint64_t now)
 
 void nvs_policy_tick(uint64_t now)
 {
-	nvs_claims_tick(now); /* reports kept for lack of budget */
 	if (modes_owed)
 		for (unsigned i = 0; i < S.ngpus; i++)
 			announce_mode(&S.gpus[i]);
 	for (unsigned i = 0; i < S.ngpus; i++) {
 		struct gpu *g = &S.gpus[i];
-		if (g->switch_pending && now >= nvs_claims_switch_at(g)) {
+		if (g->switch_pending && now >= nvs_bounds_switch_at(g)) {
 			reevaluate(g, now);
 			if (g->serialized && !g->holder)
 				grant_next(g, now, 0);

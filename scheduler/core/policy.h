@@ -110,7 +110,7 @@ void nvs_policy_set_layer(const struct nvs_policy_layer *layer);
 void nvs_policy_attach(struct client_gpu *cg, uint64_t now);
 /* The client is going away: release or dequeue, unlink, re-evaluate. */
 void nvs_policy_detach(struct client_gpu *cg, uint64_t now);
-/* allocated: the bytes counted (claims.c clamps what the client says). */
+/* allocated: the bytes counted (bounds.c clamps what the client says). */
 void nvs_policy_mem_update(struct client_gpu *cg, uint64_t allocated, uint64_t now);
 /* Sends cg its GPU's mode again (a client that re-attached may have reset). */
 void nvs_policy_resend_mode(struct client_gpu *cg);
@@ -128,19 +128,13 @@ void nvs_policy_drop(struct gpu *g, uint64_t now, const char *why);
 /* A DROP_LOCK for `why` was sent to a member: counted by reason (g->co). */
 void nvs_policy_count_drop(struct gpu *g, const char *why);
 
-/* The timer: the earliest time at which nvs_policy_tick must run (0:
- * none); the shell's loop calls nvs_policy_tick(now) no later than that
- * (and may call it at any other time). TQ expiry, DROP_LOCK grace and
- * revocation, deferred mode switches, kept reports, the hooks' and the
- * layer's deadlines. */
+/* The policy's timer: the earliest time at which nvs_policy_tick must run
+ * (0: none); nvs_core_tick (claims.h, which the shell's loop calls) runs it
+ * no later than that (and may at any other time). TQ expiry, DROP_LOCK
+ * grace and revocation, deferred mode switches, the hooks' and the layer's
+ * deadlines. */
 uint64_t nvs_policy_next_deadline(uint64_t now);
 void nvs_policy_tick(uint64_t now);
-
-/* Scheduling capacity in bytes: the override, else memory minus reserve,
- * less the memory pinned by unmanaged processes (NVSHARE_UNMANAGED=
- * serialize). UINT64_MAX when the memory is unknown (never serialize on
- * memory). */
-uint64_t nvs_gpu_capacity(const struct gpu *g);
 
 /* A client's cumulative swap counters (SWAP_STATS). */
 struct nvs_swap_stats;
@@ -148,7 +142,7 @@ void nvs_policy_swap_stats(struct client_gpu *cg, const struct nvs_swap_stats *s
 /* The quantum in force: the TQ, stretched to NVSHARE_SWAP_TQ_FACTOR times the
  * last hand-off's swap time while memory does not fit (docs/swap.md). */
 uint64_t nvs_policy_tq_ns(const struct gpu *g);
-/* What the coming hand-off costs (claims.c nvs_claims_handoff_ns), ns:
+/* What the coming hand-off costs (bounds.c nvs_bounds_handoff_ns), ns:
  * the quantum is NVSHARE_SWAP_TQ_FACTOR times it. */
 uint64_t nvs_policy_handoff_ns(const struct gpu *g);
 

@@ -22,12 +22,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Swap times kept per GPU and direction (claims.h NVS_SWAP_SAMPLES). */
+/* Swap times kept per GPU and direction (bounds.h NVS_SWAP_SAMPLES). */
 #define NVS_SWAP_RING 9
 /* A peer that lets this much output pile up is not reading: disconnect it. */
 #define NVS_SCHED_OUTBUF_MAX (4u << 20)
 
-/* One direction's recent swaps (claims.c): the times, and the speeds (ns
+/* One direction's recent swaps (bounds.c): the times, and the speeds (ns
  * per GiB) of those that moved at least NVS_SWAP_RATE_MIN_BYTES; each n
  * counts every sample, its ring keeps the last NVS_SWAP_RING. */
 struct swap_samples {
@@ -72,10 +72,10 @@ struct client_gpu {
 	struct client *client;
 	struct gpu *gpu;
 	uint32_t local_gpu;	 /* the client's CUDA ordinal: key in messages */
-	uint64_t allocated;	 /* bytes counted: the claim clamped (claims.c) */
+	uint64_t allocated;	 /* bytes counted: the claim clamped (bounds.c) */
 	uint64_t claimed;	 /* bytes the client reported (ATTACH_GPU / MEM_UPDATE) */
 	uint64_t reported_total; /* the GPU's memory as it said (learned GPUs: gpus.c) */
-	int clamp_logged;	 /* claims.c: causes of clamps already logged */
+	int clamp_logged;	 /* bounds.c: causes of clamps already logged */
 	/* claims.c: reports kept while the connection's budget is spent
 	 * (bit 1 MEM_UPDATE, bit 2 SWAP_STATS), the latest of each. */
 	int pending;
@@ -394,5 +394,11 @@ struct sched {
 };
 
 extern struct sched S;
+
+/* Scheduling capacity in bytes: the override, else memory minus reserve,
+ * less the memory pinned by unmanaged processes (NVSHARE_UNMANAGED=
+ * serialize). UINT64_MAX when the memory is unknown (never serialize on
+ * memory). */
+uint64_t nvs_gpu_capacity(const struct gpu *g);
 
 #endif

@@ -344,7 +344,7 @@ struct bot *h_client(unsigned tenant, unsigned gpu, uint64_t allocated, uint32_t
 	cg->claimed = allocated;
 	cg->reported_total = S.gpus[gpu].total_mem;
 	nvs_client_update_limits(cg);
-	cg->allocated = nvs_claims_clamp(cg, cg->claimed);
+	cg->allocated = nvs_bounds_clamp(cg, cg->claimed);
 	cl->gpus[cl->ngpus++] = cg;
 	nvs_policy_attach(cg, h_now);
 	h_check();
@@ -452,7 +452,7 @@ void h_run_until(uint64_t t)
 		/* The deadline itself (the real loop sleeps until it, rounded
 		 * up to the millisecond: loop.c timeout_ms): what the core
 		 * decides, not when the loop wakes. */
-		uint64_t d = nvs_policy_next_deadline(h_now);
+		uint64_t d = nvs_core_next_deadline(h_now);
 		uint64_t a = nheap ? heap[0].t : UINT64_MAX;
 		uint64_t next = d && d < a ? d : a;
 		if (next > t)
@@ -471,7 +471,7 @@ void h_run_until(uint64_t t)
 			act(&it);
 		}
 		/* Every loop turn starts with the timers. */
-		nvs_policy_tick(h_now);
+		nvs_core_tick(h_now);
 		h_steps++;
 		h_check();
 	}

@@ -17,6 +17,7 @@
 #ifndef NVS_TESTS_CORE_HARNESS_H
 #define NVS_TESTS_CORE_HARNESS_H
 
+#include "scheduler/core/bounds.h"
 #include "scheduler/core/claims.h"
 #include "scheduler/core/coschedule.h"
 #include "scheduler/core/fairness.h"

@@ -1,6 +1,6 @@
 /*
  * The adaptive quantum prices the coming hand-off (core/claims.c
- * nvs_claims_handoff_ns, core/policy.c nvs_policy_tq_ns), in process on the
+ * nvs_bounds_handoff_ns, core/policy.c nvs_policy_tq_ns), in process on the
  * scheduler's own objects: the bytes the holder must move out for the next
  * waiter and those the waiter lacks, at the median speed of the recent
  * swaps that moved at least NVS_SWAP_RATE_MIN_BYTES; small swaps count for
@@ -31,7 +31,7 @@ static void sample(struct client_gpu *c, uint64_t in_ns, uint64_t in_b, uint64_t
 {
 	c->st.grants++;
 	c->st.releases++;
-	nvs_claims_swap_sample(c, in_ns, in_b, out_ns, out_b);
+	nvs_bounds_swap_sample(c, in_ns, in_b, out_ns, out_b);
 }
 
 static void test_handoff_price(void **state)
@@ -64,7 +64,7 @@ static void test_handoff_price(void **state)
 	/* Median times: the small swaps, each cut to its bytes at the floor
 	 * rate (NVS_SWAP_FLOOR_BPS), are the lower middle. */
 	uint64_t small = 4 * MiB * SEC / NVS_SWAP_FLOOR_BPS + 2 * MiB * SEC / NVS_SWAP_FLOOR_BPS;
-	assert_int_equal(nvs_claims_swap_median(&g), small);
+	assert_int_equal(nvs_bounds_swap_median(&g), small);
 
 	/* Holder H runs, W waits with 1.15 GiB evicted: H must move out what
 	 * W lacks beyond the free room (3 GiB - 1.75 - 0.6 resident). */
@@ -126,7 +126,7 @@ static void test_handoff_price(void **state)
 
 	/* Nobody waits: no hand-off in sight, the median times. */
 	g.qhead = NULL;
-	assert_int_equal(nvs_policy_handoff_ns(&g), nvs_claims_swap_median(&g));
+	assert_int_equal(nvs_policy_handoff_ns(&g), nvs_bounds_swap_median(&g));
 }
 
 int main(void)

@@ -92,7 +92,7 @@ stop_sched || not_ok "scheduler stops"
 sched || { not_ok "scheduler restarts"; cat "$LOG"; exit 1; }
 check "restart, same configuration: tq 500ms restored, from the state file" set_is tq 500ms state-file
 check "... logged at WARN with both values and the way back" \
-  grep -q 'WARN.*tq 500ms restored over the configured 2s (NVSHARE_TQ).*nvsharectl --reset tq' "$LOG"
+  log_has "$LOG" 'WARN.*tq 500ms restored over the configured 2s (NVSHARE_TQ).*nvsharectl --reset tq'
 check "... state_loaded: restored 1 setting, none dropped" \
   wait_event 5 state_loaded result='"restored"' settings=1 dropped=0
 
@@ -101,7 +101,7 @@ stop_sched || not_ok "scheduler stops"
 sched --tq 3 || { not_ok "scheduler restarts with --tq 3"; cat "$LOG"; exit 1; }
 check "restart with --tq 3: the flag wins over the saved 500ms" set_is tq 3s flag
 check "... logged at WARN, naming the flag" \
-  grep -q 'WARN.*tq 500ms was set at run time.*the configuration now says 3s (the flag --tq) and wins' "$LOG"
+  log_has "$LOG" 'WARN.*tq 500ms was set at run time.*the configuration now says 3s (the flag --tq) and wins'
 check "... state_loaded: 1 dropped" wait_event 5 state_loaded result='"restored"' settings=0 dropped=1
 check "... the saved value is gone from the file, the new configuration recorded" \
   [ "$(sf "('tq_ms' in j['all'], j['configured']['tq'])")" = "(False, '3000')" ]
@@ -112,7 +112,7 @@ printf '{"version": 1, "all": {"tq_ms": 700}}' >"$SF"
 sched || { not_ok "scheduler starts with an older file"; cat "$LOG"; exit 1; }
 check "an older file's TQ is restored" set_is tq 700ms state-file
 check "... with a WARN saying it has no record of the configuration" \
-  grep -q 'tq 700ms restored over the configured 2s.*does not say against which configuration' "$LOG"
+  log_has "$LOG" 'tq 700ms restored over the configured 2s.*does not say against which configuration'
 
 # ---- a saved capacity above the GPU's memory is not restored ----
 stop_sched || not_ok "scheduler stops"
@@ -120,7 +120,7 @@ printf '{"version": 1, "all": {"capacity": "%s"}}' $((1 << 40)) >"$SF"
 sched || { not_ok "scheduler starts with a saved 1Ti capacity"; cat "$LOG"; exit 1; }
 # (checked when the GPU is found, after the sockets are up: waited for)
 check "a saved 1Ti capacity on the 16Gi GPU: not restored, logged" \
-  wait_for "$(scaled 10)" grep -q 'ERROR.*capacity 1Ti for GPU 0 is more than its memory 16Gi.*not restored' "$LOG"
+  log_has "$LOG" 'ERROR.*capacity 1Ti for GPU 0 is more than its memory 16Gi.*not restored'
 check "... the configured capacity applies (memory - reserve)" \
   [ "$(js "(j['gpus'][0]['capacity'], j['settings']['capacity']['source'])")" = "($(((16 << 30) - (512 << 20))), 'default')" ]
 check "... and the file forgets it" [ "$(sf "'capacity' in j['all']")" = False ]

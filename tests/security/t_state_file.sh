@@ -41,7 +41,7 @@ sched "$SF" || { not_ok "scheduler starts"; cat "$LOG"; exit 1; }
 check "capacity 2^64-1 in the state file: refused, the file set aside" \
   wait_event 5 state_loaded result='"ignored"' reason='"bad-settings"' moved=1
 check "... the GPU keeps its configured capacity ($AUTO)" [ "$(js "j['gpus'][0]['capacity']")" = "$AUTO" ]
-check "... the log says why" grep -q 'state file .*"all": capacity .* is out of range (expected a size up to 1024Ti' "$LOG"
+check "... the log says why" log_has "$LOG" 'state file .*"all": capacity .* is out of range (expected a size up to 1024Ti'
 stop_sched || not_ok "scheduler stops"
 
 # ---- a FIFO at the path ----
@@ -60,14 +60,14 @@ mkdir -m 1777 "$D"
 chown "$NOBODY" "$D/state.json.tmp"
 sched "$D/state.json" || { not_ok "scheduler starts"; cat "$LOG"; exit 1; }
 check "a directory writable by others is refused, naming it" \
-  grep -q "state file $D/state.json: its directory $D is writable by others (mode 1777): refusing" "$LOG"
+  log_has "$LOG" "state file $D/state.json: its directory $D is writable by others (mode 1777): refusing"
 check "... state_loaded: refused, unsafe-directory" \
   wait_event 5 state_loaded result='"refused"' reason='"unsafe-directory"'
 "$CTL" -T 1 >/dev/null
 check "a run-time change still applies" [ "$(js "j['settings']['tq']['text']")" = 1s ]
 check "... but no state file is written there (none owned by uid $NOBODY)" \
   sh -c "[ ! -e '$D/state.json' ] && [ \"\$(stat -c %u '$D/state.json.tmp')\" = $NOBODY ] && [ ! -s '$D/state.json.tmp' ]"
-check "... and the write is refused in the log" grep -q "state file $D/state.json: its directory.*will not survive a restart" "$LOG"
+check "... and the write is refused in the log" log_has "$LOG" "state file $D/state.json: its directory.*will not survive a restart"
 stop_sched || not_ok "scheduler stops"
 
 # ---- a directory another user owns ----
@@ -76,8 +76,8 @@ mkdir -m 0755 "$D2"
 chown "$NOBODY" "$D2"
 sched "$D2/state.json" || { not_ok "scheduler starts"; cat "$LOG"; exit 1; }
 "$CTL" -T 1 >/dev/null
-check "a directory owned by uid $NOBODY is refused: nothing written there" \
-  sh -c "grep -q 'its directory $D2 is owned by uid $NOBODY' '$LOG' && [ ! -e '$D2/state.json' ]"
+d2_refused() { [ ! -e "$D2/state.json" ] && log_has "$LOG" "its directory $D2 is owned by uid $NOBODY"; }
+check "a directory owned by uid $NOBODY is refused: nothing written there" d2_refused
 stop_sched || not_ok "scheduler stops"
 
 # ---- a state file another user owns ----
