@@ -41,8 +41,10 @@ if [ -f "$B/tests/sim/libnvidia-ml.so.1" ]; then
   diag "GPU 1 is $u1"
   check "NVML: memory 8Gi" sh -c 'echo "$0" | grep -q "\"total_memory\":8589934592"' "$j"
   fc N --gpu-uuid "$u1" --script 'lock;release'
+  # (waited for: N runs in the background, and its grant's event may
+  # come after this line; an ASan soak round looked 1 ms early)
   check "a client on NVML's GPU 1 is scheduled as gpu=1" \
-    has_event lock_ok pid="$PID_N" gpu=1
+    wait_event "$(scaled 10)" lock_ok pid="$PID_N" gpu=1
 else
   for _ in 1 2 3; do ok "NVML discovery # skip $B/tests/sim/libnvidia-ml.so.1 not built"; done
 fi
