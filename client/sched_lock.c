@@ -296,14 +296,15 @@ void nvs_sc_handle_msg(const struct nvs_msg *m)
 		 * allocated while serialized and left to first touch) page by
 		 * page: on an H200, 676 MiB by faults cost ~40 ms against 15 ms
 		 * by prefetch, 3 % of a 1.3 s job (issue 32's pressure target). */
-		int admitted = !ser && g->serialized && g->lock == L_REQUESTED;
-		CUdevice cudev = g->cudev;
-		pthread_mutex_unlock(&nvs_sc.mu);
-		if (admitted && swap_possible(dev)) {
-			nvs_swap_in(dev, cudev);
-			nvs_sc_queue_swap_stats(dev);
+		if (!ser && g->serialized && g->lock == L_REQUESTED) {
+			CUdevice cudev = g->cudev;
+			pthread_mutex_unlock(&nvs_sc.mu);
+			if (swap_possible(dev)) {
+				nvs_swap_in(dev, cudev);
+				nvs_sc_queue_swap_stats(dev);
+			}
+			pthread_mutex_lock(&nvs_sc.mu);
 		}
-		pthread_mutex_lock(&nvs_sc.mu);
 		if (!ser && g->lock != L_DROPPING && g->lock != L_IDLE_CHECK) {
 			/* Concurrent: there is no lock any more. */
 			g->lock = L_NONE;

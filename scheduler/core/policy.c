@@ -100,7 +100,8 @@ static uint64_t missing(const struct client_gpu *cg)
  * factor would cut jobs five times as often and the hand-off's fixed costs
  * would show. The swap time is that of the coming hand-off: the bytes it
  * will move at the median speed of the last swaps in each direction
- * (bounds.c; their median times while speeds are few), so one client's
+ * (bounds.c; a direction with few speeds borrows the other's, and with
+ * none either way the median times stand in), so one client's
  * forged SWAP_STATS do not set it; the result is bounded by
  * NVSHARE_SWAP_TQ_MAX_FACTOR x TQ (default 4) and 60 s. */
 #define SWAP_TQ_MAX_NS (60ull * 1000000000ull)
@@ -234,28 +235,16 @@ uint64_t nvs_policy_swap_out_need(const struct gpu *g, const struct client_gpu *
 
 /* ---- queue ---- */
 
-/* cg into the queue, at its tail or (at_head) its head. */
-static void q_insert(struct gpu *g, struct client_gpu *cg, int at_head)
-{
-	struct client_gpu **end = at_head ? &g->qhead : &g->qtail;
-	struct client_gpu **other_end = at_head ? &g->qtail : &g->qhead;
-	cg->qnext = at_head ? *end : NULL;
-	cg->qprev = at_head ? NULL : *end;
-	if (*end) {
-		if (at_head)
-			(*end)->qprev = cg;
-		else
-			(*end)->qnext = cg;
-	} else {
-		*other_end = cg;
-	}
-	*end = cg;
-	g->qlen++;
-}
-
 static void q_push(struct gpu *g, struct client_gpu *cg)
 {
-	q_insert(g, cg, 0);
+	cg->qnext = NULL;
+	cg->qprev = g->qtail;
+	if (g->qtail)
+		g->qtail->qnext = cg;
+	else
+		g->qhead = cg;
+	g->qtail = cg;
+	g->qlen++;
 }
 
 static void q_remove(struct gpu *g, struct client_gpu *cg)
@@ -275,7 +264,14 @@ static void q_remove(struct gpu *g, struct client_gpu *cg)
 void nvs_policy_requeue_head(struct gpu *g, struct client_gpu *cg)
 {
 	q_remove(g, cg);
-	q_insert(g, cg, 1);
+	cg->qprev = NULL;
+	cg->qnext = g->qhead;
+	if (g->qhead)
+		g->qhead->qprev = cg;
+	else
+		g->qtail = cg;
+	g->qhead = cg;
+	g->qlen++;
 }
 
 /* Tells the holder how many wait, whenever that changes, so it can give
