@@ -6,7 +6,8 @@
                                    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)
 
 Each prints "READY {json}" once set up, reads "GO SECONDS" (hold: run that
-long; the others ignore it), prints "RESULT {json}" and stays until its
+long, print "HELD {json}" and wait for a line before checking; the others
+ignore it), prints "RESULT {json}" and stays until its
 stdin closes (the scheduler's view of it is read meanwhile). hold checks its
 pattern at the end (ok: every byte still there); train reports its final
 loss and a checksum of its parameters as exact hex strings (native and
@@ -59,6 +60,11 @@ if role == "hold":
             torch.matmul(a, a, out=c)
         torch.cuda.synchronize()
         steps += 1
+    # The hand-offs of the hold are over: the harness reads the swap counters
+    # now, before the check's temporaries (new memory the staging has not
+    # grown to yet) make a swap-out that is not the hold's steady state.
+    out("HELD", {"steps": steps})
+    sys.stdin.readline()
     ok = True
     for b in range(0, words, CHUNK):
         n = min(CHUNK, words - b)
@@ -103,7 +109,7 @@ elif role == "train":
 
     step(0)  # allocator and GEMM set-up; part of the result (both sides do it)
     torch.cuda.synchronize()
-    out("READY", {"torch": torch.__version__, "reserved_mib": torch.cuda.memory_reserved() >> 20,
+    out("READY", {"torch": torch.__version__, "pid": os.getpid(), "reserved_mib": torch.cuda.memory_reserved() >> 20,
                   "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")})
     go()
     t0 = time.monotonic()

@@ -121,6 +121,7 @@ TARGETS = [
      "cudaMemcpy to pinned memory (worst)", None),
     ("vmmtrain", "two expandable_segments trainings over capacity: both swapped, results identical, "
      "makespan <= 1.05 x native one after the other", 1.05),
+    ("vmmtrain_swap", "expandable_segments trainings: each client's swap >= 40 GB/s both ways over the run", 40.0),
     ("mg_indep", "two GPUs: GPU 1's fitting pair while GPU 0 is serialized, makespan within 5% of native",
      1.05),
     ("mg_nccl", "two GPUs: NCCL all-reduce loop within 5% of native", 1.05),

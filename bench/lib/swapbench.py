@@ -7,7 +7,8 @@ of 256 MiB share a scheduler (mode auto, NVSHARE_GPU_CAPACITY = S + 128 MiB,
 NVSHARE_SWAP_OUT=all, TQ 1 s, the adaptive stretch off) so that every
 hand-off moves all of S out and back in. Once the big job's pinned staging
 holds S (the status says so), both run BENCH_SWAP_SECONDS; the big job's
-swap counters over that time (nvsharectl --json) give GB/s each way.
+swap counters over that time (nvsharectl --json, read when its hold ends,
+before its check) give GB/s each way.
 Beside it, natively in the same run: cudaMemcpy device <-> pinned host of
 min(S, 8 GiB) (pinning 32 GiB more would cost ~25 s). The pattern in S is
 checked at the end.
@@ -119,8 +120,12 @@ def swapspeed_once(gib):
         for p, _ in procs:
             p.stdin.write(b"GO %.1f\n" % SWAP_SECONDS)
             p.stdin.flush()
-        res = [_expect(p, b, "RESULT", SWAP_SECONDS + 200) for p, b in procs]
+        _expect(*procs[0], "HELD", SWAP_SECONDS + 200)
         s1 = _client(_status(sock), big["pid"])["swap"]
+        for p, _ in procs:
+            p.stdin.write(b"CHECK\n")
+            p.stdin.flush()
+        res = [_expect(p, b, "RESULT", SWAP_SECONDS + 200) for p, b in procs]
         d = {k: s1[k] - s0.get(k, 0) for k in ("bytes_in", "bytes_out", "ns_in", "ns_out")}
         out.update({"ok": all(r["ok"] for r in res), "delta": d, "paths": {
             k: s1.get(k) for k in ("fast_bytes", "prefetch_bytes", "pinned_bytes", "staging_bytes")},
@@ -238,6 +243,11 @@ def run_vmmtrain(R, gpu):
                     break  # grown as far as it will (a bound, or a refusal)
                 time.sleep(0.5)
             out["staging_wait_s"] = time.monotonic() - t1
+            # The run's own hand-offs: counters from GO on (the start-up's
+            # hand-offs, before the staging held the memory, are not the run).
+            pids = [i["pid"] for i in infos]
+            st = _status(sock)
+            s0 = {pid: (_client(st, pid) or {}).get("swap", {}) for pid in pids}
             t0 = time.monotonic()
             for p, _ in procs:
                 p.stdin.write(b"GO 0\n")
@@ -245,8 +255,13 @@ def run_vmmtrain(R, gpu):
             res = [_expect(p, b, "RESULT", 500) for p, b in procs]
             out["makespan"] = time.monotonic() - t0
             st = _status(sock)
-            pids = [c["pid"] for c in st.get("clients", [])]
-            out["clients"] = [_client(st, pid)["swap"] for pid in pids if _client(st, pid)]
+            out["clients"] = []
+            for pid in pids:
+                s1 = (_client(st, pid) or {}).get("swap", {})
+                d = {k: s1.get(k, 0) - s0[pid].get(k, 0) for k in ("bytes_in", "bytes_out", "ns_in", "ns_out")}
+                out["clients"].append(dict(s1, delta=d,
+                                           in_gbps=d["bytes_in"] / d["ns_in"] if d["ns_in"] else 0.0,
+                                           out_gbps=d["bytes_out"] / d["ns_out"] if d["ns_out"] else 0.0))
             out["nvshare"] = res
             out["ready"] = infos
             out["grants"] = sum(1 for line in open(os.path.join(config.LOGDIR, "events-vmmtrain.jsonl"))
@@ -284,14 +299,19 @@ def vmmtrain_section(V, meta, L, T):
     rows = [["native, one after the other", "%.2f s" % seq, "1.000×", "", "", ""],
             ["nvshare, together", "%.2f s" % V["makespan"], "%.3f×" % (V["makespan"] / seq),
              "%d grants" % V["grants"],
-             "; ".join("in %.2f GiB, out %.2f GiB, VMM fast %.2f GiB" % (
-                 c["bytes_in"] / 2**30, c["bytes_out"] / 2**30, c.get("fast_bytes", 0) / 2**30)
+             "; ".join("in %.2f GiB at %.1f GB/s, out %.2f GiB at %.1f GB/s, VMM fast %.2f GiB" % (
+                 c["delta"]["bytes_in"] / 2**30, c["in_gbps"], c["delta"]["bytes_out"] / 2**30, c["out_gbps"],
+                 c.get("fast_bytes", 0) / 2**30)
                  for c in V["clients"]),
              "identical" if same else "**different**"]]
     L.append(md_table(["run", "makespan", "vs native sequence", "hand-offs", "per client: swapped, VMM bytes",
                        "loss and parameters vs native"], rows))
     L.append("")
-    swapped = all(c["bytes_out"] > 0 and c["bytes_in"] > 0 for c in V["clients"]) and len(V["clients"]) == 2
+    swapped = all(c["delta"]["bytes_out"] > 0 and c["delta"]["bytes_in"] > 0 for c in V["clients"]) \
+        and len(V["clients"]) == 2
+    if swapped:
+        low = min(min(c["in_gbps"], c["out_gbps"]) for c in V["clients"])
+        T["vmmtrain_swap"] = ("slowest direction of either client %.1f GB/s" % low, low >= 40)
     T["vmmtrain"] = ("%.3f× native sequence, results %s, both swapped: %s" % (
         V["makespan"] / seq, "identical" if same else "DIFFERENT", "yes" if swapped else "no"),
         V["makespan"] / seq <= 1.05 and same and swapped)
