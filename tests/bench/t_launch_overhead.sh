@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # What libnvshare adds per cuLaunchKernel, CPU only, against the stub
 # driver (bench/micro/run): uncapped, serialized with the lock held, and
-# capped (a compute-limited client). Asserts issue 15's CI thresholds,
-# uncapped and held <= 10 ns, capped <= 100 ns (about 10x what the CI
-# machine measures: 0.9, 1.0 and 10 ns), stretched by the machine's speed
-# factor (tests/lib.sh); each figure is the best of several rounds, so a
-# busy machine passes and a lock or a syscall on the fast path fails.
+# capped (a compute-limited client), figures reported. Issue 15's CI
+# thresholds, uncapped and held <= 10 ns, capped <= 100 ns (about 10x what
+# the CI machine measures: 0.9, 1.0 and 10 ns; they catch a lock or a
+# syscall on the fast path), are asserted when bench/cpu/run runs this test
+# (NVS_TIMING_TARGETS=1, one test at a time); in the tiers, beside other
+# tests' load, the bounds are 100 times as high (1 and 10 us: a round trip
+# to the scheduler or a sleep per launch), as no test outside tests/core/
+# asserts a duration tighter than a hang guard (docs/testing.md). Both are
+# stretched by the machine's speed factor (tests/lib.sh); each figure is the
+# best of several rounds.
 # shellcheck disable=SC1091 # lib by path
 . "$(dirname "$0")/../lib.sh"
 
@@ -20,7 +25,7 @@ check "bench/micro/run ran (rc $rc)" test "$rc" = 0
 while IFS= read -r l; do diag "$l"; done <<<"$out"
 val() { sed -n "s/^$1=//p" <<<"$out"; }
 le() { awk -v v="$1" -v m="$2" 'BEGIN { exit !(v != "" && v <= m) }'; }
-b10=$(scaled 10) b100=$(scaled 100)
+b10=$(latency_limit 10 1000) b100=$(latency_limit 100 10000)
 diag "speed factor $(speed_factor)"
 check "uncapped: $(val uncapped_added_ns) ns added per launch (<= $b10)" \
   le "$(val uncapped_added_ns)" "$b10"

@@ -83,17 +83,21 @@ next_scheduler ungated
 # ---- 3. short-lived processes ----
 start_scheduler --reserve 0 || { not_ok "scheduler (short) starts"; exit 1; }
 # About 1.2 s each (12 kernels of 100 ms), one after the other.
-bg bash -c "while [ ! -e '$T/stop' ]; do '$APP' --name S --kernels 12 --kernel-us 100000 >/dev/null 2>&1; done"
+# Each one that ended adds a line to $T/runs.
+bg bash -c "while [ ! -e '$T/stop' ]; do '$APP' --name S --kernels 12 --kernel-us 100000 >/dev/null 2>&1; echo run >>'$T/runs'; done"
 LOOP=${_pids[-1]}
 check "short-lived: their owner (uid $(id -u)) is known after two left the GPU unmanaged (unmanaged_owner)" \
   wait_event "$(scaled 30)" unmanaged_owner gpu=0 uid="$(id -u)"
 check "short-lived: the GPU is serialized" wait_for "$HG" serialized
-# While they keep coming it stays so: 20 looks over 4 s.
-n=0
-for _ in $(seq 20); do serialized && n=$((n + 1)); sleep 0.2; done
-check "short-lived: still serialized at 20 of 20 looks over 4 s ($n)" test "$n" = 20
+# While they keep coming it stays so: three more come and go (counted by
+# their ends, not by the clock), and the scheduler never went back to
+# concurrent meanwhile (its events) and is serialized after them.
+n0=$(grep -c . "$T/runs" 2>/dev/null)
+check "short-lived: three more came and went ($n0 before)" \
+  wait_for "$(scaled 30)" lines_at_least "$T/runs" . $((n0 + 3))
 check "short-lived: never back to concurrent meanwhile (no unmanaged_serialize serialized=0)" \
   sh -c "! grep -qE '$(evpat unmanaged_serialize gpu=0 serialized=0)' '$NVSHARE_EVENTS'"
+check "short-lived: still serialized after them" serialized
 honest H3 "short-lived"
 touch "$T/stop"
 wait "$LOOP" 2>/dev/null

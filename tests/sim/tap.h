@@ -28,12 +28,14 @@ static int tap_n, tap_failed;
 	} while (0)
 #define TAP_DONE() return tap_failed ? 1 : 0
 
-/* What a busy machine may add to any wall-clock measurement: a test thread
- * can lose the CPU for tens of milliseconds (seen: 18.6 ms for a 5 ms wait
- * beside two CPU burners). Lower bounds prove that work was waited for and
- * stay exact; upper bounds only prove that nothing waited for unrelated work
- * or a timeout, so they are the expected time plus this slack. */
-#define BUSY_SLACK_MS 250.0
+/* The simulator's kernels and transfers take real time. A wall-clock
+ * measurement proves a wait from below (a busy machine only lengthens it:
+ * lower bounds stay exact); from above it only guards against a hang (a
+ * wait for unrelated work or a timeout), so no test here asserts a wall
+ * time tighter than this guard (docs/testing.md). What the model itself
+ * decides (a kernel's duration, a transfer's time, the order of events) is
+ * checked exactly on its counters (nvshareSimGetProcStats) and events. */
+#define HANG_GUARD_MS 10000.0
 
 static char tap_dir[] = "/tmp/nvs-sim-test.XXXXXX";
 static pid_t tap_owner;
