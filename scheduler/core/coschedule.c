@@ -132,9 +132,18 @@ static uint64_t staying_sum(const struct gpu *g)
 	return s;
 }
 
+/* What w adds to a sum of the running set when it joins: nothing if it
+ * keeps device memory, which the sums count already, running or not (it
+ * was counted twice before, so such a client never joined a set its
+ * memory fitted: tests/core/t_cosched.c test_device_memory). */
+static uint64_t joining(const struct client_gpu *w)
+{
+	return nvs_policy_pinned(w) ? 0 : nvs_policy_expected_of(w);
+}
+
 static int fits(const struct gpu *g, uint64_t base, const struct client_gpu *w)
 {
-	return base + nvs_policy_expected_of(w) <= nvs_gpu_capacity(g);
+	return base + joining(w) <= nvs_gpu_capacity(g);
 }
 
 /* ---- batch floor ---- */
@@ -363,7 +372,7 @@ static void nvs_cosched_fill(struct gpu *g, uint64_t now, int handoff)
 			continue;
 		}
 		int guest = g->holder != NULL;
-		run += nvs_policy_expected_of(cg);
+		run += joining(cg);
 		cg->co.preempted = 0;
 		nvs_policy_grant_member(g, cg, now, handoff && !guest, guest);
 		if (guest) {
@@ -514,7 +523,7 @@ static uint64_t make_room(struct gpu *g, struct client_gpu *w, int victim_intera
 			  uint64_t not_before, uint64_t now, int act, const char *why)
 {
 	uint64_t base = staying_sum(g), cap = nvs_gpu_capacity(g);
-	uint64_t e = nvs_policy_expected_of(w);
+	uint64_t e = joining(w);
 	if (base + e <= cap)
 		return 0; /* room is on its way (drops pending) */
 	uint64_t slice = (uint64_t)nvs_cosched_cfg.min_slice_ms * MS, t = not_before, freed = 0;

@@ -196,6 +196,90 @@ static void test_burst_bound_by_preempt(void **state)
 	burst_preempts(300 * MS); /* asked late: ask + 50 ms decides */
 }
 
+/* Device-memory clients (scheduler.md "Device-memory clients"): their
+ * memory cannot move, so it counts whether they run or not, they are never
+ * asked to move any (no SWAP_HINT, no swap-out bytes in a DROP_LOCK), and a
+ * running set never drops one to make room. Capacity 10 GiB. */
+static void test_device_memory(void **state)
+{
+	(void)state;
+	/* 1. An idle device-memory client's 4 GiB count: A 4 + C 4 would fit
+	 * in 10 GiB, beside D's 4 they do not, so C waits. The control run
+	 * (D's memory managed) lets C in as a guest. */
+	for (int dm = 0; dm <= 1; dm++) {
+		h_setup(1, 10 * GiB, NVS_MODE_AUTO, 100);
+		h_invariants = H_INV_AGREE | H_INV_SET_FITS;
+		struct bot *d = h_client(1, 0, 4 * GiB, dm ? NVS_HELLO_DEVICE_MEMORY : 0);
+		struct bot *a = h_client(2, 0, 4 * GiB, NVS_HELLO_SWAP_HINT),
+			   *c = h_client(3, 0, 4 * GiB, 0);
+		(void)d;
+		assert_int_equal(h_gpu(0)->serialized, 1); /* 12 GiB > 10 */
+		h_req(a);
+		h_req(c);
+		assert_int_equal(a->holding, 1);
+		assert_int_equal(c->holding, !dm);
+		h_teardown();
+	}
+	/* 2. Turns: D 4 GiB (device memory), A 6, C 4; A and D say they
+	 * understand SWAP_HINT. With C waiting, A (managed) is hinted and asked
+	 * to move out what C lacks room for; D, a guest beside C when A waits
+	 * (A fits beside neither), is asked to drop like any member but never
+	 * to move memory, and is never hinted. */
+	h_setup(1, 10 * GiB, NVS_MODE_AUTO, 100);
+	h_invariants = H_INV_AGREE | H_INV_SET_FITS;
+	struct bot *d = h_client(1, 0, 4 * GiB, NVS_HELLO_DEVICE_MEMORY | NVS_HELLO_SWAP_HINT);
+	struct bot *a = h_client(2, 0, 6 * GiB, NVS_HELLO_SWAP_HINT),
+		   *c = h_client(3, 0, 4 * GiB, 0);
+	h_req(a);
+	h_req(c);
+	assert_int_equal(a->holding, 1);
+	assert_int_equal(c->holding, 0);
+	/* C needs 4 GiB and none is free (D's 4 always count). */
+	assert_int_equal(h_last(a, NVS_MSG_SWAP_HINT)->value, 4096);
+	h_advance(100 * MS); /* A's quantum */
+	const struct h_msg *m = h_last(a, NVS_MSG_DROP_LOCK);
+	assert_non_null(m);
+	assert_true((m->flags & NVS_LOCK_SWAP_OUT) != 0);
+	h_release(a, 0);
+	assert_int_equal(c->holding, 1);
+	h_req(d); /* fits beside C: a guest */
+	assert_int_equal(d->holding, 1);
+	h_req(a);
+	assert_int_equal(a->holding, 0);
+	h_advance(100 * MS); /* the members' quantum, A waiting */
+	m = h_last(d, NVS_MSG_DROP_LOCK);
+	assert_non_null(m);
+	assert_int_equal(m->flags & NVS_LOCK_SWAP_OUT, 0);
+	assert_non_null(h_last(c, NVS_MSG_DROP_LOCK));
+	assert_int_equal(h_count(d, NVS_MSG_SWAP_HINT), 0);
+	h_release(c, 0);
+	h_release(d, 0);
+	assert_int_equal(a->holding, 1);
+	h_teardown();
+	/* 3. A burst that does not fit beside batch members D (device memory,
+	 * the primary) and B: B is dropped to make room, D never is (dropping
+	 * it frees nothing), and the burst runs beside D. */
+	h_setup(1, 10 * GiB, NVS_MODE_AUTO, 1000);
+	h_invariants = H_INV_AGREE | H_INV_SET_FITS;
+	d = h_client(1, 0, 4 * GiB, NVS_HELLO_DEVICE_MEMORY | NVS_HELLO_PRIO_BATCH);
+	struct bot *b = h_client(2, 0, 3 * GiB, NVS_HELLO_PRIO_BATCH);
+	struct bot *i = h_client(3, 0, 5 * GiB, NVS_HELLO_PRIO_INTERACTIVE);
+	h_req(d);
+	h_req(b);
+	assert_int_equal(d->holding, 1);
+	assert_int_equal(b->holding, 1);
+	uint64_t t0 = h_now;
+	h_req(i);
+	h_run_until(t0 + 100 * MS); /* the batch's slice, then the preemption */
+	assert_non_null(h_last(b, NVS_MSG_DROP_LOCK));
+	assert_null(h_last(d, NVS_MSG_DROP_LOCK));
+	h_advance(5 * MS);
+	h_release(b, 0);
+	assert_int_equal(i->holding, 1);
+	assert_int_equal(d->holding, 1);
+	h_teardown();
+}
+
 /* Observed class: two short holds, each ended by an idle release and
  * followed by a pause longer than the hold, make a client interactive; a
  * client that asks again sooner than it held stays batch (a training
@@ -299,6 +383,7 @@ int main(void)
 	    cmocka_unit_test(test_guest_revoked),
 	    cmocka_unit_test(test_observed_class),
 	    cmocka_unit_test(test_batch_floor),
+	    cmocka_unit_test(test_device_memory),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
