@@ -31,11 +31,7 @@ static const char *const policy_names[] = {"report", "serialize"};
 
 /* The newest process query the driver has: _v3 and _v2 fill the 24-byte
  * nvmlProcessInfo_v2_t, the original the 16-byte v1 layout. */
-static nvs_pfn_nvmlDeviceGetComputeRunningProcesses_v3 list_v2;
-static nvs_pfn_nvmlDeviceGetComputeRunningProcesses list_v1;
-static nvs_pfn_nvmlDeviceGetHandleByUUID by_uuid;
-static nvs_pfn_nvmlDeviceGetMemoryInfo mem_info;
-static nvs_pfn_nvmlDeviceGetProcessUtilization proc_util;
+static struct nvs_unmanaged_nvml nv;
 static int enabled;
 static nvmlDevice_t dev_cache[NVS_MAX_GPUS];
 /* NVML has listed a client's pid at least once: pids match (the host PID
@@ -197,7 +193,7 @@ static struct client_gpu *attached(const struct client *cl, const struct gpu *g)
 static nvmlDevice_t handle(const struct gpu *g)
 {
 	unsigned k = (unsigned)g->index;
-	if (!dev_cache[k] && by_uuid(g->uuid, &dev_cache[k]) != NVML_SUCCESS)
+	if (!dev_cache[k] && nv.by_uuid(g->uuid, &dev_cache[k]) != NVML_SUCCESS)
 		dev_cache[k] = NULL;
 	return dev_cache[k];
 }
@@ -211,16 +207,16 @@ static int list_procs(struct gpu *g, int *pids, uint64_t *mem)
 		return -1;
 	unsigned n = NVS_UNMANAGED_MAX_PROCS;
 	nvmlReturn_t r;
-	if (list_v2) {
+	if (nv.list_v2) {
 		static nvmlProcessInfo_v2_t buf[NVS_UNMANAGED_MAX_PROCS];
-		r = list_v2(d, &n, buf);
+		r = nv.list_v2(d, &n, buf);
 		for (unsigned i = 0; r == NVML_SUCCESS && i < n; i++) {
 			pids[i] = (int)buf[i].pid;
 			mem[i] = buf[i].usedGpuMemory;
 		}
 	} else {
 		static nvmlProcessInfo_v1_t buf[NVS_UNMANAGED_MAX_PROCS];
-		r = list_v1(d, &n, buf);
+		r = nv.list_v1(d, &n, buf);
 		for (unsigned i = 0; r == NVML_SUCCESS && i < n; i++) {
 			pids[i] = (int)buf[i].pid;
 			mem[i] = buf[i].usedGpuMemory;
@@ -259,11 +255,11 @@ static unsigned active_procs(struct gpu *g, int *act)
 	uint64_t since = g->ev.util_seen_us;
 	g->ev.util_seen_us = now_us;
 	nvmlDevice_t d = handle(g);
-	if (!proc_util || !d || !since)
+	if (!nv.proc_util || !d || !since)
 		return 0;
 	static nvmlProcessUtilizationSample_t buf[NVS_UNMANAGED_MAX_PROCS];
 	unsigned n = NVS_UNMANAGED_MAX_PROCS, k = 0;
-	if (proc_util(d, buf, &n, since) != NVML_SUCCESS)
+	if (nv.proc_util(d, buf, &n, since) != NVML_SUCCESS)
 		return 0;
 	for (unsigned i = 0; i < n && i < NVS_UNMANAGED_MAX_PROCS; i++)
 		if (buf[i].smUtil > 0 && buf[i].timeStamp > since)
@@ -282,15 +278,15 @@ static int in(const int *a, unsigned n, int v)
 /* ---- evidence for claims (bounds.c reads cg->ev) ---- */
 
 /* Recounts cg's allocation when what the evidence allows changed. */
-static void recount(struct client_gpu *cg)
+static void recount(struct client_gpu *cg, uint64_t now)
 {
 	uint64_t v = nvs_bounds_clamp(cg, cg->claimed);
 	if (v != cg->allocated)
-		nvs_policy_mem_update(cg, v, nvs_now_ns());
+		nvs_policy_mem_update(cg, v, now);
 }
 
 /* A pass saw cg's process on its GPU (listed, with used bytes) or not. */
-static void evidence(struct client_gpu *cg, int listed, uint64_t used, int mem_known)
+static void evidence(struct client_gpu *cg, int listed, uint64_t used, int mem_known, uint64_t now)
 {
 	struct cg_ev *ev = &cg->ev;
 	const struct gpu *g = cg->gpu;
@@ -322,7 +318,7 @@ static void evidence(struct client_gpu *cg, int listed, uint64_t used, int mem_k
 	}
 	if (was_clamped != ev->clamped || (ev->clamped && was_cap != ev->cap) ||
 	    was_listed != listed || !was_checked)
-		recount(cg);
+		recount(cg, now);
 }
 
 int nvs_unmanaged_context(struct client_gpu *cg)
@@ -434,7 +430,7 @@ static void owner_event(struct um_owner *o, const struct um_proc *e, const char 
 }
 
 /* Applies the policy's view of g's unmanaged processes to the scheduler. */
-static void apply(struct gpu *g, unsigned count, uint64_t mem)
+static void apply(struct gpu *g, unsigned count, uint64_t mem, uint64_t now)
 {
 	int serialize = nvs_unmanaged_cfg.policy == NVS_UNMANAGED_SERIALIZE;
 	int force = serialize && count > 0;
@@ -457,7 +453,7 @@ static void apply(struct gpu *g, unsigned count, uint64_t mem)
 			  force, count, (unsigned long long)pinned);
 	g->unmanaged_force = force;
 	g->unmanaged_pinned = pinned;
-	nvs_policy_settings_changed(g, nvs_now_ns());
+	nvs_policy_settings_changed(g, now);
 }
 
 /* The GPU's used memory that no listed process accounts for, and its
@@ -467,7 +463,7 @@ static void unattributed(struct gpu *g, const uint64_t *mem, int n)
 	nvmlMemory_t m = {0, 0, 0};
 	uint64_t u = 0, sum = 0;
 	nvmlDevice_t d = handle(g);
-	if (mem_info && d && mem_info(d, &m) == NVML_SUCCESS) {
+	if (nv.mem_info && d && nv.mem_info(d, &m) == NVML_SUCCESS) {
 		for (int i = 0; i < n; i++)
 			sum += mem[i] == ~0ull ? 0 : mem[i];
 		u = m.used > sum ? m.used - sum : 0;
@@ -524,7 +520,7 @@ static uint64_t check_gpu(struct gpu *g, uint64_t now)
 				 "what it shows");
 		}
 		if (pid > 0 && pids_match)
-			evidence(cg, listed, used, mem_known);
+			evidence(cg, listed, used, mem_known, now);
 		int ran_kernels = listed && in(act, nact, pid);
 		int permitted = cg->state == CG_HOLDING || cg->ev.held_seen ||
 				cg->st.grants != cg->ev.grants_seen;
@@ -621,7 +617,7 @@ static uint64_t check_gpu(struct gpu *g, uint64_t now)
 			sum += o->mem;
 		}
 	}
-	apply(g, count + extra, sum);
+	apply(g, count + extra, sum, now);
 	return confirm_at;
 }
 
@@ -730,16 +726,33 @@ static void detection_event(const char *state, const char *reason)
 		  reason, nvs_unmanaged_cfg.interval_ms, policy_names[nvs_unmanaged_cfg.policy]);
 }
 
-/* The loop's timer, registered once detection is on. */
-static void unmanaged_tick(uint64_t now)
+void nvs_unmanaged_tick(uint64_t now)
 {
-	if (now >= next_check_ns)
+	if (enabled && now >= next_check_ns)
 		run_check(now);
 }
 
-static uint64_t unmanaged_next_deadline(uint64_t now)
+uint64_t nvs_unmanaged_next_deadline(uint64_t now)
 {
-	return next_check_ns;
+	return enabled ? next_check_ns : 0;
+}
+
+void nvs_unmanaged_begin(const struct nvs_unmanaged_nvml *f, uint64_t now, uint64_t seed)
+{
+	/* Fresh: nothing seen, no owner known, no handle looked up. */
+	nv = *f;
+	memset(tab, 0, sizeof tab);
+	memset(owners, 0, sizeof owners);
+	memset(dev_cache, 0, sizeof dev_cache);
+	memset(fresh_ns, 0, sizeof fresh_ns);
+	memset(untracked, 0, sizeof untracked);
+	memset(too_many_logged, 0, sizeof too_many_logged);
+	memset(query_failed_logged, 0, sizeof query_failed_logged);
+	gen = checks = 0;
+	pids_match = table_full_logged = 0;
+	enabled = 1;
+	rnd = seed;
+	run_check(now);
 }
 
 void nvs_unmanaged_start(void)
@@ -750,35 +763,36 @@ void nvs_unmanaged_start(void)
 		detection_event("off", "disabled");
 		return;
 	}
+	struct nvs_unmanaged_nvml f = {0};
 	void *h = S.nvml_ok ? dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL) : NULL;
 	if (h) {
-		list_v2 = (nvs_pfn_nvmlDeviceGetComputeRunningProcesses_v3)dlsym(
+		f.list_v2 = (nvs_pfn_nvmlDeviceGetComputeRunningProcesses_v3)dlsym(
 		    h, "nvmlDeviceGetComputeRunningProcesses_v3");
-		if (!list_v2)
-			list_v2 = (nvs_pfn_nvmlDeviceGetComputeRunningProcesses_v3)dlsym(
+		if (!f.list_v2)
+			f.list_v2 = (nvs_pfn_nvmlDeviceGetComputeRunningProcesses_v3)dlsym(
 			    h, "nvmlDeviceGetComputeRunningProcesses_v2");
-		list_v1 = (nvs_pfn_nvmlDeviceGetComputeRunningProcesses)dlsym(
+		f.list_v1 = (nvs_pfn_nvmlDeviceGetComputeRunningProcesses)dlsym(
 		    h, "nvmlDeviceGetComputeRunningProcesses");
-		by_uuid = (nvs_pfn_nvmlDeviceGetHandleByUUID)dlsym(h, "nvmlDeviceGetHandleByUUID");
-		mem_info = (nvs_pfn_nvmlDeviceGetMemoryInfo)dlsym(h, "nvmlDeviceGetMemoryInfo");
-		proc_util = (nvs_pfn_nvmlDeviceGetProcessUtilization)dlsym(
+		f.by_uuid =
+		    (nvs_pfn_nvmlDeviceGetHandleByUUID)dlsym(h, "nvmlDeviceGetHandleByUUID");
+		f.mem_info = (nvs_pfn_nvmlDeviceGetMemoryInfo)dlsym(h, "nvmlDeviceGetMemoryInfo");
+		f.proc_util = (nvs_pfn_nvmlDeviceGetProcessUtilization)dlsym(
 		    h, "nvmlDeviceGetProcessUtilization");
 	}
-	if (!h || (!list_v2 && !list_v1) || !by_uuid) {
+	if (!h || (!f.list_v2 && !f.list_v1) || !f.by_uuid) {
 		NVS_WARN("unmanaged-process detection off: %s (policy %s has no effect)",
 			 S.nvml_ok ? "NVML lacks the process query" : "no NVML",
 			 policy_names[uc->policy]);
 		detection_event("off", S.nvml_ok ? "no-process-query" : "no-nvml");
 		return;
 	}
-	enabled = 1;
-	rnd = nvs_now_ns() ^ (uint64_t)getpid();
 	NVS_INFO("unmanaged-process detection: every %u ms, policy %s%s", uc->interval_ms,
 		 policy_names[uc->policy],
-		 proc_util ? "" : " (no per-process utilization: ungated clients not detected)");
+		 f.proc_util ? "" : " (no per-process utilization: ungated clients not detected)");
 	detection_event("on", "started");
-	run_check(nvs_now_ns());
-	nvs_loop_timer(NVS_LOOP_OBSERVE, unmanaged_tick, unmanaged_next_deadline);
+	uint64_t now = nvs_now_ns();
+	nvs_unmanaged_begin(&f, now, now ^ (uint64_t)getpid());
+	nvs_loop_timer(NVS_LOOP_OBSERVE, nvs_unmanaged_tick, nvs_unmanaged_next_deadline);
 }
 
 /* ---- status ---- */

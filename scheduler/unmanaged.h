@@ -30,6 +30,8 @@
 #ifndef NVSHARE_SCHEDULER_UNMANAGED_H
 #define NVSHARE_SCHEDULER_UNMANAGED_H
 
+#include "nvml_api.h"
+
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
@@ -78,6 +80,25 @@ extern struct nvs_unmanaged_config nvs_unmanaged_cfg;
  * first check and registers the next ones with the event loop (loop.h,
  * NVS_LOOP_OBSERVE). Without NVML detection is off (logged). */
 void nvs_unmanaged_start(void);
+
+/* The NVML functions detection calls: the driver's (dlsym'd by
+ * nvs_unmanaged_start), or a test's (tests/core/t_unmanaged.c drives
+ * detection on a virtual clock with its own). list_v1 is used only
+ * without list_v2; mem_info and proc_util may be NULL. */
+struct nvs_unmanaged_nvml {
+	nvs_pfn_nvmlDeviceGetComputeRunningProcesses_v3 list_v2;
+	nvs_pfn_nvmlDeviceGetComputeRunningProcesses list_v1;
+	nvs_pfn_nvmlDeviceGetHandleByUUID by_uuid;
+	nvs_pfn_nvmlDeviceGetMemoryInfo mem_info;
+	nvs_pfn_nvmlDeviceGetProcessUtilization proc_util;
+};
+/* Detection on with f, from a clean slate: the first pass at now; seed
+ * draws the passes' jitter. */
+void nvs_unmanaged_begin(const struct nvs_unmanaged_nvml *f, uint64_t now, uint64_t seed);
+/* The pass timer: a pass when due (next_deadline's value; 0 while
+ * detection is off). Every decision takes the pass's now. */
+void nvs_unmanaged_tick(uint64_t now);
+uint64_t nvs_unmanaged_next_deadline(uint64_t now);
 
 struct client_gpu;
 /* Whether cg's process has a context on its GPU by NVML: 1, 0 (listed

@@ -144,6 +144,10 @@ static inline uint64_t h_rand_range(uint64_t lo, uint64_t hi)
 }
 
 struct gpu *h_gpu(unsigned i);
+/* The port's context query (port.h: does cg's process have a context on
+ * its GPU, by NVML): NULL answers -1, unknown (no evidence); the shell's
+ * is nvs_unmanaged_context (tests/core/t_unmanaged.c sets it). */
+extern int (*h_context)(struct client_gpu *cg);
 /* Core steps (agenda actions and timer ticks) run since setup; a hash of
  * every message sent since setup (time, client, type, values): two builds
  * of the core that decide alike give the same. */

@@ -6,3 +6,11 @@ TEST_TARGETS += $(CORE_TESTS:%=$(B)/tests/core/%)
 
 $(B)/tests/core/t_%: $(B)/tests/core/t_%.o $(B)/tests/core/harness.o $(CORE_LIB) $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka -lpthread
+
+# Unmanaged-process detection, a shell module (it reads NVML and /proc),
+# driven on the virtual clock with a fake NVML: every scheduler object but
+# main.o, as tests/sched/t_settings links them.
+TEST_TARGETS += $(B)/tests/core/t_unmanaged
+$(B)/tests/core/t_unmanaged: $(B)/tests/core/t_unmanaged.o $(B)/tests/core/harness.o \
+		$(filter-out $(B)/scheduler/main.o,$(SCHED_OBJS)) $(CORE_LIB) $(COMMON_OBJS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka -lcjson $(K8S_LIBS) -lmicrohttpd -lpthread -ldl
