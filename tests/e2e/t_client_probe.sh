@@ -26,8 +26,31 @@ app_wait A 30; app_wait B 30
 check "both finish" sh -c "grep -q '^DONE' '$T/A.out' && grep -q '^DONE' '$T/B.out'"
 alt=$(alternations)
 check "LOCK_OK alternates ($alt)" [ "$alt" -ge 3 ]
-check "every DROP_LOCK answered by a drained LOCK_RELEASED" \
-  [ "$(count_events drop_lock reason='"tq-expired"')" -eq "$(count_events lock_released reason='"dropped"')" ]
+# Every quantum's DROP_LOCK is answered, none revoked: the client's next
+# release is the drained one (dropped), or, at most once per client, the
+# idle release or exit of a job that ended as the DROP_LOCK came (they
+# cross; seen under the ASan soak's load).
+drops=$(python3 - "$NVSHARE_EVENTS" <<'PY'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+bad, crossed, n = [], {}, 0
+for i, e in enumerate(ev):
+    if e.get("event") != "drop_lock" or e.get("reason") != "tq-expired":
+        continue
+    n += 1
+    c = e.get("client")
+    nxt = next((x for x in ev[i + 1:] if x.get("event") == "lock_released" and x.get("client") == c), None)
+    r = nxt.get("reason") if nxt else None
+    if r in ("idle", "disconnect"):
+        crossed[c] = crossed.get(c, 0) + 1
+    elif r != "dropped":
+        bad.append("client %s: %s" % (c, r))
+bad += ["client %s crossed %d times" % (c, k) for c, k in crossed.items() if k > 1]
+bad += ["revoked: client %s" % e.get("client") for e in ev if e.get("event") == "revoke"]
+print("%d DROP_LOCK, %d crossed by the end of a job: %s" % (n, sum(crossed.values()), ", ".join(bad) or "ok"))
+PY
+)
+check "every DROP_LOCK answered by a drained LOCK_RELEASED ($drops)" [ "${drops##*: }" = ok ]
 nreq=$(count_events req_lock); nok=$(count_events lock_ok)
 check "REQ_LOCK once per wait, not per call or thread ($nreq REQ_LOCK, $nok LOCK_OK)" [ "$nreq" -le $((nok + 2)) ]
 sw=$(switches A B)
