@@ -13,7 +13,12 @@
 # CPU-starved A that launched nothing for a while went idle and handed B
 # the lock before the stop (an ASan soak round), so it was never revoked.
 export NVSHARE_SCHED_MODE=on NVSHARE_IDLE_RELEASE_MS=0
-start_scheduler --no-nvml --tq 200ms --drop-grace-ms 500 || { not_ok "scheduler starts"; show_logs; exit 1; }
+# The quantum is long until A is stopped, then 200 ms (nvsharectl -T applies
+# to the current quantum): the DROP_LOCK can only come after the stop. With
+# a 200 ms quantum from the start, a stop that took longer than that under
+# load (sim_stop retries while A holds the simulator's lock) let the running
+# A answer the DROP_LOCK itself (an ASan soak round): no revocation.
+start_scheduler --no-nvml --tq 30 --drop-grace-ms 500 || { not_ok "scheduler starts"; show_logs; exit 1; }
 app A --alloc 16Mi --kernels 1500 --kernel-us 2000
 check "A holds the lock" wait_event 10 lock_ok client=1
 app B --alloc 16Mi --kernels 100 --kernel-us 2000
@@ -23,11 +28,13 @@ check "B waits behind A" wait_event 10 req_lock client=2 holder=1
 # and ran nothing for 20 s), which no real GPU does (tests/sim/README.md).
 "$B/tests/sim/sim_stop" "$PID_A" >/dev/null || not_ok "A stops outside the simulator's lock"
 t_stop=$(date +%s%N)
+check "no DROP_LOCK before the stop (quantum 30 s)" sh -c "! grep -qE '$(evpat drop_lock client=1)' '$NVSHARE_EVENTS'"
+"$CTL" -T 0.2 >/dev/null
 check "A (stopped) is asked to drop after the quantum" wait_event 5 drop_lock client=1 reason='"tq-expired"'
 check "A is revoked after the grace" wait_event 5 revoke client=1 pid="$PID_A" gpu=0
 check "B gets the lock" wait_event 5 lock_ok client=2
 t_b=$(date +%s%N)
-diag "SIGSTOP -> B's LOCK_OK seen: $(( (t_b - t_stop) / 1000000 )) ms (TQ 200 + grace 500)"
+diag "SIGSTOP -> B's LOCK_OK seen: $(( (t_b - t_stop) / 1000000 )) ms (TQ 200 once stopped + grace 500)"
 check "B finishes while A is stopped" app_wait B 20
 check "B's memory intact" app_ok B
 check "revocation counted in the status (GPU and client)" \
