@@ -28,6 +28,13 @@ PY
   wait_for 5 test -e "$1.ready"
 }
 n_of() { grep -c -- "$2" "$1" 2>/dev/null; }
+# mark SOCKET FILE TEXT: sends TEXT to the listener and waits until it is in
+# FILE: a datagram socket keeps its order, so everything sent to it before
+# is in FILE too (the listener lags behind under load).
+mark() {
+  python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(sys.argv[2].encode(), sys.argv[1])' "$1" "$3"
+  wait_for "$(scaled 10)" grep -q -- "$3" "$2"
+}
 # at_least FILE PATTERN N: FILE has N lines matching PATTERN (for wait_for)
 at_least() { [ "$(n_of "$1" "$2")" -ge "$3" ]; }
 
@@ -46,9 +53,10 @@ check "the start says the watchdog's period" \
   grep -q 'systemd watchdog: the event loop reports every 200 ms (WatchdogSec 400 ms)' "$T/scheduler.log"
 # A stopped loop does not feed it (systemd would then kill and restart it).
 kill -STOP "$SCHED_PID"
-sleep 0.3 # the listener takes in what was sent before the stop
+mark "$T/notify1" "$T/n1" MARK=stopped # all that was sent before the stop is in
 before=$(n_of "$T/n1" 'WATCHDOG=1')
 sleep 0.6 # 3 periods: a running loop would have fed it 3 times
+mark "$T/notify1" "$T/n1" MARK=later # and all sent since
 after=$(n_of "$T/n1" 'WATCHDOG=1')
 kill -CONT "$SCHED_PID"
 check "a stopped loop does not feed it ($before -> $after)" test "$before" = "$after"
@@ -56,7 +64,8 @@ check "... and feeds it again once it runs" \
   wait_for "$(scaled 5)" at_least "$T/n1" 'WATCHDOG=1' $((after + 1))
 kill -TERM "$SCHED_PID"
 wait "$SCHED_PID"
-check "SIGTERM: STOPPING=1 is sent" grep -q 'STOPPING=1' "$T/n1"
+# Sent before the exit; the listener may write it later (a soak round).
+check "SIGTERM: STOPPING=1 is sent" wait_for "$(scaled 10)" grep -q 'STOPPING=1' "$T/n1"
 
 # 2. WATCHDOG_PID names another process: READY=1 still, no watchdog.
 notify_listener "$T/n2" "$T/notify2"
