@@ -15,10 +15,14 @@ SCHED_SRCS := scheduler/main.c scheduler/loop.c scheduler/server.c scheduler/con
 include scheduler/k8s/module.mk
 SCHED_SRCS += $(K8S_SRCS)
 SCHED_OBJS := $(SCHED_SRCS:%.c=$(B)/%.o)
+SCHED_LIBS := -lcjson $(K8S_LIBS) -lmicrohttpd -lpthread -ldl
+# The whole scheduler but main(): what tests that run its shell in process
+# link (tests/sched/t_settings, tests/core/t_unmanaged), with SCHED_LIBS.
+SCHED_IN_PROCESS := $(filter-out $(B)/scheduler/main.o,$(SCHED_OBJS)) $(CORE_LIB) $(COMMON_OBJS)
 TARGETS += $(B)/nvshare-scheduler
 
 $(B)/nvshare-scheduler: $(SCHED_OBJS) $(CORE_LIB) $(COMMON_OBJS)
-	$(CC) $(LDFLAGS_ALL) $(PIE_LDFLAGS) -o $@ $^ -lcjson $(K8S_LIBS) -lmicrohttpd -lpthread -ldl
+	$(CC) $(LDFLAGS_ALL) $(PIE_LDFLAGS) -o $@ $^ $(SCHED_LIBS)
 
 # The scheduler's tables also write the docs' tables that describe them
 # (make gen rewrites them, make check-gen (CI) fails when one is stale;

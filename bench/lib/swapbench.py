@@ -83,6 +83,14 @@ def _env(sock=None, extra=None):
     return e
 
 
+def _swap_rates(s0, s1):
+    """Counters between two status reads of a client's swap (s0, s1): the
+    deltas, and GB/s each way (bytes per ns)."""
+    d = {k: s1.get(k, 0) - s0.get(k, 0) for k in ("bytes_in", "bytes_out", "ns_in", "ns_out")}
+    return {"delta": d, "in_gbps": d["bytes_in"] / d["ns_in"] if d["ns_in"] else 0.0,
+            "out_gbps": d["bytes_out"] / d["ns_out"] if d["ns_out"] else 0.0}
+
+
 def swapspeed_once(gib):
     mib = gib * 1024
     out = {"gib": gib}
@@ -126,11 +134,11 @@ def swapspeed_once(gib):
             p.stdin.write(b"CHECK\n")
             p.stdin.flush()
         res = [_expect(p, b, "RESULT", SWAP_SECONDS + 200) for p, b in procs]
-        d = {k: s1[k] - s0.get(k, 0) for k in ("bytes_in", "bytes_out", "ns_in", "ns_out")}
-        out.update({"ok": all(r["ok"] for r in res), "delta": d, "paths": {
+        rates = _swap_rates(s0, s1)
+        d = rates["delta"]
+        out.update(rates)
+        out.update({"ok": all(r["ok"] for r in res), "paths": {
             k: s1.get(k) for k in ("fast_bytes", "prefetch_bytes", "pinned_bytes", "staging_bytes")},
-            "in_gbps": d["bytes_in"] / d["ns_in"] if d["ns_in"] else 0.0,
-            "out_gbps": d["bytes_out"] / d["ns_out"] if d["ns_out"] else 0.0,
             "swaps_in": d["bytes_in"] / (mib << 20), "swaps_out": d["bytes_out"] / (mib << 20)})
     finally:
         _stop(procs, sched)
@@ -258,10 +266,7 @@ def run_vmmtrain(R, gpu):
             out["clients"] = []
             for pid in pids:
                 s1 = (_client(st, pid) or {}).get("swap", {})
-                d = {k: s1.get(k, 0) - s0[pid].get(k, 0) for k in ("bytes_in", "bytes_out", "ns_in", "ns_out")}
-                out["clients"].append(dict(s1, delta=d,
-                                           in_gbps=d["bytes_in"] / d["ns_in"] if d["ns_in"] else 0.0,
-                                           out_gbps=d["bytes_out"] / d["ns_out"] if d["ns_out"] else 0.0))
+                out["clients"].append(dict(s1, **_swap_rates(s0[pid], s1)))
             out["nvshare"] = res
             out["ready"] = infos
             out["grants"] = sum(1 for line in open(os.path.join(config.LOGDIR, "events-vmmtrain.jsonl"))

@@ -12,5 +12,5 @@ $(B)/tests/core/t_%: $(B)/tests/core/t_%.o $(B)/tests/core/harness.o $(CORE_LIB)
 # main.o, as tests/sched/t_settings links them.
 TEST_TARGETS += $(B)/tests/core/t_unmanaged
 $(B)/tests/core/t_unmanaged: $(B)/tests/core/t_unmanaged.o $(B)/tests/core/harness.o \
-		$(filter-out $(B)/scheduler/main.o,$(SCHED_OBJS)) $(CORE_LIB) $(COMMON_OBJS)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka -lcjson $(K8S_LIBS) -lmicrohttpd -lpthread -ldl
+		$(SCHED_IN_PROCESS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(SCHED_LIBS)

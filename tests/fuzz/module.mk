@@ -22,7 +22,7 @@ build/fuzz/fuzz_k8s_event: tests/fuzz/fuzz_k8s_event.c scheduler/k8s/k8s_json.c 
 # target list above stays the parsers'.
 FUZZ_SCHED_SRCS = $(filter-out scheduler/main.c,$(SCHED_SRCS)) $(CORE_SRCS) \
 	$(filter-out common/log.c,$(COMMON_SRCS))
-FUZZ_SCHED_LIBS ?= -lcjson $(K8S_LIBS) -lmicrohttpd -lpthread -ldl
+FUZZ_SCHED_LIBS ?= $(SCHED_LIBS)
 fuzz: build/fuzz/fuzz_conn
 # status_json.c includes the generated version header (common/module.mk).
 build/fuzz/fuzz_conn: tests/fuzz/fuzz_conn.c $(FUZZ_SCHED_SRCS) | $(NVS_VERSION_H)

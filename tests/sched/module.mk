@@ -16,9 +16,8 @@ $(B)/tests/sched/t_slow_reader: $(B)/tests/sched/t_slow_reader.o $(SCHED_TEST_CO
 
 # The settings table in process: every scheduler object but main.o (the
 # rows name variables all over the scheduler).
-$(B)/tests/sched/t_settings: $(B)/tests/sched/t_settings.o \
-		$(filter-out $(B)/scheduler/main.o,$(SCHED_OBJS)) $(CORE_LIB) $(COMMON_OBJS)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcjson $(K8S_LIBS) -lmicrohttpd -lpthread -ldl
+$(B)/tests/sched/t_settings: $(B)/tests/sched/t_settings.o $(SCHED_IN_PROCESS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(SCHED_LIBS)
 
 $(B)/tests/sched/t_plog: $(B)/tests/sched/t_plog.o $(B)/scheduler/plog.o $(COMMON_OBJS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^

@@ -33,7 +33,7 @@ n_of() { grep -c -- "$2" "$1" 2>/dev/null; }
 # is in FILE too (the listener lags behind under load).
 mark() {
   python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(sys.argv[2].encode(), sys.argv[1])' "$1" "$3"
-  wait_for "$(scaled 10)" grep -q -- "$3" "$2"
+  log_has "$2" "$3"
 }
 # at_least FILE PATTERN N: FILE has N lines matching PATTERN (for wait_for)
 at_least() { [ "$(n_of "$1" "$2")" -ge "$3" ]; }
@@ -65,7 +65,7 @@ check "... and feeds it again once it runs" \
 kill -TERM "$SCHED_PID"
 wait "$SCHED_PID"
 # Sent before the exit; the listener may write it later (a soak round).
-check "SIGTERM: STOPPING=1 is sent" wait_for "$(scaled 10)" grep -q 'STOPPING=1' "$T/n1"
+check "SIGTERM: STOPPING=1 is sent" log_has "$T/n1" 'STOPPING=1'
 
 # 2. WATCHDOG_PID names another process: READY=1 still, no watchdog.
 notify_listener "$T/n2" "$T/notify2"
