@@ -167,6 +167,7 @@ def op_job(c):
     workload, mib, iters = c["workload"], c["mib"], c["iters"]
     sleep_until(c.get("start_at", 0))
     t_start = now()
+    marks = []  # after each synchronize: where a slow job lost its time
     if workload == "add":
         # pytorch-add: y += x over two tensors that make up the working set.
         n = mib * (1 << 20) // 8
@@ -177,6 +178,7 @@ def op_job(c):
             y.add_(x)
             if (i + 1) % every == 0:
                 sync()
+                marks.append(now())
         ok = y.min().item() == y.max().item() == float(iters)
         del x, y
     elif workload == "mm":
@@ -191,6 +193,7 @@ def op_job(c):
             torch.mm(a, b, out=out)
             if (i + 1) % every == 0:
                 sync()
+                marks.append(now())
         # Check through mat-vec products (no full-size temporaries).
         v = torch.randn(n, 1, device=dev, generator=g)
         r1 = out @ v
@@ -203,7 +206,8 @@ def op_job(c):
     sync()
     t_end = now()
     release()
-    return {"start": t_start, "end": t_end, "seconds": t_end - t_start, "correct": bool(ok)}
+    return {"start": t_start, "end": t_end, "seconds": t_end - t_start, "correct": bool(ok),
+            "marks": [round(t - t_start, 4) for t in marks]}
 
 
 def op_pingpong(c):

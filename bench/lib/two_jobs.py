@@ -48,7 +48,10 @@ def run_pairs(C, names, workloads, mibs, sequential=()):
                         jobs = pair_call(c, [job_cmd(workload, size, mib, t0)] * 2)
                     per[n].append({"makespan": max(j["end"] for j in jobs) - t0,
                                    "correct": all(j["correct"] for j in jobs),
-                                   "jobs": [j["seconds"] for j in jobs]})
+                                   "jobs": [j["seconds"] for j in jobs],
+                                   # each job's start after t0 and its times at each synchronize
+                                   "starts": [round(j["start"] - t0, 4) for j in jobs],
+                                   "marks": [j.get("marks") for j in jobs]})
                 except RuntimeError as ex:
                     say("%s/%s on %s: %s" % (workload, size, n, ex))
         out["%s-%s" % (workload, size) if size == "small" else workload] = per

@@ -272,6 +272,14 @@ struct gpu {
 	int serialized; /* effective: clients must hold the lock */
 	struct client_gpu *holder;
 	uint64_t grant_ns; /* when the current holder got it (its drop: holder->drop) */
+	/* The current hold's quantum as priced so far (policy.c hold_quantum):
+	 * kept while the hold, its head waiter and the settings it was priced
+	 * with stay the same, so that it can grow but not shrink. */
+	struct {
+		uint64_t grant_ns, tq_ms, ns;
+		const struct client_gpu *waiter;
+		uint32_t factor;
+	} hold_q;
 	struct client_gpu *qhead, *qtail;
 	unsigned qlen;
 	struct client_gpu *ahead; /* attached clients */
@@ -365,7 +373,7 @@ struct sched_config {
 	uint32_t swap_tq_max_factor; /* NVSHARE_SWAP_TQ_MAX_FACTOR, 4 */
 	/* swap (policy.c, docs/swap.md) */
 	unsigned swap_out;	 /* NVSHARE_SWAP_OUT: needed, all, none */
-	uint32_t swap_tq_factor; /* NVSHARE_SWAP_TQ_FACTOR, 33 */
+	uint32_t swap_tq_factor; /* NVSHARE_SWAP_TQ_FACTOR, 50 */
 	/* logs and events (main.c) */
 	int debug, log_json;
 	char events_path[500]; /* NVSHARE_EVENTS, "": off */

@@ -129,10 +129,75 @@ static void test_handoff_price(void **state)
 	assert_int_equal(nvs_policy_handoff_ns(&g), nvs_bounds_swap_median(&g));
 }
 
+/* The hold's quantum follows the price up, never down: a holder that frees
+ * memory at the end of its job is not cut there (policy.c hold_quantum_ns).
+ * Two 2.07 GiB clients over a 3 GiB capacity, as the H200 benchmark whose
+ * holders were cut 17 ms into freeing their tensors. */
+static void test_quantum_not_cut_by_frees(void **state)
+{
+	(void)state;
+	h_setup(1, 3 * GiB, NVS_MODE_AUTO, 1000);
+	struct bot *ab[2];
+	h_clients(ab, 2, 0, 2120 * MiB, 1);
+	struct bot *a = ab[0], *b = ab[1];
+	assert_true(a->holding);
+	assert_true(b->waiting);
+	struct gpu *g = a->cg->gpu;
+	/* Swap speeds known (~44 GB/s each way). */
+	for (int i = 0; i < 3; i++) {
+		a->cg->st.grants++;
+		a->cg->st.releases++;
+		nvs_bounds_swap_sample(a->cg, 28 * MS, 1178 * MiB, 28 * MS, 1178 * MiB);
+	}
+	uint64_t t0 = g->grant_ns;
+	uint64_t q0 = nvs_policy_tq_ns(g);
+	assert_true(q0 > 1200 * MS);
+	h_advance(1 * MS);
+
+	/* 100 ms before the quantum ends, the holder frees a third of its
+	 * memory: its hand-off is cheaper, the live price below the time it
+	 * has held, but the quantum it was priced at stands. */
+	h_run_until(t0 + q0 - 100 * MS);
+	h_mem(a, 1413 * MiB);
+	assert_true(nvs_policy_tq_ns(g) < h_now - t0);
+	h_advance(50 * MS);
+	assert_int_equal(h_count(a, NVS_MSG_DROP_LOCK), 0);
+	/* It ends there, as priced. */
+	h_run_until(t0 + q0);
+	assert_int_equal(h_count(a, NVS_MSG_DROP_LOCK), 1);
+	assert_int_equal(h_last(a, NVS_MSG_DROP_LOCK)->t, t0 + q0);
+	h_teardown();
+
+	/* Growth lengthens the hold; a changed factor applies at once. */
+	h_setup(1, 3 * GiB, NVS_MODE_AUTO, 1000);
+	h_clients(ab, 2, 0, 2120 * MiB, 1);
+	a = ab[0];
+	g = a->cg->gpu;
+	for (int i = 0; i < 3; i++) {
+		a->cg->st.grants++;
+		a->cg->st.releases++;
+		nvs_bounds_swap_sample(a->cg, 28 * MS, 1178 * MiB, 28 * MS, 1178 * MiB);
+	}
+	t0 = g->grant_ns;
+	q0 = nvs_policy_tq_ns(g);
+	h_advance(100 * MS);
+	h_mem(a, 2800 * MiB);
+	uint64_t q1 = nvs_policy_tq_ns(g);
+	assert_true(q1 > q0);
+	h_run_until(t0 + q0 + 1 * MS);
+	assert_int_equal(h_count(a, NVS_MSG_DROP_LOCK), 0);
+	S.cfg.swap_tq_factor = 0; /* off: the bare TQ, long passed */
+	nvs_policy_settings_changed(g, h_now);
+	h_advance(1 * MS);
+	assert_int_equal(h_count(a, NVS_MSG_DROP_LOCK), 1);
+	h_teardown();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_handoff_price),
+	    cmocka_unit_test(test_quantum_not_cut_by_frees),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
