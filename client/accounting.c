@@ -171,6 +171,14 @@ void nvs_acct_unreserve(int dev, uint64_t bytes)
 	changed(dev);
 }
 
+void nvs_acct_recount(int dev, uint64_t bytes)
+{
+	if (!dev_ok(dev))
+		return;
+	atomic_fetch_add_explicit(&used[dev], bytes, memory_order_acq_rel);
+	changed(dev);
+}
+
 /* ---- allocation table ---- */
 
 struct node {

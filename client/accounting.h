@@ -26,6 +26,9 @@ enum nvs_alloc_kind {
 int nvs_acct_reserve(int dev, uint64_t bytes);
 /* Undo a reservation whose allocation failed, or account a free. */
 void nvs_acct_unreserve(int dev, uint64_t bytes);
+/* Counts bytes again that were un-accounted for a free the driver then
+ * refused: the allocation lives, whatever the limit says. */
+void nvs_acct_recount(int dev, uint64_t bytes);
 
 /* Remember / forget an allocation so frees can be un-accounted and managed
  * ranges prefetched on swap. */

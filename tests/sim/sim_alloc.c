@@ -236,11 +236,29 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 	return sim_alloc_new((uint64_t *)dptr, bytesize, A_MANAGED, d, flags, NULL);
 }
 
+/* NVSHARE_SIM_FREE_GATE: a free of managed memory returns only once that
+ * file exists (at most 30 s), so a test can look at what happens while the
+ * driver is inside a slow free (an H200 takes ~7 ms per GiB of managed
+ * memory, 0.5 ms for device memory). */
+static void free_gate(uint64_t p)
+{
+	const char *f = getenv("NVSHARE_SIM_FREE_GATE");
+	if (!f || !*f)
+		return;
+	pthread_mutex_lock(&sim_mu);
+	struct sim_alloc *a = sim_alloc_find_locked(p);
+	int managed = a && a->base == p && a->kind == A_MANAGED;
+	pthread_mutex_unlock(&sim_mu);
+	for (int i = 0; managed && i < 30000 && access(f, F_OK) != 0; i++)
+		usleep(1000);
+}
+
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
 	SIM_REQUIRE_INIT();
 	if (!dptr)
 		return CUDA_SUCCESS;
+	free_gate(dptr);
 	return sim_free_kind(dptr, 1u << A_DEVICE | 1u << A_MANAGED);
 }
 
