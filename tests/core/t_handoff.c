@@ -142,15 +142,15 @@ static void test_quantum_not_cut_by_frees(void **state)
 	struct bot *a = ab[0], *b = ab[1];
 	assert_true(a->holding);
 	assert_true(b->waiting);
-	struct gpu *g = a->cg->gpu;
+	struct gpu *gp = a->cg->gpu;
 	/* Swap speeds known (~44 GB/s each way). */
 	for (int i = 0; i < 3; i++) {
 		a->cg->st.grants++;
 		a->cg->st.releases++;
 		nvs_bounds_swap_sample(a->cg, 28 * MS, 1178 * MiB, 28 * MS, 1178 * MiB);
 	}
-	uint64_t t0 = g->grant_ns;
-	uint64_t q0 = nvs_policy_tq_ns(g);
+	uint64_t t0 = gp->grant_ns;
+	uint64_t q0 = nvs_policy_tq_ns(gp);
 	assert_true(q0 > 1200 * MS);
 	h_advance(1 * MS);
 
@@ -159,7 +159,7 @@ static void test_quantum_not_cut_by_frees(void **state)
 	 * has held, but the quantum it was priced at stands. */
 	h_run_until(t0 + q0 - 100 * MS);
 	h_mem(a, 1413 * MiB);
-	assert_true(nvs_policy_tq_ns(g) < h_now - t0);
+	assert_true(nvs_policy_tq_ns(gp) < h_now - t0);
 	h_advance(50 * MS);
 	assert_int_equal(h_count(a, NVS_MSG_DROP_LOCK), 0);
 	/* It ends there, as priced. */
@@ -172,22 +172,22 @@ static void test_quantum_not_cut_by_frees(void **state)
 	h_setup(1, 3 * GiB, NVS_MODE_AUTO, 1000);
 	h_clients(ab, 2, 0, 2120 * MiB, 1);
 	a = ab[0];
-	g = a->cg->gpu;
+	gp = a->cg->gpu;
 	for (int i = 0; i < 3; i++) {
 		a->cg->st.grants++;
 		a->cg->st.releases++;
 		nvs_bounds_swap_sample(a->cg, 28 * MS, 1178 * MiB, 28 * MS, 1178 * MiB);
 	}
-	t0 = g->grant_ns;
-	q0 = nvs_policy_tq_ns(g);
+	t0 = gp->grant_ns;
+	q0 = nvs_policy_tq_ns(gp);
 	h_advance(100 * MS);
 	h_mem(a, 2800 * MiB);
-	uint64_t q1 = nvs_policy_tq_ns(g);
+	uint64_t q1 = nvs_policy_tq_ns(gp);
 	assert_true(q1 > q0);
 	h_run_until(t0 + q0 + 1 * MS);
 	assert_int_equal(h_count(a, NVS_MSG_DROP_LOCK), 0);
 	S.cfg.swap_tq_factor = 0; /* off: the bare TQ, long passed */
-	nvs_policy_settings_changed(g, h_now);
+	nvs_policy_settings_changed(gp, h_now);
 	h_advance(1 * MS);
 	assert_int_equal(h_count(a, NVS_MSG_DROP_LOCK), 1);
 	h_teardown();
