@@ -258,6 +258,10 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
 	SIM_REQUIRE_INIT();
 	if (!dptr)
 		return CUDA_SUCCESS;
+	/* A free synchronizes: refused during a capture, as CUDA does. */
+	CUresult cr = sim_capture_unsafe_call("cuMemFree_v2");
+	if (cr != CUDA_SUCCESS)
+		return cr;
 	free_gate(dptr);
 	return sim_free_kind(dptr, 1u << A_DEVICE | 1u << A_MANAGED);
 }

@@ -8,7 +8,7 @@
  *   swap_app --name A --ranges 16Mi,64Mi,256Mi --steps 40 --kernel-us 2000
  *            [--linger-ms MS] [--pause-after STEPS --pause-ms MS] [--start-file F]
  *            [--end-file F] [--free-at-end] [--pause-file F]
- *            [--capture-alloc SIZE]
+ *            [--capture-alloc SIZE] [--capture-free]
  *   swap_app --prefetch-log      print the simulated GPU's prefetch log
  *
  * --start-file F: after allocating and filling, print "READY name=A" and
@@ -32,6 +32,10 @@
  * staging follows the allocations, pinned by its own thread while the
  * capture is under way), end the capture and replay it:
  *   CAPTURE name=A result=ok|rc=N pinned_before=B pinned_after=B
+ * --capture-free: after the steps, free the first range while a capture in
+ * global mode is under way on a stream of its own, which CUDA refuses
+ * (a free synchronizes); the range lives on and its data is checked:
+ *   CAPFREE name=A rc=N        (900: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
  *
  * Output: one DONE line, with this process's simulated-GPU counters:
  *   DONE name=A result=ok|BAD fault_bytes=N h2d_bytes=N d2h_bytes=N evicted_bytes=N
@@ -139,6 +143,21 @@ static void capture_alloc(CUfunction fn, CUdeviceptr q, uint64_t n, uint64_t ext
 	CK(cuMemFree(more));
 }
 
+/* --capture-free (header). */
+static void capture_free(CUdeviceptr q)
+{
+	CUstream s;
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CUresult r = cuMemFree(q);
+	CUgraph g = NULL;
+	(void)cuStreamEndCapture(s, &g); /* invalidated by the refused free */
+	if (g)
+		CK(cuGraphDestroy(g));
+	CK(cuStreamDestroy(s));
+	printf("CAPFREE name=%s rc=%d\n", name, (int)r);
+}
+
 static void sleep_ms(long ms)
 {
 	if (ms <= 0)
@@ -153,7 +172,7 @@ int main(int argc, char **argv)
 	uint64_t sizes[MAXR];
 	int nr = 0;
 	long steps = 20, linger_ms = 0, pause_after = -1, pause_ms = 0;
-	int free_at_end = 0;
+	int free_at_end = 0, cap_free = 0;
 	const char *start_file = NULL, *end_file = NULL, *pause_file = NULL;
 	unsigned long long kus = 1000;
 	uint64_t capture_extra = 0;
@@ -183,6 +202,8 @@ int main(int argc, char **argv)
 			pause_file = v;
 		else if (!strcmp(a, "--capture-alloc") && ++i)
 			capture_extra = parse_size(v);
+		else if (!strcmp(a, "--capture-free"))
+			cap_free = 1;
 		else if (!strcmp(a, "--ranges") && ++i) {
 			char *d = strdup(v), *save = NULL;
 			for (char *t = strtok_r(d, ",", &save); t && nr < MAXR;
@@ -237,6 +258,8 @@ int main(int argc, char **argv)
 	}
 	if (capture_extra && nr)
 		capture_alloc(fn, p[0], sizes[0], capture_extra);
+	if (cap_free && nr)
+		capture_free(p[0]);
 	/* Every byte of every range still holds its pattern. */
 	const char *res = "ok";
 	for (int r = 0; r < nr && !strcmp(res, "ok"); r++) {

@@ -8,7 +8,8 @@
 # driver keeps that free from returning until the test says so
 # (NVSHARE_SIM_FREE_GATE). Asserted while A is still inside the free: the
 # scheduler counts A's memory as gone, the GPU turned concurrent and B ran its
-# steps to the end. Only then is A's free let through.
+# steps to the end. Only then is A's free let through. Then a free the driver
+# refuses (C's, during a stream capture) counts the memory again.
 # shellcheck disable=SC1091,SC2034,SC2154 # libs by path; RANGES is read by swap_lib.sh's job(); lib variables
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../metrics/metrics_lib.sh"
@@ -50,4 +51,20 @@ check "A is counted at 0 after its free" a_gone
 touch "$T/end"
 check "A's data was intact" job_ok A
 check "B finished, every byte intact" job_ok B
+
+# A free the driver refuses (during a capture in global mode, a free
+# synchronizes) leaves the memory allocated: it is counted again.
+RANGES=256Mi
+job C --steps 2 --kernel-us 500 --capture-free --end-file "$T/endC"
+check "C finished" job_wait C 30
+check "C's free during its capture was refused (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)" \
+  grep -q '^CAPFREE name=C rc=900' "$T/C.out"
+check "... its range lived on, every byte intact" job_ok C
+pc=$(event_field pid hello client=3 | head -1)
+c_full() {
+  [ "$(status_py "[g['allocated'] for c in d['clients'] if c['pid'] == $pc for g in c['gpus']][0]")" \
+    = $((256 << 20)) ]
+}
+check "... and is counted again: 256Mi" wait_for 20 c_full
+touch "$T/endC"
 echo "1..$_tap_n"
