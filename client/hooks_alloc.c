@@ -199,17 +199,26 @@ CUresult CUDAAPI nvs_wrap_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, 
 	return alloc_managed(dptr, bytesize, flags, "cuMemAllocManaged");
 }
 
-/* Un-accounts ptr if we tracked it; `why` names the call for the log. */
+/* Drops ptr from the allocation table if we tracked it; returns its bytes
+ * (0: not ours) and their GPU in *dev. `why` names the call for the log. */
+static uint64_t untrack(CUdeviceptr ptr, const char *why, int *dev)
+{
+	uint64_t b = nvs_acct_untrack(ptr, dev);
+	if (b) {
+		char s[32];
+		NVS_DEBUG("%s 0x%llx: %s on GPU %d released", why, (unsigned long long)ptr,
+			  nvs_format_size(b, s, sizeof s), *dev);
+	}
+	return b;
+}
+
+/* Un-accounts ptr if we tracked it. */
 static void forget(CUdeviceptr ptr, const char *why)
 {
 	int dev;
-	uint64_t b = nvs_acct_untrack(ptr, &dev);
-	if (b) {
+	uint64_t b = untrack(ptr, why, &dev);
+	if (b)
 		nvs_acct_unreserve(dev, b);
-		char s[32];
-		NVS_DEBUG("%s 0x%llx: %s on GPU %d released", why, (unsigned long long)ptr,
-			  nvs_format_size(b, s, sizeof s), dev);
-	}
 }
 
 /* Frees memory the library allocated or converted: the swap engine lets go
@@ -248,14 +257,10 @@ static CUresult free_counted(CUdeviceptr dptr, const char *why)
 			nvs_acct_recount(dev, early); /* still allocated after all */
 		return r;
 	}
-	if (!early) {
+	if (early)
+		(void)untrack(dptr, why, &dev); /* un-accounted above */
+	else
 		forget(dptr, why);
-		return r;
-	}
-	(void)nvs_acct_untrack(dptr, NULL);
-	char b[32];
-	NVS_DEBUG("%s 0x%llx: %s on GPU %d released", why, (unsigned long long)dptr,
-		  nvs_format_size(early, b, sizeof b), dev);
 	return r;
 }
 

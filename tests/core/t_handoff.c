@@ -144,11 +144,8 @@ static void test_quantum_not_cut_by_frees(void **state)
 	assert_true(b->waiting);
 	struct gpu *gp = a->cg->gpu;
 	/* Swap speeds known (~44 GB/s each way). */
-	for (int i = 0; i < 3; i++) {
-		a->cg->st.grants++;
-		a->cg->st.releases++;
-		nvs_bounds_swap_sample(a->cg, 28 * MS, 1178 * MiB, 28 * MS, 1178 * MiB);
-	}
+	for (int i = 0; i < 3; i++)
+		sample(a->cg, 28 * MS, 1178 * MiB, 28 * MS, 1178 * MiB);
 	uint64_t t0 = gp->grant_ns;
 	uint64_t q0 = nvs_policy_tq_ns(gp);
 	assert_true(q0 > 1200 * MS);
@@ -173,11 +170,8 @@ static void test_quantum_not_cut_by_frees(void **state)
 	h_clients(ab, 2, 0, 2120 * MiB, 1);
 	a = ab[0];
 	gp = a->cg->gpu;
-	for (int i = 0; i < 3; i++) {
-		a->cg->st.grants++;
-		a->cg->st.releases++;
-		nvs_bounds_swap_sample(a->cg, 28 * MS, 1178 * MiB, 28 * MS, 1178 * MiB);
-	}
+	for (int i = 0; i < 3; i++)
+		sample(a->cg, 28 * MS, 1178 * MiB, 28 * MS, 1178 * MiB);
 	t0 = gp->grant_ns;
 	q0 = nvs_policy_tq_ns(gp);
 	h_advance(100 * MS);

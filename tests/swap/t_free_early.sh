@@ -35,10 +35,11 @@ check "B asks for the lock while A holds it" wait_event 20 req_lock pid="$pb" ho
 # when A's memory goes.
 n0=$(count_events gpu_mode gpu=0 serialized=0) nb0=$(count_events lock_ok pid="$pb")
 check "A finished its steps" wait_log 60 "$T/A.out" "^DONE name=A "
-a_counted() {
-  status_py "[g['allocated'] for c in d['clients'] if c['pid'] == $pa for g in c['gpus']][0]"
+# counted PID: the bytes the scheduler counts for that client on its GPU.
+counted() {
+  status_py "[g['allocated'] for c in d['clients'] if c['pid'] == $1 for g in c['gpus']][0]"
 }
-a_gone() { [ "$(a_counted)" = 0 ]; }
+a_gone() { [ "$(counted "$pa")" = 0 ]; }
 check "A's 256Mi counted free while its free has not returned" wait_for 20 a_gone
 more_concurrent() { [ "$(count_events gpu_mode gpu=0 serialized=0)" -gt "$n0" ]; }
 check "the GPU turned concurrent meanwhile" wait_for 10 more_concurrent
@@ -61,10 +62,7 @@ check "C's free during its capture was refused (CUDA_ERROR_STREAM_CAPTURE_UNSUPP
   grep -q '^CAPFREE name=C rc=900' "$T/C.out"
 check "... its range lived on, every byte intact" job_ok C
 pc=$(event_field pid hello client=3 | head -1)
-c_full() {
-  [ "$(status_py "[g['allocated'] for c in d['clients'] if c['pid'] == $pc for g in c['gpus']][0]")" \
-    = $((256 << 20)) ]
-}
+c_full() { [ "$(counted "$pc")" = $((256 << 20)) ]; }
 check "... and is counted again: 256Mi" wait_for 20 c_full
 touch "$T/endC"
 echo "1..$_tap_n"
